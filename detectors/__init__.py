@@ -1,0 +1,1 @@
+"""logscope's diagnoses (installed as `logscope.detectors`). See `registry` for the list."""

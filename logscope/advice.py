@@ -1,0 +1,64 @@
+"""Build `Advice` from a run's own config: current value, suggested value, ready override."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from logscope import verl_config
+from logscope.model import Advice, Run
+
+# Sources, as cited in tuning_knowledge.md.
+SEED_GRPO = "seed:grpo-pitfalls"
+SEED_PPO = "seed:ppo-tuning"
+
+
+def current_value(run: Run | None, parameter: str, step: int | None = None) -> Any:
+    """The parameter's value in the run's config at `step`; None when the config is unknown.
+
+    A run with a config but without this key gets verl's default for it.
+    """
+    if run is None or not run.config_segments:
+        return None
+    config = run.config(step)
+    value, _ = verl_config.effective(config, parameter, run.meta.get("verl_version"))
+    return value
+
+
+def advise(
+    run: Run | None,
+    parameter: str,
+    rationale: str,
+    source: str,
+    suggest: Callable[[Any], Any] | Any = None,
+    step: int | None = None,
+    rule: str | None = None,
+) -> Advice:
+    """Advice for `parameter`.
+
+    `suggest` is a value, or a function of the current value returning the suggested one.
+    When the config is unknown (or the function cannot compute a value) the suggestion is
+    the `rule` text and no override is given.
+    """
+    current = current_value(run, parameter, step)
+    suggested: Any
+    if callable(suggest):
+        try:
+            suggested = suggest(current) if current is not None else None
+        except (TypeError, ValueError, ZeroDivisionError):
+            suggested = None
+    else:
+        suggested = suggest
+    if suggested is None:
+        text = rationale if rule is None else f"{rationale} Rule: {rule}"
+        if current is None and run is not None and not run.config_segments:
+            text += " (The run's config is unknown, so no value is computed.)"
+        return Advice(parameter, current, rule, None, text, source)
+    return Advice(
+        parameter=parameter,
+        current=current,
+        suggested=suggested,
+        override=verl_config.override(parameter, suggested),
+        rationale=rationale,
+        source=source,
+    )

@@ -1,0 +1,304 @@
+"""Core objects: Run (what was read), Finding/Advice (what was found), Incident, Report.
+
+Readers build `Run`s; detectors turn a `Run` into `Finding`s; `logscope.report.Report` is what
+every renderer shows. See DESIGN.md.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+import polars as pl
+
+Severity = Literal["info", "warning", "error", "critical"]
+SEVERITIES: tuple[Severity, ...] = ("info", "warning", "error", "critical")
+SEVERITY_RANK: dict[str, int] = {s: i for i, s in enumerate(SEVERITIES)}
+
+METRICS_SCHEMA: dict[str, pl.DataType] = {
+    "step": pl.Int64,
+    "metric": pl.Utf8,
+    "value": pl.Float64,
+    "wall_time": pl.Float64,
+}
+
+
+def empty_metrics() -> pl.DataFrame:
+    """An empty long metrics frame with the canonical schema."""
+    return pl.DataFrame(schema=METRICS_SCHEMA)
+
+
+def severity_at_least(severity: str, threshold: str) -> bool:
+    """True when `severity` ranks at or above `threshold`."""
+    return SEVERITY_RANK[severity] >= SEVERITY_RANK[threshold]
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a run came from: `kind` (verl-console, verl-jsonl, wandb-offline, …) and path/URI."""
+
+    kind: str
+    path: str
+
+
+@dataclass
+class Event:
+    """A log line that matters (traceback, OOM, warning, checkpoint load, …)."""
+
+    line_no: int
+    step_hint: int | None
+    kind: str
+    text: str
+
+
+@dataclass
+class ConfigSegment:
+    """A resolved verl config in force from `first_step` on (a restart starts a new segment)."""
+
+    first_step: int
+    config: dict[str, Any]
+    line_no: int | None = None
+
+
+@dataclass
+class ParseStats:
+    """What the reader saw: lines read, step lines, skipped lines (with a few examples)."""
+
+    lines_read: int = 0
+    step_lines: int = 0
+    skipped_lines: int = 0
+    skipped_examples: list[tuple[int, str]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    MAX_EXAMPLES = 5
+
+    def skip(self, line_no: int, text: str) -> None:
+        """Count a skipped line and keep the first few as examples."""
+        self.skipped_lines += 1
+        if len(self.skipped_examples) < self.MAX_EXAMPLES:
+            self.skipped_examples.append((line_no, text[:200]))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "lines_read": self.lines_read,
+            "step_lines": self.step_lines,
+            "skipped_lines": self.skipped_lines,
+            "skipped_examples": [{"line": n, "text": t} for n, t in self.skipped_examples],
+            "notes": list(self.notes),
+        }
+
+
+@dataclass
+class Run:
+    """One training run as read from one source.
+
+    `metrics` is a long frame `step, metric, value, wall_time` with one row per (step, metric):
+    when a step was logged twice (a restart), the latest value wins.
+    `meta` holds project, experiment, `verl_version` (a guess), `algorithm`, and
+    `value_resolution` (0.0005 when values were printed with `.3f`, so 0.000 means |x| < 5e-4).
+    """
+
+    id: str
+    source: Source
+    meta: dict[str, Any] = field(default_factory=dict)
+    config_segments: list[ConfigSegment] = field(default_factory=list)
+    metrics: pl.DataFrame = field(default_factory=empty_metrics)
+    events: list[Event] = field(default_factory=list)
+    parse_stats: ParseStats = field(default_factory=ParseStats)
+
+    # ---- metrics -------------------------------------------------------------------------
+    @property
+    def metric_names(self) -> list[str]:
+        """Sorted names of every metric in the run."""
+        if self.metrics.height == 0:
+            return []
+        return sorted(self.metrics.get_column("metric").unique().to_list())
+
+    def has_metric(self, name: str) -> bool:
+        return name in self._name_set()
+
+    def _name_set(self) -> set[str]:
+        cached = self.__dict__.get("_names_cache")
+        if cached is None or cached[0] is not self.metrics:
+            cached = (self.metrics, set(self.metric_names))
+            self.__dict__["_names_cache"] = cached
+        return cached[1]
+
+    @property
+    def steps(self) -> np.ndarray:
+        """Sorted unique steps that have at least one metric."""
+        if self.metrics.height == 0:
+            return np.array([], dtype=np.int64)
+        return np.sort(self.metrics.get_column("step").unique().to_numpy())
+
+    @property
+    def n_steps(self) -> int:
+        return len(self.steps)
+
+    def series(self, metric: str) -> tuple[np.ndarray, np.ndarray]:
+        """(steps, values) of one metric, sorted by step; empty arrays when absent."""
+        by_metric = self.__dict__.get("_series_cache")
+        if by_metric is None or by_metric[0] is not self.metrics:
+            parts = self.metrics.sort("step").partition_by("metric", as_dict=True)
+            by_metric = (self.metrics, {key[0]: frame for key, frame in parts.items()})
+            self.__dict__["_series_cache"] = by_metric
+        frame = by_metric[1].get(metric)
+        if frame is None:
+            return np.array([], dtype=np.int64), np.array([], dtype=np.float64)
+        return frame.get_column("step").to_numpy(), frame.get_column("value").to_numpy()
+
+    def wall_times(self) -> tuple[np.ndarray, np.ndarray]:
+        """(steps, wall_time) for steps that carry a wall time (empty when none)."""
+        if self.metrics.height == 0:
+            return np.array([], dtype=np.int64), np.array([], dtype=np.float64)
+        frame = (
+            self.metrics.drop_nulls("wall_time")
+            .group_by("step")
+            .agg(pl.col("wall_time").max())
+            .sort("step")
+        )
+        return frame.get_column("step").to_numpy(), frame.get_column("wall_time").to_numpy()
+
+    def wide(self) -> pl.DataFrame:
+        """One row per step, one column per metric (for display and export)."""
+        if self.metrics.height == 0:
+            return pl.DataFrame({"step": pl.Series([], dtype=pl.Int64)})
+        return self.metrics.pivot(on="metric", index="step", values="value").sort("step")
+
+    @property
+    def value_resolution(self) -> float | None:
+        """Half a unit of the last printed decimal when values were rounded, else None."""
+        res = self.meta.get("value_resolution")
+        return float(res) if res else None
+
+    # ---- config --------------------------------------------------------------------------
+    def config(self, step: int | None = None) -> dict[str, Any]:
+        """The config in force at `step` (the latest segment by default); {} when unknown."""
+        if not self.config_segments:
+            return {}
+        if step is None:
+            return self.config_segments[-1].config
+        chosen = self.config_segments[0].config
+        for seg in self.config_segments:
+            if seg.first_step <= step:
+                chosen = seg.config
+        return chosen
+
+    def config_value(self, key: str, step: int | None = None, default: Any = None) -> Any:
+        """A dotted key (e.g. `actor_rollout_ref.actor.kl_loss_coef`) from the run's config."""
+        node: Any = self.config(step)
+        for part in key.split("."):
+            if not isinstance(node, dict) or part not in node:
+                return default
+            node = node[part]
+        return node
+
+    def summary(self) -> dict[str, Any]:
+        """Numbers for the report header."""
+        steps = self.steps
+        _, walls = self.wall_times()
+        wall = float(walls.max() - walls.min()) if len(walls) > 1 else None
+        return {
+            "id": self.id,
+            "source": {"kind": self.source.kind, "path": self.source.path},
+            "meta": _jsonable(self.meta),
+            "steps": {
+                "count": int(len(steps)),
+                "first": int(steps[0]) if len(steps) else None,
+                "last": int(steps[-1]) if len(steps) else None,
+            },
+            "metrics_count": len(self.metric_names),
+            "wall_time_s": wall,
+            "config_segments": [
+                {"first_step": s.first_step, "line": s.line_no, "keys": len(s.config)}
+                for s in self.config_segments
+            ],
+            "events_count": len(self.events),
+            "parse_stats": self.parse_stats.to_dict(),
+        }
+
+
+@dataclass(frozen=True)
+class Advice:
+    """One parameter change: the verl key, its value in this run, what to set, and why."""
+
+    parameter: str
+    current: Any
+    suggested: Any
+    override: str | None
+    rationale: str
+    source: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return _jsonable(asdict(self))
+
+
+@dataclass
+class Finding:
+    """One diagnosis on one run: what was seen (with numbers), where, and what to change."""
+
+    code: str
+    name: str
+    severity: Severity
+    title: str
+    message: str
+    metric: str | None = None
+    step: int | None = None
+    end_step: int | None = None
+    evidence: dict[str, Any] = field(default_factory=dict)
+    advice: list[Advice] = field(default_factory=list)
+    references: list[str] = field(default_factory=list)
+
+    @property
+    def key(self) -> tuple[str, str | None, int | None]:
+        """Identity used to compare findings across runs of the pipeline (tail vs analyze)."""
+        return (self.name, self.metric, self.step)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "code": self.code,
+            "name": self.name,
+            "severity": self.severity,
+            "title": self.title,
+            "message": self.message,
+            "metric": self.metric,
+            "step": self.step,
+            "end_step": self.end_step,
+            "evidence": _jsonable(self.evidence),
+            "advice": [a.to_dict() for a in self.advice],
+            "references": list(self.references),
+        }
+
+
+@dataclass
+class Incident:
+    """Findings that belong together in time; `first_mover` is the finding that showed first."""
+
+    id: str
+    title: str
+    severity: Severity
+    step: int | None
+    end_step: int | None
+    first_mover: str
+    findings: list[int]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _jsonable(value: Any) -> Any:
+    """Plain-JSON copy: numpy scalars → Python, NaN/inf → None (JSON has no NaN)."""
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+jsonable = _jsonable
