@@ -12,7 +12,7 @@ from functools import cache
 from logscope.detector import Detector
 from logscope.exceptions import LogscopeError
 
-_SKIP_MODULES = {"registry", "_stats"}
+_SKIP_MODULES = {"registry"}
 
 
 @cache
@@ -22,7 +22,7 @@ def detector_classes() -> tuple[type[Detector], ...]:
 
     found: dict[str, type[Detector]] = {}
     for info in pkgutil.iter_modules(package.__path__):
-        if info.name in _SKIP_MODULES or info.name.startswith("test"):
+        if info.name in _SKIP_MODULES or info.name.startswith(("_", "test")):
             continue
         module = importlib.import_module(f"{package.__name__}.{info.name}")
         for obj in vars(module).values():

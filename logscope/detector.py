@@ -41,12 +41,15 @@ class Detector(ABC):
 
     def skip_reason(self, run: Run) -> str | None:
         """Why this detector cannot run on `run` (None when it can)."""
-        if self.reads == "metrics" and self.concepts:
-            if not any(resolve(run, c) for c in self.concepts):
-                from logscope.aliases import ALIASES
+        if (
+            self.reads == "metrics"
+            and self.concepts
+            and not any(resolve(run, c) for c in self.concepts)
+        ):
+            from logscope.aliases import ALIASES
 
-                wanted = sorted({n for c in self.concepts for n in ALIASES[c]})
-                return "none of its metrics is in the run (" + ", ".join(wanted) + ")"
+            wanted = sorted({n for c in self.concepts for n in ALIASES[c]})
+            return "none of its metrics is in the run (" + ", ".join(wanted) + ")"
         if self.reads == "config" and not run.config_segments:
             return "the run has no config"
         return None
@@ -64,11 +67,7 @@ class Detector(ABC):
     def params(self) -> dict[str, Any]:
         """The detector's keyword parameters and their current values."""
         sig = inspect.signature(type(self).__init__)
-        return {
-            p: getattr(self, p)
-            for p in sig.parameters
-            if p != "self" and hasattr(self, p)
-        }
+        return {p: getattr(self, p) for p in sig.parameters if p != "self" and hasattr(self, p)}
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.params().items())

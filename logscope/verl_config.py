@@ -143,7 +143,7 @@ def round_sig(x: float, digits: int = 2) -> float:
     """Round to significant digits, for suggested values a human would type (0.0007, not 0.000712)."""
     if x == 0 or not math.isfinite(x):
         return x
-    return round(x, -int(math.floor(math.log10(abs(x)))) + digits - 1)
+    return round(x, -math.floor(math.log10(abs(x))) + digits - 1)
 
 
 # Known model sizes (billions of parameters) and hidden sizes, from the model path.

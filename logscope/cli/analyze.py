@@ -1,0 +1,105 @@
+"""`logscope analyze`: read logs, run every detector, print the report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from logscope.cli.common import (
+    FailOn,
+    OutputFormat,
+    progress_bar,
+    split_codes,
+    user_errors,
+    write_output,
+)
+from logscope.exceptions import LogscopeError
+
+
+def analyze(
+    paths: Annotated[
+        list[Path], typer.Argument(help="verl console logs (or other supported runs).")
+    ],
+    format: Annotated[
+        OutputFormat, typer.Option("--format", "-f", help="Output format.")
+    ] = OutputFormat.rich,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Write the report to FILE.")
+    ] = None,
+    fail_on: Annotated[
+        FailOn,
+        typer.Option("--fail-on", help="Exit 1 when a finding is at or above this severity."),
+    ] = FailOn.error,
+    only: Annotated[
+        list[str] | None,
+        typer.Option("--only", help="Run only these codes/names (comma-separated)."),
+    ] = None,
+    skip: Annotated[
+        list[str] | None, typer.Option("--skip", help="Skip these codes/names (comma-separated).")
+    ] = None,
+    source: Annotated[
+        str | None, typer.Option("--source", help="Force the reader (e.g. verl-console).")
+    ] = None,
+    store: Annotated[
+        Path | None,
+        typer.Option(
+            "--store", envvar="LOGSCOPE_STORE", help="Store folder (default: ~/.cache/logscope)."
+        ),
+    ] = None,
+    no_cache: Annotated[
+        bool, typer.Option("--no-cache", help="Parse again; don't read or write the store.")
+    ] = False,
+) -> None:
+    """Diagnose verl runs: what went wrong, where, and which parameter to change.
+
+    Exit codes: 0 nothing at or above --fail-on, 1 findings at or above it, 2 could not run.
+
+    Example: logscope analyze verl_tuned.log --format json -o report.json
+    """
+    from logscope.analyze import analyze_paths
+    from logscope.report import render_html, render_markdown, reports_to_json
+
+    with user_errors():
+        if output is not None and any(_same_file(output, p) for p in paths):
+            raise LogscopeError(f"--output {output} is one of the inputs; refusing to overwrite it")
+        with progress_bar(enabled=format == OutputFormat.rich or output is not None) as progress:
+            reports = analyze_paths(
+                paths,
+                source=source,
+                only=split_codes(only),
+                skip=split_codes(skip),
+                store_dir=store,
+                use_cache=not no_cache,
+                progress=progress,
+            )
+        if format == OutputFormat.rich:
+            if output is None:
+                _print_rich(reports, Console())
+            else:
+                with output.open("w", encoding="utf-8") as fh:
+                    _print_rich(reports, Console(file=fh, width=110, force_terminal=False))
+        elif format == OutputFormat.json:
+            write_output(reports_to_json(reports), output)
+        elif format == OutputFormat.markdown:
+            write_output(render_markdown(reports), output)
+        else:
+            write_output(render_html(reports), output)
+    if any(r.fails(fail_on.value) for r in reports):
+        raise typer.Exit(1)
+
+
+def _print_rich(reports: list, console: Console) -> None:
+    from logscope.cli.render import render_report
+
+    for report in reports:
+        render_report(report, console)
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return a.exists() and b.exists() and a.resolve() == b.resolve()
+    except OSError:
+        return False

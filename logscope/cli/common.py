@@ -1,0 +1,81 @@
+"""Shared CLI pieces: option types, error handling, progress, writing output."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from enum import StrEnum
+from pathlib import Path
+
+import typer
+from rich.console import Console
+
+from logscope.exceptions import LogscopeError
+
+err_console = Console(stderr=True)
+
+
+class OutputFormat(StrEnum):
+    rich = "rich"
+    json = "json"
+    markdown = "markdown"
+    html = "html"
+
+
+class FailOn(StrEnum):
+    info = "info"
+    warning = "warning"
+    error = "error"
+    critical = "critical"
+    never = "never"
+
+
+def split_codes(values: list[str] | None) -> list[str] | None:
+    """`--only LS001,kl-jump --only LS010` → ['LS001', 'kl-jump', 'LS010']."""
+    if not values:
+        return None
+    return [c.strip() for v in values for c in v.split(",") if c.strip()]
+
+
+@contextmanager
+def user_errors() -> Iterator[None]:
+    """Turn a LogscopeError into a clear message on stderr and exit code 2."""
+    try:
+        yield
+    except LogscopeError as exc:
+        err_console.print(f"[bold red]logscope:[/] {exc}", markup=True, highlight=False)
+        raise typer.Exit(2) from None
+
+
+@contextmanager
+def progress_bar(enabled: bool) -> Iterator[Callable[[int, int], None] | None]:
+    """A byte progress bar on stderr, only when stderr is a terminal."""
+    if not enabled or not sys.stderr.isatty():
+        yield None
+        return
+    from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
+
+    with Progress(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        DownloadColumn(),
+        TimeRemainingColumn(),
+        console=err_console,
+        transient=True,
+    ) as bar:
+        task = bar.add_task("parsing", total=None)
+
+        def update(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        yield update
+
+
+def write_output(text: str, output: Path | None) -> None:
+    """Write to `--output` (never over an input: the caller checks) or stdout."""
+    if output is None:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        return
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(text, encoding="utf-8")

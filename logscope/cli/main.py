@@ -1,0 +1,28 @@
+"""The Typer app: one module per command, registered here."""
+
+from __future__ import annotations
+
+import typer
+
+from logscope.cli.analyze import analyze
+
+app = typer.Typer(
+    name="logscope",
+    help="Find what went wrong in a verl RL run, where, and which parameter to change.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+@app.callback()
+def _root() -> None:
+    """Find what went wrong in a verl RL run, where, and which parameter to change."""
+
+
+app.command("analyze")(analyze)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()

@@ -1,0 +1,161 @@
+"""Terminal rendering of a Report with rich. Log content is always plain Text (never markup)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console, Group
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from logscope.model import SEVERITIES
+from logscope.report import Report
+
+SEVERITY_STYLE = {
+    "critical": "bold white on red",
+    "error": "bold red",
+    "warning": "bold yellow",
+    "info": "cyan",
+}
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "unknown"
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return str(value)
+
+
+def summary_table(report: Report) -> Table:
+    s = report.run.summary()
+    table = Table.grid(padding=(0, 2))
+    table.add_column(style="bold")
+    table.add_column()
+    meta = s["meta"]
+    table.add_row("source", Text(f"{s['source']['kind']}  {s['source']['path']}"))
+    for key, label in (
+        ("verl_version", "verl version"),
+        ("algorithm", "algorithm"),
+        ("project", "project"),
+        ("experiment", "experiment"),
+    ):
+        if meta.get(key) is not None:
+            table.add_row(label, Text(str(meta[key])))
+    st = s["steps"]
+    if st["count"]:
+        table.add_row("steps", Text(f"{st['count']} (step {st['first']} to {st['last']})"))
+    else:
+        table.add_row("steps", Text("none logged"))
+    table.add_row("metrics", Text(str(s["metrics_count"])))
+    if s["wall_time_s"]:
+        table.add_row("wall time", Text(_duration(s["wall_time_s"])))
+    segs = s["config_segments"]
+    if segs:
+        firsts = ", ".join(str(x["first_step"]) for x in segs)
+        table.add_row("config", Text(f"{len(segs)} segment(s), from step {firsts}"))
+    else:
+        table.add_row("config", Text("no config dump found"))
+    if meta.get("value_resolution"):
+        table.add_row("values", Text("printed with 3 decimals (0.000 means |x| < 5e-4)"))
+    return table
+
+
+def _duration(seconds: float) -> str:
+    hours, rem = divmod(int(seconds), 3600)
+    minutes, secs = divmod(rem, 60)
+    return f"{hours}h {minutes:02d}m {secs:02d}s" if hours else f"{minutes}m {secs:02d}s"
+
+
+def finding_panel(finding: Any) -> Panel:
+    style = SEVERITY_STYLE[finding.severity]
+    head = Text()
+    head.append(f" {finding.severity.upper()} ", style=style)
+    head.append(f" {finding.code} ", style="bold")
+    head.append(finding.name, style="magenta")
+    if finding.step is not None:
+        span = f"step {finding.step}"
+        if finding.end_step is not None and finding.end_step != finding.step:
+            span += f"–{finding.end_step}"
+        head.append(f"  {span}", style="bold")
+    body: list[Any] = [Text(finding.message)]
+    if finding.evidence:
+        ev = Text("evidence: ", style="dim")
+        ev.append(", ".join(f"{k}={_fmt(v)}" for k, v in finding.evidence.items()), style="dim")
+        body.append(ev)
+    if finding.advice:
+        adv = Table(show_header=True, header_style="bold", box=None, padding=(0, 1), expand=True)
+        adv.add_column("parameter", overflow="fold")
+        adv.add_column("current", overflow="fold")
+        adv.add_column("suggested", overflow="fold")
+        adv.add_column("why", overflow="fold", ratio=2)
+        for a in finding.advice:
+            adv.add_row(
+                Text(a.parameter),
+                Text(_fmt(a.current)),
+                Text(_fmt(a.suggested), style="green"),
+                Text(f"{a.rationale} [{a.source}]"),
+            )
+        body.append(adv)
+        overrides = [a.override for a in finding.advice if a.override]
+        if overrides:
+            ov = Text("override: ", style="bold")
+            ov.append(" ".join(overrides), style="green")
+            body.append(ov)
+    return Panel(Group(*body), title=head, title_align="left", border_style=style.split()[-1])
+
+
+def render_report(report: Report, console: Console) -> None:
+    """Print one report: summary, findings by severity, incidents, parse stats."""
+    path = report.run.source.path
+    console.print(
+        Panel(
+            summary_table(report), title=Text(f"logscope {report.kind}: {path}"), title_align="left"
+        )
+    )
+    for severity in reversed(SEVERITIES):
+        for finding in (f for f in report.findings if f.severity == severity):
+            console.print(finding_panel(finding))
+    multi = [i for i in report.incidents if len(i.findings) > 1]
+    if multi:
+        table = Table(title="Incidents", title_justify="left", show_lines=False)
+        table.add_column("severity")
+        table.add_column("steps")
+        table.add_column("first mover")
+        table.add_column("story")
+        for inc in multi:
+            table.add_row(
+                Text(inc.severity, style=SEVERITY_STYLE[inc.severity]),
+                Text(f"{inc.step}–{inc.end_step}"),
+                Text(inc.first_mover),
+                Text(inc.title),
+            )
+        console.print(table)
+    ps = report.run.parse_stats
+    stats = Text(
+        f"parsed {ps.lines_read:,} lines: {ps.step_lines:,} step lines, "
+        f"{len(report.run.events):,} events, {ps.skipped_lines:,} skipped",
+        style="dim",
+    )
+    console.print(stats)
+    for line_no, text in ps.skipped_examples:
+        console.print(Text(f"  skipped line {line_no}: {text}", style="dim"))
+    for note in ps.notes:
+        console.print(Text(f"  note: {note}", style="dim"))
+    if report.skipped:
+        names = ", ".join(s.name for s in report.skipped)
+        console.print(Text(f"not applicable here ({len(report.skipped)}): {names}", style="dim"))
+    for err in report.errors:
+        console.print(Text(f"detector error: {err}", style="red"))
+    counts = report.counts()
+    verdict = Text()
+    if report.findings:
+        verdict.append(f"{len(report.findings)} finding(s): ", style="bold")
+        verdict.append(
+            ", ".join(f"{counts[s]} {s}" for s in reversed(SEVERITIES) if counts[s]),
+        )
+    else:
+        verdict.append("No findings.", style="bold green")
+    console.print(verdict)
+    console.print()

@@ -1,0 +1,236 @@
+"""The embedded run store: Parquet metrics + a small JSON per run, keyed by content hash.
+
+Layout (Hive-style, so DuckDB/Spark/Trino or polars can scan a fleet of runs in place):
+
+    <root>/runs/run_id=<id>/metrics.parquet   long frame: step, metric, value, wall_time
+    <root>/runs/run_id=<id>/run.json          source, meta, config segments, events, parse stats
+    <root>/sources/<source key>.json          which runs a source (file or folder) produced
+
+The source key hashes the input's bytes (and the reader format version), so re-analysing an
+unchanged file reads Parquet instead of re-parsing. Every write goes to a temporary name first
+and is renamed into place, so readers never see half-written entries.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from logscope import __version__
+from logscope.model import (
+    METRICS_SCHEMA,
+    ConfigSegment,
+    Event,
+    ParseStats,
+    Run,
+    Source,
+    jsonable,
+)
+
+# Bump when readers change what they produce, so old cache entries are not reused.
+FORMAT_VERSION = "1"
+_HASH_CHUNK = 1 << 22
+
+
+def default_root() -> Path:
+    """`LOGSCOPE_STORE`, else the user's cache directory (`~/.cache/logscope`)."""
+    env = os.environ.get("LOGSCOPE_STORE")
+    if env:
+        return Path(env).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "logscope"
+
+
+def _iter_files(path: Path) -> Iterator[Path]:
+    if path.is_file():
+        yield path
+        return
+    for dirpath, dirnames, filenames in os.walk(path, followlinks=False):
+        dirnames.sort()
+        for name in sorted(filenames):
+            yield Path(dirpath) / name
+
+
+def source_key(path: str | Path) -> str | None:
+    """Content hash of a file or of every file under a folder; None for URIs (no caching)."""
+    raw = str(path)
+    if "://" in raw:
+        return None
+    p = Path(path)
+    digest = hashlib.blake2b(digest_size=16)
+    digest.update(f"logscope-store/{FORMAT_VERSION}/{__version__}".encode())
+    for file in _iter_files(p):
+        if p.is_dir():
+            digest.update(str(file.relative_to(p)).encode("utf-8", "surrogateescape") + b"\0")
+        try:
+            with open(file, "rb") as fh:
+                while chunk := fh.read(_HASH_CHUNK):
+                    digest.update(chunk)
+        except OSError:
+            digest.update(b"<unreadable>")
+    return digest.hexdigest()
+
+
+def _atomic_write_bytes(target: Path, data: bytes) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def run_to_json(run: Run) -> dict[str, Any]:
+    return {
+        "id": run.id,
+        "source": {"kind": run.source.kind, "path": run.source.path},
+        "meta": jsonable(run.meta),
+        "config_segments": [
+            {"first_step": s.first_step, "line_no": s.line_no, "config": jsonable(s.config)}
+            for s in run.config_segments
+        ],
+        "events": [
+            {"line_no": e.line_no, "step_hint": e.step_hint, "kind": e.kind, "text": e.text}
+            for e in run.events
+        ],
+        "parse_stats": run.parse_stats.to_dict(),
+    }
+
+
+def run_from_json(data: dict[str, Any], metrics: pl.DataFrame) -> Run:
+    ps = data["parse_stats"]
+    stats = ParseStats(
+        lines_read=ps["lines_read"],
+        step_lines=ps["step_lines"],
+        skipped_lines=ps["skipped_lines"],
+        skipped_examples=[(e["line"], e["text"]) for e in ps["skipped_examples"]],
+        notes=list(ps["notes"]),
+    )
+    return Run(
+        id=data["id"],
+        source=Source(**data["source"]),
+        meta=data["meta"],
+        config_segments=[
+            ConfigSegment(s["first_step"], s["config"], s.get("line_no"))
+            for s in data["config_segments"]
+        ],
+        metrics=metrics,
+        events=[Event(**e) for e in data["events"]],
+        parse_stats=stats,
+    )
+
+
+class Store:
+    """A folder of runs. `load()` is the cached way to read any path."""
+
+    def __init__(self, root: str | Path | None = None) -> None:
+        self.root = Path(root).expanduser() if root else default_root()
+
+    @property
+    def runs_dir(self) -> Path:
+        return self.root / "runs"
+
+    def run_dir(self, run_id: str) -> Path:
+        return self.runs_dir / f"run_id={run_id}"
+
+    # ---- writing ------------------------------------------------------------------------
+    def put_run(self, run: Run) -> None:
+        """Write one run (metrics first, run.json last: run.json marks the entry complete)."""
+        folder = self.run_dir(run.id)
+        folder.mkdir(parents=True, exist_ok=True)
+        buf = _parquet_bytes(run.metrics)
+        _atomic_write_bytes(folder / "metrics.parquet", buf)
+        payload = json.dumps(run_to_json(run), allow_nan=False).encode()
+        _atomic_write_bytes(folder / "run.json", payload)
+
+    def put_source(self, key: str, path: str, runs: list[Run]) -> None:
+        for run in runs:
+            self.put_run(run)
+        index = {"path": path, "runs": [r.id for r in runs], "format": FORMAT_VERSION}
+        _atomic_write_bytes(self.root / "sources" / f"{key}.json", json.dumps(index).encode())
+
+    # ---- reading ------------------------------------------------------------------------
+    def get_run(self, run_id: str) -> Run | None:
+        """A stored run, or None when absent or damaged (a damaged entry is rebuilt later)."""
+        folder = self.run_dir(run_id)
+        try:
+            data = json.loads((folder / "run.json").read_text())
+            metrics = pl.read_parquet(folder / "metrics.parquet")
+            if dict(metrics.schema) != METRICS_SCHEMA:
+                return None
+            return run_from_json(data, metrics)
+        except (OSError, ValueError, KeyError, TypeError, pl.exceptions.PolarsError):
+            return None
+
+    def get_source(self, key: str) -> list[Run] | None:
+        try:
+            index = json.loads((self.root / "sources" / f"{key}.json").read_text())
+        except (OSError, ValueError):
+            return None
+        runs = [self.get_run(rid) for rid in index.get("runs", [])]
+        if not runs or any(r is None for r in runs):
+            return None
+        return runs  # type: ignore[return-value]
+
+    def run_ids(self) -> list[str]:
+        """Ids of complete runs in the store."""
+        if not self.runs_dir.is_dir():
+            return []
+        return sorted(
+            d.name.split("=", 1)[1]
+            for d in self.runs_dir.iterdir()
+            if d.name.startswith("run_id=") and (d / "run.json").is_file()
+        )
+
+    def scan_metrics(self) -> pl.LazyFrame:
+        """Every run's metrics as one lazy frame with a `run_id` column (Hive partitioning)."""
+        return pl.scan_parquet(
+            self.runs_dir / "run_id=*" / "metrics.parquet", hive_partitioning=True
+        )
+
+    # ---- the cached read ----------------------------------------------------------------
+    def load(
+        self,
+        path: str | Path,
+        source: str | None = None,
+        use_cache: bool = True,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> list[Run]:
+        """Runs of `path`: from the store when the content is unchanged, else parsed and saved."""
+        from logscope.ingest import load as ingest_load
+
+        key = source_key(path) if use_cache else None
+        if key is not None and source is not None:
+            key = hashlib.blake2b(f"{key}/{source}".encode(), digest_size=16).hexdigest()
+        if key is not None:
+            cached = self.get_source(key)
+            if cached is not None:
+                return cached
+        runs = ingest_load(path, source=source, progress=progress)
+        if key is not None:
+            try:
+                self.put_source(key, str(path), runs)
+            except OSError as exc:  # a read-only or full store must not stop the analysis
+                for run in runs:
+                    run.parse_stats.notes.append(f"not cached: {exc}")
+        return runs
+
+
+def _parquet_bytes(frame: pl.DataFrame) -> bytes:
+    import io
+
+    buf = io.BytesIO()
+    frame.write_parquet(buf, compression="zstd")
+    return buf.getvalue()
