@@ -1,0 +1,325 @@
+"""Helpers shared by the first detectors: scanning log events line by line, and advice that
+several diagnoses give (GPU memory share A9, micro batch A2, the B11 non-finite set).
+
+Lines are matched on their text after removing ANSI colour codes, the Ray prefix
+(`(WorkerDict pid=1)`, `(raylet)`, …) and Ray's `[repeated Nx across cluster]` suffix, so the
+detectors do not depend on how a reader classified an event.
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import math
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from logscope import verl_config
+from logscope.advice import SEED_GRPO, SEED_PPO, advise, current_value
+from logscope.model import Advice, Run
+from logscope.verl_config import ACT, RO
+
+ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+RAY_PREFIX_RE = re.compile(
+    r"^\s*\((?:[A-Za-z_][\w.]*(?: pid=\d+)?(?:, ip=[0-9a-fA-F.:]+)?|raylet(?:, ip=[0-9a-fA-F.:]+)?|autoscaler[^)]*)\)\s?"
+)
+REPEATED_RE = re.compile(r"\s*\[repeated (\d+)x across cluster\].*$")
+DEDUP_NOTE_RE = re.compile(r"\s*\(Ray deduplicates logs by default\..*$")
+
+
+def clean_line(raw: str) -> tuple[str, int]:
+    """(text without ANSI codes, Ray prefix and dedup suffix, how many times Ray says it was seen)."""
+    text = ANSI_RE.sub("", raw).replace("\r", "")
+    text = RAY_PREFIX_RE.sub("", text, count=1)
+    repeats = 1
+    m = REPEATED_RE.search(text)
+    if m:
+        repeats = 1 + int(m.group(1))
+        text = text[: m.start()]
+    text = DEDUP_NOTE_RE.sub("", text)
+    return text.strip(), repeats
+
+
+@dataclass(frozen=True)
+class LogLine:
+    """One physical line of an event, cleaned."""
+
+    line_no: int
+    step: int | None
+    text: str
+    repeats: int
+
+
+def log_lines(run: Run) -> list[LogLine]:
+    """Every line of every event, in line order, cleaned (cached on the run per events list)."""
+    cached = run.__dict__.get("_logscope_log_lines")
+    if cached is not None and cached[0] is run.events and cached[1] == len(run.events):
+        return cached[2]
+    lines: list[LogLine] = []
+    for event in run.events:
+        for offset, raw in enumerate(str(event.text).split("\n")):
+            text, repeats = clean_line(raw)
+            if text:
+                lines.append(LogLine(event.line_no + offset, event.step_hint, text, repeats))
+    lines.sort(key=lambda x: x.line_no)
+    run.__dict__["_logscope_log_lines"] = (run.events, len(run.events), lines)
+    return lines
+
+
+@dataclass(frozen=True)
+class Hit:
+    """A line that matched a signature pattern."""
+
+    line: LogLine
+    match: re.Match[str]
+
+    @property
+    def line_no(self) -> int:
+        return self.line.line_no
+
+    @property
+    def step(self) -> int | None:
+        return self.line.step
+
+    @property
+    def text(self) -> str:
+        return self.line.text
+
+
+def find_lines(run: Run, pattern: re.Pattern[str]) -> list[Hit]:
+    """Lines whose cleaned text matches `pattern` (search), in line order."""
+    hits = []
+    for line in log_lines(run):
+        m = pattern.search(line.text)
+        if m:
+            hits.append(Hit(line, m))
+    return hits
+
+
+def context(run: Run, line_no: int, before: int = 120, after: int = 60) -> str:
+    """Cleaned event text within `before`/`after` lines of `line_no` (for tracebacks)."""
+    lines = log_lines(run)
+    keys = [x.line_no for x in lines]
+    lo = bisect.bisect_left(keys, line_no - before)
+    hi = bisect.bisect_right(keys, line_no + after)
+    return "\n".join(x.text for x in lines[lo:hi])
+
+
+def quote(text: str, limit: int = 300) -> str:
+    """A log line for evidence, shortened."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def occurrences(hits: list[Hit]) -> int:
+    """How many times the lines were printed, counting Ray's `[repeated Nx]`."""
+    return sum(h.line.repeats for h in hits)
+
+
+def where(hit: Hit) -> str:
+    """`line 812 (last step logged before it: 57)` or `line 812 (before the first step)`."""
+    if hit.step is None:
+        return f"line {hit.line_no} (no step logged before it)"
+    return f"line {hit.line_no} (last step logged before it: {hit.step})"
+
+
+def signature_evidence(hits: list[Hit]) -> dict[str, Any]:
+    """Evidence every log-signature finding carries."""
+    first = hits[0]
+    steps = sorted({h.step for h in hits if h.step is not None})
+    return {
+        "line": first.line_no,
+        "quote": quote(first.text),
+        "count": occurrences(hits),
+        "lines": [h.line_no for h in hits[:20]],
+        "first_step_hint": first.step,
+        "steps": steps[:50],
+    }
+
+
+# ---- shared advice ----------------------------------------------------------------------------
+
+GOLDEN_BUDGET_TOKENS = 24 * 1024
+
+
+def _num(value: Any) -> float | None:
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        return None
+    return out if math.isfinite(out) else None
+
+
+def golden_micro_batch(run: Run) -> tuple[int | None, int | None]:
+    """A2: (floor(24·1024 / (max_prompt_length + max_response_length)), tokens per sequence)."""
+    if not run.config_segments:
+        return None, None
+    prompt = _num(current_value(run, "data.max_prompt_length"))
+    response = _num(current_value(run, "data.max_response_length"))
+    if not prompt or not response:
+        return None, None
+    tokens = int(prompt + response)
+    return max(1, GOLDEN_BUDGET_TOKENS // tokens), tokens
+
+
+def gpu_memory_bound(run: Run) -> tuple[float, str]:
+    """A9: the upper end of the advised `rollout.gpu_memory_utilization` range for this run."""
+    config = run.config()
+    size = verl_config.model_size_b(config) if config else None
+    gpus = verl_config.n_gpus(config) if config else None
+    if size is not None and size <= 1.5:
+        return 0.65, f"up to 0.65 for a small model ({size:g}B)"
+    if gpus == 1:
+        return 0.5, "0.4–0.5 on a single GPU"
+    if gpus is not None and gpus >= 8:
+        return 0.4, f"0.3–0.4 with {gpus}-GPU FSDP"
+    return 0.5, "0.4–0.5 (0.3–0.4 with 8-GPU FSDP, up to 0.65 for small models)"
+
+
+GPU_MEM_RULE = (
+    "0.4–0.5 on one GPU, 0.3–0.4 with 8-GPU FSDP, up to 0.65 for small models such as "
+    "Qwen2.5-0.5B; above 0.7 risks OOM"
+)
+
+
+def gpu_memory_advice(run: Run, why: str, always: bool = True) -> Advice | None:
+    """Lower `rollout.gpu_memory_utilization` into the A9 range (or by 0.1 when already in it).
+
+    With `always=False`, None when the current value is known and already within the range.
+    """
+    key = f"{RO}.gpu_memory_utilization"
+    current = _num(current_value(run, key))
+    bound, range_text = gpu_memory_bound(run)
+    if current is not None and current <= bound and not always:
+        return None
+    suggested: float | None = None
+    if current is not None:
+        suggested = bound if current > bound else round(max(0.3, current - 0.1), 2)
+        if suggested >= current:
+            suggested = round(max(0.1, current - 0.05), 2)
+    return advise(
+        run,
+        key,
+        f"{why} verl gives vLLM this share of GPU memory for its KV cache; the rest must hold "
+        f"the FSDP model, gradients, optimizer state and NCCL buffers. Advised range here: "
+        f"{range_text}.",
+        f"{SEED_GRPO} §4.1; {SEED_PPO} §2.1",
+        suggest=suggested,
+        rule=GPU_MEM_RULE,
+    )
+
+
+def micro_batch_advice(run: Run, key: str, why: str, source: str) -> Advice:
+    """A2: a micro batch no larger than the golden value (halved when it already is)."""
+    golden, tokens = golden_micro_batch(run)
+    current = _num(current_value(run, key))
+    suggested: int | None = None
+    if current is not None and current >= 1:
+        cur = int(current)
+        suggested = golden if golden is not None and cur > golden else max(1, cur // 2)
+        if suggested == cur:
+            suggested = None
+    elif golden is not None:
+        suggested = golden
+    detail = ""
+    if golden is not None:
+        detail = f" The golden formula gives floor(24·1024 / {tokens}) = {golden} for this run's lengths."
+    return advise(
+        run,
+        key,
+        f"{why}{detail}",
+        source,
+        suggest=suggested,
+        rule="micro = floor(24·1024 / (max_prompt_length + max_response_length)), or half the current value",
+    )
+
+
+def halve_advice(run: Run, key: str, why: str, source: str) -> Advice:
+    """Advice to halve a numeric parameter (learning rates)."""
+    return advise(
+        run,
+        key,
+        why,
+        source,
+        suggest=lambda cur: verl_config.round_sig(float(cur) * 0.5),
+        rule="half the current value",
+    )
+
+
+def grad_clip_key(run: Run, role: str = "actor") -> str:
+    """The gradient-clip key: `actor.grad_clip` (legacy workers), `actor.optim.clip_grad` (0.8+)."""
+    version = str(run.meta.get("verl_version") or "")
+    m = re.match(r"0\.(\d+)", version)
+    modern = bool(m and int(m.group(1)) >= 8)
+    base = ACT if role == "actor" else "critic"
+    return f"{base}.optim.clip_grad" if modern else f"{base}.grad_clip"
+
+
+def grad_clip_advice(run: Run, role: str, why: str) -> Advice | None:
+    """B6: clip gradients at 0.5 (None when the run already clips at 0.5 or tighter)."""
+    key = grad_clip_key(run, role)
+    current = current_value(run, key)
+    if current is None and run.config_segments:
+        current = 1.0  # verl's default for both keys
+    value = _num(current)
+    if value is not None and 0 < value <= 0.5:
+        return None
+    advice = advise(
+        run,
+        key,
+        f"{why} A tighter clip bounds each update (seed: grad_clip 1.0 → 0.5 took grad_norm 7.16 → 4.2–4.8).",
+        f"{SEED_PPO} §3.2",
+        suggest=0.5 if run.config_segments else None,
+        rule="0.5 (verl's default is 1.0)",
+    )
+    if value is not None and advice.current is None:
+        advice = dataclasses.replace(advice, current=value)
+    return advice
+
+
+def non_finite_advice(run: Run, role: str = "actor") -> list[Advice]:
+    """B11: what to change when a loss, KL, reward or grad norm turns NaN/inf."""
+    out: list[Advice] = []
+    mem = gpu_memory_advice(
+        run,
+        "NaN/inf losses often follow a too-large vLLM memory share (A9): FSDP is starved and "
+        "falls back to CPU offload or fails mid-computation.",
+        always=False,
+    )
+    if mem is not None:
+        out.append(mem)
+    clip = grad_clip_advice(
+        run,
+        role,
+        "verl skips the optimizer step when the gradient norm is not finite, but a "
+        "large finite gradient just before it is what usually pushes the weights to overflow.",
+    )
+    if clip is not None:
+        out.append(clip)
+    lr_key = f"{ACT}.optim.lr" if role == "actor" else "critic.optim.lr"
+    out.append(
+        halve_advice(
+            run,
+            lr_key,
+            "A learning rate that is too high makes updates overshoot until values overflow; "
+            "halve it and resume from the last checkpoint before the first non-finite step.",
+            f"{SEED_PPO} §3.3",
+        )
+    )
+    return out
+
+
+def iter_windows(values: list[int]) -> Iterator[tuple[int, int]]:
+    """Runs of consecutive integers in a sorted list, as (first, last)."""
+    if not values:
+        return
+    start = prev = values[0]
+    for v in values[1:]:
+        if v != prev + 1:
+            yield start, prev
+            start = v
+        prev = v
+    yield start, prev

@@ -1,0 +1,271 @@
+"""Non-finite values (NaN/inf) in losses, gradient norms, KL and rewards."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from logscope.advice import SEED_GRPO
+from logscope.aliases import LOSS_LIKE_PREFIXES
+from logscope.detector import Detector
+from logscope.exceptions import BadDetectorParameters
+from logscope.model import Finding, Run, Severity
+
+from ._common import non_finite_advice
+
+# Metric families: one finding per family, naming the metric that went non-finite first.
+FAMILIES: dict[str, tuple[str, ...]] = {
+    "loss": ("actor/pg_loss", "actor/loss", "critic/vf_loss", "critic/loss"),
+    "grad-norm": ("actor/grad_norm", "critic/grad_norm"),
+    "kl": ("actor/kl_loss", "actor/ppo_kl", "critic/kl"),
+    "entropy": ("actor/entropy",),
+    "reward": (
+        "critic/score/",
+        "critic/rewards/",
+        "critic/advantages/",
+        "critic/returns/",
+        "critic/values/",
+    ),
+}
+_FAMILY_ORDER = tuple(FAMILIES)
+
+
+def family_of(metric: str) -> str | None:
+    """The family of a loss-like metric (None when the metric is not watched)."""
+    if not metric.startswith(LOSS_LIKE_PREFIXES):
+        return None
+    for family, prefixes in FAMILIES.items():
+        if metric.startswith(prefixes):
+            return family
+    return "other"
+
+
+def _fmt(value: float) -> str:
+    if np.isnan(value):
+        return "nan"
+    return "inf" if value > 0 else "-inf"
+
+
+class NonFiniteMetric(Detector):
+    """A loss, gradient norm, KL or reward value is NaN or infinite.
+
+    One finding per metric family (loss, grad-norm, kl, entropy, reward), naming the metric that
+    went non-finite first, the first step, and how many logged steps are non-finite.
+
+    What it detects:
+        Any `nan`, `inf` or `-inf` value of a watched metric (`actor/pg_loss`, `actor/grad_norm`,
+        `actor/kl_loss`, `actor/ppo_kl`, `actor/entropy`, `critic/vf_loss`, `critic/grad_norm`,
+        `critic/kl`, `critic/score/*`, `critic/rewards/*`, `critic/advantages/*`,
+        `critic/returns/*`, `critic/values/*`). Metrics of one family that go non-finite
+        together make one finding; evidence lists each metric's first step and count, and the
+        last finite value before the first non-finite one.
+        Severity: `critical` when the metric is still non-finite at the end of the run for at
+        least `critical_trailing` logged steps (training never recovered), or when the loss
+        itself is non-finite on at least `critical_count` steps; `warning` for a gradient norm
+        that was non-finite on at most `transient_max` steps and recovered (verl skipped those
+        optimizer steps); `error` otherwise.
+
+    Why it matters:
+        A NaN loss or gradient poisons the weights: once a NaN reaches the parameters every
+        later step is garbage, and the run's compute from that point on is wasted. verl skips the
+        optimizer step when the gradient norm is not finite, which saves the weights for an
+        isolated bad batch but not when it keeps happening.
+
+    Example:
+        (TaskRunner pid=2231) step:57 - actor/pg_loss:0.0412 - actor/grad_norm:7.9 - ...
+        (TaskRunner pid=2231) step:58 - actor/pg_loss:nan - actor/grad_norm:nan - ...
+        (TaskRunner pid=2231) step:59 - actor/pg_loss:nan - actor/grad_norm:nan - ...
+
+    Advice:
+        Lower `actor_rollout_ref.rollout.gpu_memory_utilization` into the advised range (0.4–0.5
+        on one GPU, 0.3–0.4 with 8-GPU FSDP, up to 0.65 for small models) when the run is above
+        it: a starved FSDP is a common cause of inf/nan losses. Clip gradients at 0.5
+        (`actor.grad_clip`, or `actor.optim.clip_grad` in verl ≥ 0.8) and halve the learning
+        rate (`actor.optim.lr`; the critic's keys for critic metrics), then resume from the last
+        checkpoint before the first non-finite step.
+
+    Known false positives:
+        Metrics that are NaN by construction in some setups (e.g. `critic/values/*` when a
+        value head is not trained yet, or a reward that is deliberately NaN for filtered
+        samples) are reported too. A reader that writes missing values as NaN instead of
+        leaving them out would also trigger it; logscope's own readers leave them out.
+
+    References:
+        seed:grpo-pitfalls §4.1 (too high gpu_memory_utilization → inf/nan loss);
+        seed:ppo-tuning §3.2 (grad_clip 1.0 → 0.5); verl workers/actor/dp_actor.py
+        (`grad_norm is not finite`, optimizer step skipped); tuning_knowledge.md B11.
+    """
+
+    code = "LS001"
+    name = "non-finite-metric"
+    title = "NaN/inf in a loss, gradient norm, KL or reward"
+    reads = "metrics"
+    default_severity = "error"
+    groups = ("numerics",)
+
+    def __init__(
+        self,
+        *,
+        critical_trailing: int = 3,
+        critical_count: int = 10,
+        transient_max: int = 2,
+    ) -> None:
+        for label, value in (
+            ("critical_trailing", critical_trailing),
+            ("critical_count", critical_count),
+            ("transient_max", transient_max),
+        ):
+            if not isinstance(value, int) or value < 0:
+                raise BadDetectorParameters(
+                    f"non-finite-metric: {label} must be a non-negative integer, got {value!r}"
+                )
+        self.critical_trailing = critical_trailing
+        self.critical_count = critical_count
+        self.transient_max = transient_max
+
+    def skip_reason(self, run: Run) -> str | None:
+        if not any(family_of(m) for m in run.metric_names):
+            return "none of its metrics is in the run (losses, grad norms, KL, rewards)"
+        return None
+
+    def detect(self, run: Run) -> list[Finding]:
+        stats = self._per_metric(run)
+        by_family: dict[str, list[dict[str, Any]]] = {}
+        for s in stats:
+            by_family.setdefault(s["family"], []).append(s)
+        findings = []
+        order = {f: i for i, f in enumerate((*_FAMILY_ORDER, "other"))}
+        for family in sorted(by_family, key=order.__getitem__):
+            findings.append(self._finding(run, family, by_family[family]))
+        findings.sort(key=lambda f: (f.step if f.step is not None else -1, f.metric or ""))
+        return findings
+
+    def _per_metric(self, run: Run) -> list[dict[str, Any]]:
+        """Per watched metric with a non-finite value: first step, count, last finite value."""
+        frame = run.metrics
+        if frame.height == 0:
+            return []
+        watched = frame.filter(
+            pl.col("metric")
+            .str.starts_with(LOSS_LIKE_PREFIXES[0])
+            .or_(*[pl.col("metric").str.starts_with(p) for p in LOSS_LIKE_PREFIXES[1:]])
+            & pl.col("value").is_not_null()
+        )
+        if watched.height == 0:
+            return []
+        bad = watched.filter(~pl.col("value").is_finite())
+        if bad.height == 0:
+            return []
+        names = set(bad.get_column("metric").unique().to_list())
+        parts = (
+            watched.filter(pl.col("metric").is_in(sorted(names)))
+            .sort("step")
+            .partition_by("metric", as_dict=True)
+        )
+        out = []
+        for (metric,), part in sorted(parts.items()):
+            family = family_of(metric)
+            if family is None:
+                continue
+            steps = part.get_column("step").to_numpy()
+            values = part.get_column("value").to_numpy()
+            nonfinite = ~np.isfinite(values)
+            idx = np.flatnonzero(nonfinite)
+            first = int(idx[0])
+            finite_before = np.flatnonzero(~nonfinite[:first])
+            last_finite = float(values[finite_before[-1]]) if len(finite_before) else None
+            last_finite_step = int(steps[finite_before[-1]]) if len(finite_before) else None
+            trailing = 0
+            for flag in nonfinite[::-1]:
+                if not flag:
+                    break
+                trailing += 1
+            out.append(
+                {
+                    "metric": metric,
+                    "family": family,
+                    "first_step": int(steps[first]),
+                    "last_step": int(steps[idx[-1]]),
+                    "first_value": _fmt(float(values[first])),
+                    "count": len(idx),
+                    "steps_logged": len(values),
+                    "trailing": trailing,
+                    "at_end": bool(nonfinite[-1]),
+                    "last_finite_value": last_finite,
+                    "last_finite_step": last_finite_step,
+                }
+            )
+        return out
+
+    def _severity(self, family: str, lead: dict[str, Any], items: list[dict[str, Any]]) -> Severity:
+        if any(s["at_end"] and s["trailing"] >= self.critical_trailing for s in items):
+            return "critical"
+        if family == "loss" and max(s["count"] for s in items) >= self.critical_count:
+            return "critical"
+        if family == "grad-norm" and all(
+            not s["at_end"] and s["count"] <= self.transient_max for s in items
+        ):
+            return "warning"
+        return "error"
+
+    def _finding(self, run: Run, family: str, items: list[dict[str, Any]]) -> Finding:
+        items = sorted(items, key=lambda s: (s["first_step"], s["metric"]))
+        lead = items[0]
+        severity = self._severity(family, lead, items)
+        metric = lead["metric"]
+        before = (
+            f"last finite value {lead['last_finite_value']:.6g} at step {lead['last_finite_step']}"
+            if lead["last_finite_value"] is not None
+            else "never finite before"
+        )
+        tail = (
+            f"still non-finite at the last logged step ({lead['trailing']} steps in a row)"
+            if lead["at_end"]
+            else f"finite again after step {lead['last_step']}"
+        )
+        message = (
+            f"{metric} is {lead['first_value']} from step {lead['first_step']}: "
+            f"{lead['count']} of {lead['steps_logged']} logged steps non-finite; {before}; {tail}."
+        )
+        others = [s["metric"] for s in items[1:]]
+        if others:
+            shown = ", ".join(others[:5]) + (
+                f" and {len(others) - 5} more" if len(others) > 5 else ""
+            )
+            message += f" Also non-finite: {shown}."
+        role = (
+            "critic"
+            if metric.startswith("critic/") and family in ("loss", "grad-norm")
+            else "actor"
+        )
+        evidence = {
+            "family": family,
+            "first_step": lead["first_step"],
+            "count": lead["count"],
+            "steps_logged": lead["steps_logged"],
+            "first_value": lead["first_value"],
+            "last_finite_value": lead["last_finite_value"],
+            "last_finite_step": lead["last_finite_step"],
+            "non_finite_at_end": lead["at_end"],
+            "trailing_non_finite_steps": lead["trailing"],
+            "metrics": {
+                s["metric"]: {
+                    "first_step": s["first_step"],
+                    "count": s["count"],
+                    "last_finite_value": s["last_finite_value"],
+                }
+                for s in items
+            },
+        }
+        return self.finding(
+            severity=severity,
+            message=message,
+            metric=metric,
+            step=lead["first_step"],
+            end_step=max(s["last_step"] for s in items),
+            evidence=evidence,
+            advice=non_finite_advice(run, role),
+            references=[f"{SEED_GRPO} §4.1", "verl:workers/actor/dp_actor.py"],
+        )
