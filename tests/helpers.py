@@ -1,0 +1,41 @@
+"""Small builders shared by tests (no fixtures magic: plain functions)."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from logscope.model import METRICS_SCHEMA, ConfigSegment, Run, Source
+
+
+def make_run(
+    series: dict[str, np.ndarray | list[float]],
+    steps: np.ndarray | None = None,
+    config: dict | None = None,
+    run_id: str = "test-run",
+    meta: dict | None = None,
+) -> Run:
+    """A Run from {metric: values}; all series share `steps` (default 1..n)."""
+    n = max(len(v) for v in series.values()) if series else 0
+    if steps is None:
+        steps = np.arange(1, n + 1)
+    frames = [
+        pl.DataFrame(
+            {
+                "step": np.asarray(steps[: len(v)], dtype=np.int64),
+                "metric": [name] * len(v),
+                "value": np.asarray(v, dtype=np.float64),
+                "wall_time": [None] * len(v),
+            },
+            schema=METRICS_SCHEMA,
+        )
+        for name, v in series.items()
+    ]
+    metrics = pl.concat(frames) if frames else pl.DataFrame(schema=METRICS_SCHEMA)
+    return Run(
+        id=run_id,
+        source=Source("synthetic", "<test>"),
+        meta=dict(meta or {}),
+        config_segments=[ConfigSegment(0, config)] if config is not None else [],
+        metrics=metrics,
+    )
