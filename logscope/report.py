@@ -113,6 +113,13 @@ def _fmt_value(value: Any) -> str:
     return str(value)
 
 
+def _md_value(value: Any) -> str:
+    """Numbers as code spans; text (which may come from a log) escaped."""
+    if isinstance(value, str):
+        return md_escape(value)
+    return md_code(_fmt_value(value))
+
+
 def render_markdown(reports: list[Report]) -> str:
     out: list[str] = []
     for report in reports:
@@ -146,7 +153,7 @@ def render_markdown(reports: list[Report]) -> str:
             out.append(md_escape(finding.message) + "\n")
             if finding.evidence:
                 ev = ", ".join(
-                    f"{md_escape(k)}={md_code(_fmt_value(v))}" for k, v in finding.evidence.items()
+                    f"{md_escape(k)}={_md_value(v)}" for k, v in finding.evidence.items()
                 )
                 out.append(f"Evidence: {ev}\n")
             for adv in finding.advice:
