@@ -1,0 +1,106 @@
+"""Helpers shared by the structured readers (TensorBoard, W&B, JSONL, CSV).
+
+Readers collect columns in plain Python lists and build the polars frame once here.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import polars as pl
+
+from logscope.model import METRICS_SCHEMA, empty_metrics
+
+NAN = float("nan")
+
+
+def to_float(value: Any) -> float | None:
+    """A logged value as float: None/NaN-ish → NaN; bool/number → float; anything else → None
+    (meaning: not a scalar, skip it)."""
+    if value is None:
+        return NAN
+    if isinstance(value, bool):
+        return float(value)
+    if isinstance(value, (int, float)):
+        try:
+            return float(value)
+        except OverflowError:
+            return math.copysign(math.inf, value)
+    if isinstance(value, str):
+        low = value.strip().lower()
+        if low in ("nan", "-nan"):
+            return NAN
+        if low in ("inf", "infinity", "+inf", "+infinity"):
+            return math.inf
+        if low in ("-inf", "-infinity"):
+            return -math.inf
+    return None
+
+
+def metrics_frame(
+    steps: Sequence[int],
+    metrics: Sequence[str],
+    values: Sequence[float],
+    wall_times: Sequence[float | None] | None = None,
+) -> pl.DataFrame:
+    """The canonical long frame from columns; a (step, metric) seen twice keeps the later value."""
+    if not steps:
+        return empty_metrics()
+    columns = {
+        "step": pl.Series("step", steps, dtype=pl.Int64),
+        "metric": pl.Series("metric", metrics, dtype=pl.Utf8),
+        "value": pl.Series("value", values, dtype=pl.Float64, strict=False),
+        "wall_time": pl.Series(
+            "wall_time",
+            wall_times if wall_times is not None else [None] * len(steps),
+            dtype=pl.Float64,
+            strict=False,
+        ),
+    }
+    frame = pl.DataFrame(columns).with_columns(pl.col("value").fill_null(NAN))
+    return (
+        frame.unique(subset=["step", "metric"], keep="last", maintain_order=True)
+        .sort(["step", "metric"])
+        .select(list(METRICS_SCHEMA))
+    )
+
+
+def nest_dotted(flat: dict[str, Any]) -> dict[str, Any]:
+    """{"a.b": 1} → {"a": {"b": 1}} (keys without dots stay as they are)."""
+    out: dict[str, Any] = {}
+    for key, value in flat.items():
+        node = out
+        parts = str(key).split(".")
+        for part in parts[:-1]:
+            child = node.get(part)
+            if not isinstance(child, dict):
+                child = {}
+                node[part] = child
+            node = child
+        node[parts[-1]] = value
+    return out
+
+
+def meta_from_config(config: dict[str, Any]) -> dict[str, Any]:
+    """project, experiment and algorithm as far as a verl config tells them."""
+    meta: dict[str, Any] = {}
+    trainer = config.get("trainer") if isinstance(config, dict) else None
+    if isinstance(trainer, dict):
+        if trainer.get("project_name"):
+            meta["project"] = str(trainer["project_name"])
+        if trainer.get("experiment_name"):
+            meta["experiment"] = str(trainer["experiment_name"])
+    algorithm = config.get("algorithm") if isinstance(config, dict) else None
+    if isinstance(algorithm, dict) and algorithm.get("adv_estimator"):
+        estimator = str(algorithm["adv_estimator"])
+        meta["algorithm"] = "ppo" if estimator == "gae" else estimator
+    return meta
+
+
+def first_step(frame: pl.DataFrame) -> int:
+    """The first step with a metric, 0 for an empty frame."""
+    if frame.height == 0:
+        return 0
+    return int(frame.get_column("step").min())
