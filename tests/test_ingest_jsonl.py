@@ -1,0 +1,81 @@
+"""verl file-logger JSONL, written as verl writes it (0.7+: orjson, NaN→null; 0.6: stdlib json)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from logscope.exceptions import IngestError
+from logscope.ingest import jsonl
+
+try:
+    from _ingest_writers import write_verl_jsonl
+except ImportError:  # tests/ imported as a package
+    from tests._ingest_writers import write_verl_jsonl
+
+
+def _rows(n: int):
+    for s in range(1, n + 1):
+        yield (
+            s,
+            {
+                "actor/pg_loss": np.float32(0.25) * s,  # numpy scalars, as verl's metrics are
+                "actor/grad_norm": float("nan") if s == 4 else 1.5,
+                "critic/score/mean": float("inf") if s == 5 else np.int64(s),
+                "timing_s/step": 12.5,
+            },
+        )
+
+
+@pytest.mark.parametrize("version", ["0.7", "0.6"])
+def test_roundtrip(tmp_path, version):
+    rows = _rows(10)
+    if version == "0.6":  # stdlib json cannot serialize numpy scalars; 0.6 metrics were floats
+        rows = ((s, {k: float(v) for k, v in m.items()}) for s, m in rows)
+    path = write_verl_jsonl(tmp_path / "proj" / "exp.jsonl", rows, version=version)
+    text = path.read_text()
+    assert ("null" in text) == (version == "0.7") and ("NaN" in text) == (version == "0.6")
+    assert jsonl.sniff(path)
+    (run,) = jsonl.read(path)
+    assert run.source.kind == "verl-jsonl"
+    assert run.meta["project"] == "proj" and run.meta["experiment"] == "exp"
+    assert run.n_steps == 10
+    steps, loss = run.series("actor/pg_loss")
+    assert list(steps) == list(range(1, 11))
+    np.testing.assert_allclose(loss, [0.25 * s for s in range(1, 11)])
+    _, gn = run.series("actor/grad_norm")
+    assert math.isnan(gn[3]) and gn[2] == 1.5
+    _, score = run.series("critic/score/mean")
+    # 0.7's null loses the sign of inf (NaN); 0.6 keeps Infinity
+    assert math.isnan(score[4]) if version == "0.7" else score[4] == math.inf
+    assert run.parse_stats.step_lines == 10 and run.parse_stats.skipped_lines == 0
+
+
+def test_truncated_last_line(tmp_path):
+    path = write_verl_jsonl(tmp_path / "run.jsonl", _rows(6))
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) - 20])  # cut inside the last record
+    (run,) = jsonl.read(path)
+    assert run.n_steps == 5
+    assert run.parse_stats.skipped_lines == 1
+    assert "cut off" in run.parse_stats.notes[0]
+
+
+def test_garbled_middle_line_counted(tmp_path):
+    path = write_verl_jsonl(tmp_path / "run.jsonl", _rows(4))
+    lines = path.read_text().splitlines()
+    lines.insert(2, "{not json")
+    path.write_text("\n".join(lines) + "\n")
+    (run,) = jsonl.read(path)
+    assert run.n_steps == 4
+    assert run.parse_stats.skipped_examples[0][0] == 3
+
+
+def test_sniff_rejects_other_jsonl(tmp_path):
+    other = tmp_path / "x.jsonl"
+    other.write_text('{"_step": 1, "loss": 2}\n')
+    assert not jsonl.sniff(other)
+    with pytest.raises(IngestError):
+        jsonl.read(other)
