@@ -205,7 +205,7 @@ class Run:
             "source": {"kind": self.source.kind, "path": self.source.path},
             "meta": _jsonable(self.meta),
             "steps": {
-                "count": int(len(steps)),
+                "count": len(steps),
                 "first": int(steps[0]) if len(steps) else None,
                 "last": int(steps[-1]) if len(steps) else None,
             },
