@@ -62,7 +62,7 @@ def wandb_run(tmp_path_factory):
 
 
 def test_reads_history_config_console(wandb_run):
-    wandb_dir, folder, wandb_file = wandb_run
+    _wandb_dir, folder, wandb_file = wandb_run
     assert wandb_offline.sniff(wandb_file) and wandb_offline.sniff(folder)
     (run,) = wandb_offline.read(wandb_file)
     assert run.source.kind == "wandb-offline"
@@ -97,7 +97,7 @@ def test_reads_history_config_console(wandb_run):
 
 
 def test_wandb_dir_and_latest_run_not_doubled(wandb_run):
-    wandb_dir, folder, _ = wandb_run
+    wandb_dir, _folder, _ = wandb_run
     assert (wandb_dir / "latest-run").is_symlink()
     runs = wandb_offline.read(wandb_dir)
     assert len(runs) == 1
