@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import polars as pl
@@ -61,6 +61,7 @@ class NonFiniteMetric(Detector):
         `critic/returns/*`, `critic/values/*`). Metrics of one family that go non-finite
         together make one finding; evidence lists each metric's first step and count, and the
         last finite value before the first non-finite one.
+
         Severity: `critical` when the metric is still non-finite at the end of the run for at
         least `critical_trailing` logged steps (training never recovered), or when the loss
         itself is non-finite on at least `critical_count` steps; `warning` for a gradient norm
@@ -102,6 +103,8 @@ class NonFiniteMetric(Detector):
     name = "non-finite-metric"
     title = "NaN/inf in a loss, gradient norm, KL or reward"
     reads = "metrics"
+    #: metric name prefixes it watches (shown in the catalogue; it has no alias concepts)
+    metric_patterns: ClassVar[tuple[str, ...]] = LOSS_LIKE_PREFIXES
     default_severity = "error"
     groups = ("numerics",)
 
