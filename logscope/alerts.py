@@ -1,0 +1,284 @@
+"""Alerts: one message per incident, to Slack (Block Kit via slack_sdk's webhook client) or the terminal.
+
+Delivery is at-least-once and loses nothing: every alert is first written to an outbox folder,
+then sent; it leaves the outbox only after Slack answered 200. Failed sends (429 with
+Retry-After, 5xx, connection refused) are retried by slack_sdk's retry handlers with backoff,
+and whatever is still undelivered stays in the outbox for the next attempt (also after a
+restart). A global rate limit spaces messages out. The webhook URL is a secret: it is never
+printed, logged, or written anywhere; error texts are scrubbed of it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from logscope.exceptions import OptionalDependencyMissing
+
+SEVERITY_EMOJI = {
+    "critical": ":rotating_light:",
+    "error": ":red_circle:",
+    "warning": ":warning:",
+    "info": ":information_source:",
+}
+_MRKDWN_CONTROL = re.compile(r"[&<>]")
+
+
+def mrkdwn_escape(text: Any) -> str:
+    """Escape Slack mrkdwn control characters (&, <, >) and neutralise formatting marks."""
+    s = _MRKDWN_CONTROL.sub(
+        lambda m: {"&": "&amp;", "<": "&lt;", ">": "&gt;"}[m.group()], str(text)
+    )
+    # Zero-width space after *, _, ~, ` stops them from toggling bold/italic/strike/code.
+    return re.sub(r"([*_~`])", "\\1\u200b", s)
+
+
+@dataclass
+class Alert:
+    """One message: a new incident, a follow-up on one, a stall, or a recovery."""
+
+    id: str  # unique and stable: re-sending the same id is a duplicate
+    kind: str  # incident | update | stalled | recovered
+    severity: str
+    run_name: str
+    title: str
+    step: int | None
+    text: str  # plain-text summary (terminal, Slack fallback)
+    blocks: list[dict[str, Any]] = field(default_factory=list)
+    created: float = field(default_factory=time.time)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def incident_alert(
+    report: Any, incident: Any, run_name: str, kind: str = "incident", new: list[int] | None = None
+) -> Alert:
+    """An Alert for one incident of a Report: first mover's numbers, advice, other findings."""
+    findings = [report.findings[i] for i in incident.findings]
+    first = findings[0]
+    emoji = SEVERITY_EMOJI.get(incident.severity, "")
+    head = f"{incident.severity.upper()}: {first.title}"
+    if kind == "update":
+        head = f"Update: {first.title}"
+    where = f"step {incident.step}" if incident.step is not None else "run-level"
+    lines = [f"{head} ({run_name}, {where})", first.message]
+    blocks: list[dict[str, Any]] = [
+        {
+            "type": "header",
+            "text": {"type": "plain_text", "text": f"{head}"[:150]},
+        },
+        {
+            "type": "section",
+            "fields": [
+                {"type": "mrkdwn", "text": f"*Run*\n{mrkdwn_escape(run_name)}"},
+                {"type": "mrkdwn", "text": f"*Severity*\n{emoji} {incident.severity}"},
+                {"type": "mrkdwn", "text": f"*Step*\n{where}"},
+                {
+                    "type": "mrkdwn",
+                    "text": f"*Diagnosis*\n{first.code} {mrkdwn_escape(first.name)}",
+                },
+            ],
+        },
+        {
+            "type": "section",
+            "text": {"type": "mrkdwn", "text": mrkdwn_escape(first.message)[:2900]},
+        },
+    ]
+    if first.evidence:
+        ev = ", ".join(f"{k}={_short(v)}" for k, v in list(first.evidence.items())[:8])
+        blocks.append(
+            {"type": "context", "elements": [{"type": "mrkdwn", "text": mrkdwn_escape(ev)[:2900]}]}
+        )
+    for adv in first.advice[:3]:
+        text = (
+            f"*{mrkdwn_escape(adv.parameter)}*: current {mrkdwn_escape(_short(adv.current))} → "
+            f"suggested {mrkdwn_escape(_short(adv.suggested))}. {mrkdwn_escape(adv.rationale)} "
+            f"_({mrkdwn_escape(adv.source)})_"
+        )
+        blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": text[:2900]}})
+        lines.append(f"  {adv.parameter}: {_short(adv.current)} → {_short(adv.suggested)}")
+    overrides = [a.override for a in first.advice if a.override]
+    if overrides:
+        code = "\n".join(overrides).replace("```", "'''")
+        blocks.append(
+            {"type": "section", "text": {"type": "mrkdwn", "text": f"```{code}```"[:2900]}}
+        )
+        lines.append("  override: " + " ".join(overrides))
+    others = findings[1:]
+    if others:
+        listed = "\n".join(
+            f"• {f.code} {mrkdwn_escape(f.name)} at step {f.step}: {mrkdwn_escape(f.title)}"
+            for f in others[:10]
+        )
+        label = "New in this incident" if kind == "update" else "Also in this incident"
+        blocks.append(
+            {"type": "section", "text": {"type": "mrkdwn", "text": f"*{label}*\n{listed}"[:2900]}}
+        )
+        lines += [f"  also: {f.name} at step {f.step}" for f in others]
+    return Alert(
+        id=f"{kind}:{incident.id}:{len(findings)}",
+        kind=kind,
+        severity=incident.severity,
+        run_name=run_name,
+        title=head,
+        step=incident.step,
+        text="\n".join(lines),
+        blocks=blocks,
+    )
+
+
+def status_alert(kind: str, run_name: str, step: int | None, text: str, severity: str) -> Alert:
+    """A stall or recovery message."""
+    title = "Training stalled" if kind == "stalled" else "Training resumed"
+    return Alert(
+        id=f"{kind}:{step}:{int(time.time())}",
+        kind=kind,
+        severity=severity,
+        run_name=run_name,
+        title=title,
+        step=step,
+        text=f"{title} ({run_name}): {text}",
+        blocks=[
+            {"type": "header", "text": {"type": "plain_text", "text": title}},
+            {
+                "type": "section",
+                "text": {
+                    "type": "mrkdwn",
+                    "text": f"*{mrkdwn_escape(run_name)}*: {mrkdwn_escape(text)}",
+                },
+            },
+        ],
+    )
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+class Outbox:
+    """A folder of alerts not yet delivered, one JSON file each, written atomically."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        folder.mkdir(parents=True, exist_ok=True)
+
+    def _path(self, alert_id: str) -> Path:
+        safe = re.sub(r"[^A-Za-z0-9_.@-]", "_", alert_id)
+        return self.folder / f"{safe}.json"
+
+    def put(self, alert: Alert) -> None:
+        fd, tmp = tempfile.mkstemp(dir=self.folder, prefix=".alert.", suffix=".tmp")
+        with os.fdopen(fd, "w") as fh:
+            json.dump(alert.to_dict(), fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, self._path(alert.id))
+
+    def remove(self, alert_id: str) -> None:
+        self._path(alert_id).unlink(missing_ok=True)
+
+    def pending(self) -> list[Alert]:
+        out = []
+        for file in self.folder.glob("*.json"):
+            try:
+                out.append(Alert(**json.loads(file.read_text())))
+            except (OSError, ValueError, TypeError):
+                continue
+        return sorted(out, key=lambda a: a.created)
+
+
+class SlackSender:
+    """Posts alerts to a Slack incoming webhook with retries; scrubs the URL from every error."""
+
+    def __init__(self, webhook_url: str, timeout: int = 10, max_retries: int = 3) -> None:
+        try:
+            from slack_sdk.http_retry.builtin_handlers import (
+                ConnectionErrorRetryHandler,
+                RateLimitErrorRetryHandler,
+                ServerErrorRetryHandler,
+            )
+            from slack_sdk.webhook import WebhookClient
+        except ImportError as exc:  # pragma: no cover - depends on the install
+            raise OptionalDependencyMissing("slack_sdk", "slack", "Slack alerts") from exc
+        self._url = webhook_url
+        self._client = WebhookClient(
+            webhook_url,
+            timeout=timeout,
+            retry_handlers=[
+                ConnectionErrorRetryHandler(max_retry_count=max_retries),
+                RateLimitErrorRetryHandler(max_retry_count=max_retries),
+                ServerErrorRetryHandler(max_retry_count=max_retries),
+            ],
+        )
+
+    def __repr__(self) -> str:
+        return "SlackSender(<webhook hidden>)"
+
+    def scrub(self, text: str) -> str:
+        return text.replace(self._url, "<webhook>") if self._url else text
+
+    def send(self, alert: Alert) -> tuple[bool, str]:
+        """(delivered, detail). Never raises for network or HTTP failures."""
+        try:
+            resp = self._client.send(text=alert.text[:3000], blocks=alert.blocks)
+        except Exception as exc:
+            return False, self.scrub(f"{type(exc).__name__}: {exc}")
+        if resp.status_code == 200:
+            return True, "ok"
+        return False, self.scrub(f"HTTP {resp.status_code}: {str(resp.body)[:200]}")
+
+
+class Notifier:
+    """Queues alerts in the outbox and delivers them, respecting a global rate limit."""
+
+    def __init__(
+        self,
+        outbox: Outbox,
+        sender: SlackSender | None,
+        min_interval_s: float = 1.0,
+        retry_after_s: float = 30.0,
+    ) -> None:
+        self.outbox = outbox
+        self.sender = sender
+        self.min_interval_s = min_interval_s
+        self.retry_after_s = retry_after_s
+        self._last_send = 0.0
+        self._next_attempt = 0.0
+        self.delivered: list[str] = []
+        self.failures: list[str] = []
+
+    def submit(self, alert: Alert) -> None:
+        if self.sender is not None:
+            self.outbox.put(alert)
+
+    def flush(self, now: float | None = None) -> int:
+        """Try to deliver pending alerts; returns how many were delivered."""
+        if self.sender is None:
+            return 0
+        now = time.monotonic() if now is None else now
+        if now < self._next_attempt:
+            return 0
+        sent = 0
+        for alert in self.outbox.pending():
+            wait = self._last_send + self.min_interval_s - time.monotonic()
+            if wait > 0:
+                time.sleep(wait)
+            ok, detail = self.sender.send(alert)
+            self._last_send = time.monotonic()
+            if not ok:
+                self.failures.append(detail)
+                self._next_attempt = time.monotonic() + self.retry_after_s
+                break
+            self.outbox.remove(alert.id)
+            self.delivered.append(alert.id)
+            sent += 1
+        return sent

@@ -1,0 +1,192 @@
+"""`logscope tail`: follow a live verl log and alert (Slack or terminal) once per incident."""
+
+from __future__ import annotations
+
+import re
+import signal
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console, Group
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from logscope.cli.common import FailOn, split_codes, user_errors
+from logscope.exceptions import LogscopeError
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|hr)?\s*$", re.I)
+
+
+def parse_duration(text: str) -> float:
+    """'90', '90s', '10m', '1.5h' → seconds."""
+    m = _DURATION.match(text)
+    if not m:
+        raise LogscopeError(f"--stall-after {text!r}: expected a duration like 600, 10m or 1h")
+    value, unit = float(m.group(1)), (m.group(2) or "s").lower()
+    return value * {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hr": 3600}[unit]
+
+
+def tail(
+    path: Annotated[
+        Path, typer.Argument(help="The verl console log being written (e.g. the tee output).")
+    ],
+    slack_webhook: Annotated[
+        str | None,
+        typer.Option(
+            "--slack-webhook",
+            envvar="LOGSCOPE_SLACK_WEBHOOK",
+            show_default=False,
+            help="Slack incoming-webhook URL (a secret: never printed). Without it, alerts go to the terminal.",
+        ),
+    ] = None,
+    from_start: Annotated[
+        bool, typer.Option("--from-start", help="Alert on what the file already holds too.")
+    ] = False,
+    min_severity: Annotated[
+        FailOn, typer.Option("--min-severity", help="Alert at or above this severity.")
+    ] = FailOn.warning,
+    cooldown_steps: Annotated[
+        int, typer.Option("--cooldown-steps", help="Don't re-alert a diagnosis within N steps.")
+    ] = 50,
+    stall_after: Annotated[
+        str | None,
+        typer.Option(
+            "--stall-after",
+            help="Alert when no step for this long (default: 5× median step time, ≥ 5m).",
+        ),
+    ] = None,
+    state_file: Annotated[
+        Path | None, typer.Option("--state-file", help="Remember what was alerted across restarts.")
+    ] = None,
+    outbox: Annotated[
+        Path | None,
+        typer.Option(
+            "--outbox", help="Folder for undelivered alerts (default: beside the state file)."
+        ),
+    ] = None,
+    once: Annotated[
+        bool, typer.Option("--once", help="Process what is there now, deliver alerts, exit.")
+    ] = False,
+    poll_interval: Annotated[
+        float, typer.Option("--poll-interval", help="Seconds between file checks.")
+    ] = 0.5,
+    only: Annotated[
+        list[str] | None, typer.Option("--only", help="Run only these codes/names.")
+    ] = None,
+    skip: Annotated[
+        list[str] | None, typer.Option("--skip", help="Skip these codes/names.")
+    ] = None,
+    live: Annotated[
+        bool, typer.Option("--live/--no-live", help="Show the live status view on a terminal.")
+    ] = True,
+) -> None:
+    """Follow a growing verl log; alert once per incident, with the advice `analyze` gives.
+
+    Example: LOGSCOPE_SLACK_WEBHOOK=https://hooks.slack.com/services/... logscope tail verl.log --state-file tail.json
+    """
+    from logscope.alerts import Notifier, Outbox, SlackSender
+    from logscope.tail import TailOptions, TailSession
+
+    console = Console(stderr=True)
+    with user_errors():
+        if min_severity == FailOn.never:
+            raise LogscopeError(
+                "--min-severity never would never alert; choose info, warning, error or critical"
+            )
+        options = TailOptions(
+            min_severity=min_severity.value,
+            cooldown_steps=cooldown_steps,
+            stall_after_s=parse_duration(stall_after) if stall_after else None,
+            from_start=from_start,
+            only=split_codes(only),
+            skip=split_codes(skip),
+        )
+        notifier = None
+        if slack_webhook:
+            if not slack_webhook.startswith(("http://", "https://")):
+                raise LogscopeError(
+                    "--slack-webhook / LOGSCOPE_SLACK_WEBHOOK is not an http(s) URL"
+                )
+            box = outbox or ((state_file.parent if state_file else Path.cwd()) / ".logscope-outbox")
+            notifier = Notifier(Outbox(box), SlackSender(slack_webhook))
+        session = TailSession(path, options, notifier, state_file)
+
+    stop = {"now": False}
+
+    def _stop(signum, frame):
+        stop["now"] = True
+
+    signal.signal(signal.SIGTERM, _stop)
+    target = "Slack" if notifier else "the terminal"
+    console.print(Text(f"logscope tail: following {path}; alerts go to {target}", style="bold"))
+    show_live = live and console.is_terminal and not once
+    try:
+        if show_live:
+            with Live(
+                _view(session), console=console, refresh_per_second=2, transient=False
+            ) as view:
+                _loop(
+                    session, console, once, poll_interval, stop, lambda: view.update(_view(session))
+                )
+        else:
+            _loop(session, console, once, poll_interval, stop, lambda: None)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        session.close()
+        if notifier is not None:
+            notifier.flush()
+            pending = len(notifier.outbox.pending())
+            if pending:
+                console.print(
+                    Text(
+                        f"{pending} alert(s) not yet delivered; kept in {notifier.outbox.folder}",
+                        style="yellow",
+                    )
+                )
+
+
+def _loop(session, console: Console, once: bool, poll_interval: float, stop: dict, refresh) -> None:
+    idle_cycles = 0
+    while not stop["now"]:
+        before = session.follower.state.offset
+        alerts = session.cycle()
+        for note in session.status.notes:
+            console.print(Text(f"note: {note}", style="dim"))
+        for alert in alerts:
+            console.print(
+                Text(
+                    alert.text,
+                    style="bold red" if alert.severity in ("error", "critical") else "yellow",
+                )
+            )
+        refresh()
+        if once:
+            idle_cycles = idle_cycles + 1 if session.follower.state.offset == before else 0
+            if idle_cycles >= 2:
+                break
+            continue
+        time.sleep(poll_interval)
+
+
+def _view(session) -> Group:
+    st = session.status
+    table = Table.grid(padding=(0, 2))
+    table.add_column(style="bold")
+    table.add_column()
+    table.add_row("file", Text(str(session.path)))
+    table.add_row(
+        "step", Text(str(st.step) if st.step is not None else "waiting for the first step")
+    )
+    if st.steps_per_min:
+        table.add_row("steps/min", Text(f"{st.steps_per_min:.2f}"))
+    for name, value in st.last_metrics.items():
+        table.add_row(name, Text(f"{value:.4g}"))
+    table.add_row(
+        "stalled", Text("yes" if st.stalled else "no", style="red" if st.stalled else "green")
+    )
+    incidents = Text("\n".join(st.open_incidents) or "none")
+    return Group(table, Text("open incidents:", style="bold"), incidents)

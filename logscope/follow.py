@@ -1,0 +1,141 @@
+"""Follow a growing log file by stat-polling: complete new lines only, across truncation and rotation.
+
+Polling (not inotify) works on NFS/Lustre, where training logs often live. A partial last line
+waits for its newline; a file that does not exist yet is waited for; a file that shrinks is read
+again from the start; a file replaced by a new one (new inode: rotation, `tee` restarted) is
+drained to its end first and then the new file is followed from its start.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+_READ_CHUNK = 1 << 20
+
+
+@dataclass
+class FollowState:
+    """Where the follower is: enough to resume after a restart."""
+
+    inode: int | None = None
+    offset: int = 0
+    line_no: int = 0
+    generation: int = 0  # bumped at every truncation/replacement: line numbers restart
+
+    def to_dict(self) -> dict[str, int | None]:
+        return {
+            "inode": self.inode,
+            "offset": self.offset,
+            "line_no": self.line_no,
+            "generation": self.generation,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> FollowState:
+        return cls(
+            data.get("inode"),
+            int(data.get("offset", 0)),
+            int(data.get("line_no", 0)),
+            int(data.get("generation", 0)),
+        )
+
+
+@dataclass
+class Poll:
+    """What one poll found: new complete lines (line_no, text) and notes about the file."""
+
+    lines: list[tuple[int, str]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    restarted: bool = False  # the file was truncated or replaced: downstream state should reset
+
+
+class LineFollower:
+    """Yields complete new lines of `path` on each `poll()`."""
+
+    def __init__(self, path: str | Path, state: FollowState | None = None) -> None:
+        self.path = Path(path)
+        self.state = state or FollowState()
+        self._fh = None  # type: ignore[var-annotated]
+        self._partial = b""
+        self._missing_noted = False
+
+    def close(self) -> None:
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+
+    def _open(self, offset: int) -> None:
+        self.close()
+        self._fh = open(self.path, "rb")  # noqa: SIM115 - kept open between polls on purpose
+        st = os.fstat(self._fh.fileno())
+        if offset > st.st_size:
+            offset = 0
+        self._fh.seek(offset)
+        self.state.inode = st.st_ino
+        self.state.offset = offset
+
+    def _read_available(self, out: Poll) -> None:
+        assert self._fh is not None
+        while True:
+            chunk = self._fh.read(_READ_CHUNK)
+            if not chunk:
+                break
+            self.state.offset += len(chunk)
+            data = self._partial + chunk
+            parts = data.split(b"\n")
+            self._partial = parts.pop()
+            for raw in parts:
+                self.state.line_no += 1
+                out.lines.append((self.state.line_no, raw.decode("utf-8", errors="replace")))
+
+    def _restart(self, out: Poll, why: str) -> None:
+        out.notes.append(why)
+        out.restarted = True
+        self._partial = b""
+        self.state.line_no = 0
+        self.state.generation += 1
+        self._open(0)
+
+    def poll(self) -> Poll:
+        """Read what is new since the last poll."""
+        out = Poll()
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            if self._fh is not None:
+                self._read_available(out)  # drain what the old file still had
+                self.close()
+            if not self._missing_noted:
+                out.notes.append(f"waiting for {self.path} to appear")
+                self._missing_noted = True
+            return out
+        except OSError as exc:
+            out.notes.append(f"cannot stat {self.path}: {exc.strerror}")
+            return out
+        self._missing_noted = False
+
+        if self._fh is None:
+            if self.state.inode is not None and self.state.inode != st.st_ino:
+                self._restart(
+                    out, f"{self.path} was replaced; following the new file from its start"
+                )
+            else:
+                resume = self.state.offset if self.state.inode == st.st_ino else 0
+                if resume and st.st_size < resume:
+                    self._restart(
+                        out, f"{self.path} shrank (truncated); reading it again from the start"
+                    )
+                else:
+                    self._open(resume)
+        elif st.st_ino != self.state.inode:
+            self._read_available(out)  # drain the old file to its end first
+            self._restart(out, f"{self.path} was replaced (rotated); following the new file")
+        elif st.st_size < self.state.offset:
+            self._restart(out, f"{self.path} shrank (truncated); reading it again from the start")
+        try:
+            self._read_available(out)
+        except OSError as exc:
+            out.notes.append(f"read error on {self.path}: {exc.strerror}")
+        return out

@@ -1,0 +1,293 @@
+"""Live mode: follow a growing verl log, rerun the detectors on new steps, alert once per incident.
+
+Each cycle reads the new complete lines (`follow.LineFollower`), feeds them to the console
+reader's incremental parser, and, when new steps or events arrived, reruns every detector on the
+run so far. Rerunning the same detectors on the same data is what makes a live run and `analyze`
+of the finished file report the same findings. Findings that need hindsight (a changepoint
+confirmed only after more steps) appear when they are confirmed, with the step where they began.
+
+An incident is alerted once. Its findings are remembered as (name, step); a later incident that
+shares one of them is the same story: if it brought new findings, a short update is sent,
+otherwise nothing. A finding of the same name within `cooldown_steps` of an alerted one is not
+alerted again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from logscope.alerts import Alert, Notifier, incident_alert, status_alert
+from logscope.analyze import analyze_run
+from logscope.follow import LineFollower
+from logscope.model import SEVERITY_RANK, Source
+from logscope.report import Report
+
+STATE_VERSION = 1
+KEY_METRICS = (
+    "critic/score/mean",
+    "actor/kl_loss",
+    "actor/entropy",
+    "actor/grad_norm",
+    "response_length/mean",
+    "timing_s/step",
+)
+
+
+@dataclass
+class TailOptions:
+    """Knobs of `logscope tail` (see the CLI for their meaning)."""
+
+    min_severity: str = "warning"
+    cooldown_steps: int = 50
+    stall_after_s: float | None = None  # None: max(stall_k × median step time, stall_floor_s)
+    stall_k: float = 5.0
+    stall_floor_s: float = 300.0
+    from_start: bool = False
+    min_analyze_interval_s: float = 0.0
+    only: list[str] | None = None
+    skip: list[str] | None = None
+
+
+@dataclass
+class AlertedFinding:
+    name: str
+    step: int | None
+
+
+@dataclass
+class TailStatus:
+    """What the live view shows."""
+
+    step: int | None = None
+    steps_seen: int = 0
+    steps_per_min: float | None = None
+    last_metrics: dict[str, float] = field(default_factory=dict)
+    open_incidents: list[str] = field(default_factory=list)
+    stalled: bool = False
+    notes: list[str] = field(default_factory=list)
+
+
+class TailSession:
+    """One followed log. Call `cycle()` repeatedly (the CLI does, every poll interval)."""
+
+    def __init__(
+        self,
+        path: str | Path,
+        options: TailOptions | None = None,
+        notifier: Notifier | None = None,
+        state_file: str | Path | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        from logscope.detectors.registry import select
+        from logscope.ingest.console import ConsoleParser
+
+        self.path = Path(path)
+        self.options = options or TailOptions()
+        self.notifier = notifier
+        self.state_file = Path(state_file) if state_file else None
+        self.clock = clock
+        self.detectors = select(self.options.only, self.options.skip)
+        self.parser = ConsoleParser()
+        self.alerted: list[AlertedFinding] = []
+        self.sent_ids: set[str] = set()
+        self.report: Report | None = None
+        self.status = TailStatus()
+        self._step_arrivals: list[tuple[int, float]] = []
+        self._last_step_at: float | None = None
+        self._last_analyze = -1e18
+        self._dirty = False
+        self._stalled = False
+        self._events_seen = 0
+        self.run = self.parser.to_run(Source("verl-console", str(self.path)))
+        follow_state = None
+        saved = self._load_state()
+        if saved is not None:
+            self.alerted = [AlertedFinding(a["name"], a["step"]) for a in saved.get("alerted", [])]
+            self.sent_ids = set(saved.get("sent_ids", []))
+            self._stalled = bool(saved.get("stalled", False))
+        # The history is always re-read from the start (detectors need it); only what is new is
+        # alerted: after a restart with a state file, findings not yet alerted are sent; on a
+        # first start without --from-start, what the file already holds is taken as known.
+        self._silent_catch_up = saved is None and not self.options.from_start
+        self.follower = LineFollower(self.path, follow_state)
+
+    # ---- state --------------------------------------------------------------------------
+    def _load_state(self) -> dict[str, Any] | None:
+        if self.state_file is None or not self.state_file.is_file():
+            return None
+        try:
+            data = json.loads(self.state_file.read_text())
+        except (OSError, ValueError):
+            return None
+        if data.get("version") != STATE_VERSION or data.get("path") != str(self.path.resolve()):
+            return None
+        return data
+
+    def save_state(self) -> None:
+        if self.state_file is None:
+            return
+        data = {
+            "version": STATE_VERSION,
+            "path": str(self.path.resolve()),
+            "follow": self.follower.state.to_dict(),
+            "alerted": [{"name": a.name, "step": a.step} for a in self.alerted],
+            "sent_ids": sorted(self.sent_ids),
+            "stalled": self._stalled,
+        }
+        self.state_file.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=self.state_file.parent, prefix=".tail-state.", suffix=".tmp")
+        with os.fdopen(fd, "w") as fh:
+            json.dump(data, fh)
+        os.replace(tmp, self.state_file)
+
+    # ---- one cycle ----------------------------------------------------------------------
+    def cycle(self) -> list[Alert]:
+        """Read new lines, analyse if something changed, decide and queue alerts."""
+        now = self.clock()
+        polled = self.follower.poll()
+        self.status.notes = polled.notes
+        alerts: list[Alert] = []
+        if polled.lines:
+            self.parser.feed([t for _, t in polled.lines], polled.lines[0][0])
+            run = self.parser.to_run(Source("verl-console", str(self.path)))
+            steps = run.steps
+            if len(steps) > self.status.steps_seen:
+                self._last_step_at = now
+                self._step_arrivals.append((int(steps[-1]), now))
+                self._step_arrivals = self._step_arrivals[-200:]
+                self._dirty = True
+            if len(run.events) != self._events_seen:
+                self._events_seen = len(run.events)
+                self._dirty = True
+            self.run = run
+            self.status.steps_seen = len(steps)
+            self.status.step = int(steps[-1]) if len(steps) else None
+        if self._dirty and now - self._last_analyze >= self.options.min_analyze_interval_s:
+            alerts += self._analyze()
+            self._last_analyze = now
+            self._dirty = False
+        alerts += self._check_stall(now)
+        if self.notifier is not None:
+            for alert in alerts:
+                self.notifier.submit(alert)
+            self.notifier.flush()
+        if alerts or polled.lines:
+            self.save_state()
+        return alerts
+
+    def _analyze(self) -> list[Alert]:
+        run = self.run
+        report = analyze_run(run, self.detectors)
+        self.report = report
+        self._update_status(report)
+        alerts: list[Alert] = []
+        threshold = SEVERITY_RANK[self.options.min_severity]
+        run_name = run.meta.get("experiment") or self.path.name
+        for incident in report.incidents:
+            members = [report.findings[i] for i in incident.findings]
+            fresh = [
+                i
+                for i, f in zip(incident.findings, members, strict=True)
+                if not self._known(f.name, f.step)
+            ]
+            if not fresh:
+                continue
+            if SEVERITY_RANK[incident.severity] < threshold:
+                continue
+            for i in fresh:
+                f = report.findings[i]
+                self.alerted.append(AlertedFinding(f.name, f.step))
+            if self._silent_catch_up:
+                continue
+            known_before = len(fresh) < len(members)
+            if known_before:
+                sub = type(incident)(**{**incident.to_dict(), "findings": fresh})
+                alert = incident_alert(report, sub, run_name, kind="update")
+            else:
+                alert = incident_alert(report, incident, run_name)
+            if alert.id not in self.sent_ids:
+                self.sent_ids.add(alert.id)
+                alerts.append(alert)
+        self._silent_catch_up = False
+        return alerts
+
+    def _known(self, name: str, step: int | None) -> bool:
+        for a in self.alerted:
+            if a.name != name:
+                continue
+            if a.step is None or step is None:
+                if a.step == step:
+                    return True
+                continue
+            if abs(a.step - step) <= self.options.cooldown_steps:
+                return True
+        return False
+
+    # ---- stall --------------------------------------------------------------------------
+    def stall_threshold(self) -> float:
+        if self.options.stall_after_s is not None:
+            return self.options.stall_after_s
+        median = self._median_step_seconds()
+        if median is None:
+            return self.options.stall_floor_s
+        return max(self.options.stall_k * median, self.options.stall_floor_s)
+
+    def _median_step_seconds(self) -> float | None:
+        _, timing = self.run.series("timing_s/step")
+        if len(timing) >= 3:
+            return float(statistics.median(timing[-50:]))
+        gaps = [
+            b[1] - a[1]
+            for a, b in zip(self._step_arrivals, self._step_arrivals[1:], strict=False)
+            if b[1] > a[1]
+        ]
+        return float(statistics.median(gaps)) if len(gaps) >= 3 else None
+
+    def _check_stall(self, now: float) -> list[Alert]:
+        if self._last_step_at is None:
+            return []
+        idle = now - self._last_step_at
+        run_name = self.path.name
+        if not self._stalled and idle > self.stall_threshold():
+            self._stalled = True
+            self.status.stalled = True
+            text = (
+                f"no new step for {idle:.0f} s after step {self.status.step} "
+                f"(threshold {self.stall_threshold():.0f} s). A hung vLLM engine (rollout.n ≥ 16 is a "
+                "known trigger) or a dead worker are the usual causes."
+            )
+            return [status_alert("stalled", run_name, self.status.step, text, "error")]
+        if self._stalled and idle <= self.stall_threshold():
+            self._stalled = False
+            self.status.stalled = False
+            text = f"steps resumed at step {self.status.step}"
+            return [status_alert("recovered", run_name, self.status.step, text, "info")]
+        return []
+
+    def _update_status(self, report: Report) -> None:
+        st = self.status
+        if len(self._step_arrivals) >= 2:
+            (s0, t0), (s1, t1) = self._step_arrivals[0], self._step_arrivals[-1]
+            st.steps_per_min = (s1 - s0) / (t1 - t0) * 60 if t1 > t0 else None
+        st.last_metrics = {}
+        for name in KEY_METRICS:
+            _, values = self.run.series(name)
+            if len(values):
+                st.last_metrics[name] = float(values[-1])
+        st.open_incidents = [
+            f"{inc.severity} {inc.first_mover} @ {inc.step}"
+            for inc in report.incidents
+            if SEVERITY_RANK[inc.severity] >= SEVERITY_RANK[self.options.min_severity]
+        ]
+
+    def close(self) -> None:
+        self.follower.close()
+        self.save_state()
