@@ -5,6 +5,8 @@ from __future__ import annotations
 import typer
 
 from logscope.cli.analyze import analyze
+from logscope.cli.rules import rules
+from logscope.cli.tail import tail
 
 app = typer.Typer(
     name="logscope",
@@ -21,6 +23,8 @@ def _root() -> None:
 
 
 app.command("analyze")(analyze)
+app.command("rules")(rules)
+app.command("tail")(tail)
 
 
 def main() -> None:

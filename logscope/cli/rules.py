@@ -1,0 +1,102 @@
+"""`logscope rules [CODE]`: the diagnosis catalogue, or one entry of it."""
+
+from __future__ import annotations
+
+import json
+import sys
+from enum import StrEnum
+from typing import Annotated
+
+import typer
+from rich.console import Console, Group
+from rich.markdown import Markdown
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from logscope import catalogue
+from logscope.cli.common import user_errors
+from logscope.detector import CATALOGUE_SECTIONS
+
+
+class RulesFormat(StrEnum):
+    rich = "rich"
+    json = "json"
+    markdown = "markdown"
+
+
+def rules(
+    code: Annotated[
+        str | None,
+        typer.Argument(help="A diagnosis code (LS010) or name (cuda-oom); all when omitted."),
+    ] = None,
+    format: Annotated[
+        RulesFormat, typer.Option("--format", "-f", help="Output format.")
+    ] = RulesFormat.rich,
+) -> None:
+    """List logscope's diagnoses, or explain one.
+
+    Without CODE: a table of code, name, default severity, what it reads, and title.
+    With CODE (or name): the entry's sections (what it detects, why it matters, example,
+    advice, known false positives, references). Unknown code: exit 2.
+
+    Example: logscope rules cuda-oom --format json
+    """
+    console = Console()
+    with user_errors():
+        if code is None:
+            items = catalogue.entries()
+            if format is RulesFormat.json:
+                _write(json.dumps(items, indent=2, ensure_ascii=False, default=str))
+            elif format is RulesFormat.markdown:
+                _write(catalogue.render_markdown())
+            else:
+                console.print(_table(items))
+            return
+        item = catalogue.entry(code)
+    if format is RulesFormat.json:
+        _write(json.dumps(item, indent=2, ensure_ascii=False, default=str))
+    elif format is RulesFormat.markdown:
+        _write(catalogue.render_entry_markdown(item, level=1))
+    else:
+        console.print(_panels(item))
+
+
+def _write(text: str) -> None:
+    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+
+
+def _table(items: list[dict]) -> Table:
+    table = Table(title="logscope diagnoses", show_lines=False)
+    table.add_column("Code", style="bold", no_wrap=True)
+    table.add_column("Name", style="cyan", no_wrap=True)
+    table.add_column("Severity")
+    table.add_column("Reads")
+    table.add_column("Title")
+    for item in items:
+        table.add_row(
+            item["code"],
+            item["name"],
+            item["default_severity"],
+            catalogue.reads_label(item),
+            item["title"],
+        )
+    return table
+
+
+def _panels(item: dict) -> Group:
+    head = Text.assemble(
+        (f"{item['code']} ", "bold"),
+        (item["name"], "bold cyan"),
+        (f"  [{item['default_severity']}]  ", "dim"),
+        item["title"],
+    )
+    parts: list = [head, Text(item["summary"])]
+    if item["parameters"]:
+        params = ", ".join(f"{k}={v!r}" for k, v in item["parameters"].items())
+        parts.append(Text(f"Parameters: {params}", style="dim"))
+    for title in CATALOGUE_SECTIONS:
+        body = item["sections"][title]
+        content = Text(body) if title == "Example" else Markdown(body)
+        parts.append(Panel(content, title=title, title_align="left"))
+    return Group(*parts)
