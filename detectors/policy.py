@@ -1,0 +1,657 @@
+"""Policy-update diagnoses: entropy collapse (LS110), clip-ratio spikes (LS120), grad-norm
+spikes (LS130) and response-length collapse (LS140)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from logscope import verl_config
+from logscope.advice import SEED_PPO, advise, current_value
+from logscope.detector import Detector
+from logscope.exceptions import BadDetectorParameters
+from logscope.model import Advice, Finding, Run
+from logscope.verl_config import ACT, RO
+
+from ._common import grad_clip_advice, halve_advice
+from ._policy_signals import (
+    Change,
+    Series,
+    fmt,
+    level_shifts,
+    load,
+    sig,
+    spike_changes,
+)
+
+
+def _check(name: str, value: float, low: float = 0.0, high: float = math.inf) -> None:
+    if not isinstance(value, (int, float)) or not (low < value < high):
+        raise BadDetectorParameters(f"{name} must be in ({low}, {high}), got {value!r}")
+
+
+def _change_evidence(s: Series, c: Change, **extra: Any) -> dict[str, Any]:
+    """What every located change shows: steps, levels either side, ratio, noise units."""
+    return {
+        "kind": c.kind,
+        "onset_step": s.step_at(c.onset),
+        "half_step": s.step_at(c.mid),
+        "end_step": s.step_at(c.end),
+        "level_before": sig(c.before),
+        "level_after": sig(c.after),
+        "ratio": sig(c.ratio, 3),
+        "z": round(c.z, 1),
+        **extra,
+    }
+
+
+def _window_ok(s: Series, c: Change, max_steps: int, fraction: float) -> bool:
+    """The change completes within max(max_steps, fraction × logged points)."""
+    return c.end - c.onset <= max(max_steps, fraction * len(s))
+
+
+class EntropyCollapse(Detector):
+    """Policy entropy falling fast to a fraction of its level: exploration is gone.
+
+    Reads `actor/entropy` (verl ≥ 0.4) or `actor/entropy_loss` (verl ≤ 0.3).
+
+    What it detects:
+        A downward level transition of the entropy, found by ruptures (KernelCPD, linear
+        kernel, noise-based penalty) on the log of the series (≤ 2,000 bin medians for long
+        runs, then located at full resolution on a running median), kept when the level after
+        is at most `max_ratio` of the level before, the drop is at least `z_threshold` noise
+        units, and it completes within max(`max_fall_steps`, `max_fall_fraction` × run length)
+        logged steps, i.e. faster than the slow decline of a healthy run. The step is where the
+        fall starts (extrapolated from its 10 % and 50 % points). Error when entropy ends below
+        `error_ratio` of its level before.
+
+    Why it matters:
+        With entropy near zero the policy samples the same tokens every time: GRPO groups become
+        identical, advantages vanish and learning stops, or the model locks onto a degenerate
+        answer style. It is usually the last link of a clip-ratio spike → KL jump chain.
+
+    Example:
+        step:300 - actor/entropy:0.612 - actor/pg_clipfrac:0.004 - ...
+        step:330 - actor/entropy:0.143 - actor/pg_clipfrac:0.021 - ...
+        step:360 - actor/entropy:0.031 - actor/pg_clipfrac:0.002 - ...
+
+    Advice:
+        Add or raise an entropy bonus (`actor_rollout_ref.actor.entropy_coeff`: 0 → 0.001,
+        otherwise ×2), widen the upper clip bound (`actor.clip_ratio_high`, DAPO's clip-higher:
+        0.2 → 0.28) so low-probability tokens can still gain mass, and halve the learning rate.
+
+    Known false positives:
+        Tasks with a single correct short answer where low entropy is the goal late in
+        training; a switch to an easier data split. A slow, steady decline over the whole run
+        is not flagged.
+
+    References:
+        verl:workers/actor/dp_actor.py (entropy_coeff, entropy); verl:trainer/ppo/core_algos.py
+        (clip_ratio_low/high); seed:ppo-tuning §3.3 (learning rate).
+    """
+
+    code = "LS110"
+    name = "entropy-collapse"
+    title = "Entropy collapsed"
+    concepts = ("entropy",)
+    default_severity = "warning"
+    groups = ("policy", "entropy")
+
+    def __init__(
+        self,
+        *,
+        max_ratio: float = 0.5,
+        error_ratio: float = 0.1,
+        z_threshold: float = 4.0,
+        max_fall_steps: int = 30,
+        max_fall_fraction: float = 0.15,
+        warmup_steps: int = 3,
+        min_points: int = 20,
+    ) -> None:
+        _check("max_ratio", max_ratio, 0, 1)
+        _check("error_ratio", error_ratio, 0, 1)
+        _check("z_threshold", z_threshold)
+        self.max_ratio = max_ratio
+        self.error_ratio = error_ratio
+        self.z_threshold = z_threshold
+        self.max_fall_steps = max_fall_steps
+        self.max_fall_fraction = max_fall_fraction
+        self.warmup_steps = warmup_steps
+        self.min_points = min_points
+
+    def detect(self, run: Run) -> list[Finding]:
+        s = load(run, "entropy")
+        if s is None or len(s) < self.min_points:
+            return []
+        start = s.steps[0] + self.warmup_steps
+        cands = [
+            c
+            for c in level_shifts(s, True, -1)
+            if c.z >= self.z_threshold
+            and c.ratio <= self.max_ratio
+            and s.steps[c.onset] >= start
+            and _window_ok(s, c, self.max_fall_steps, self.max_fall_fraction)
+        ]
+        if not cands:
+            return []
+        c = min(cands, key=lambda c: c.onset)  # the first collapse is the one to act on
+        step, end = s.step_at(c.onset), s.step_at(c.end)
+        final = float(np.median(s.values[-max(3, len(s) // 20) :]))
+        rounded = s.resolution is not None and c.after < s.resolution
+        message = (
+            f"{s.metric} fell from {fmt(c.before)} to {fmt(c.after)} ({c.ratio:.0%} of its level) "
+            f"starting at step {step}; 90% of the fall done by step {end}"
+            + (" (printed as 0.000)" if rounded else "")
+            + f". Last value level {fmt(final)}."
+        )
+        return [
+            self.finding(
+                severity="error" if c.ratio <= self.error_ratio else "warning",
+                message=message,
+                metric=s.metric,
+                step=step,
+                end_step=end,
+                evidence=_change_evidence(
+                    s,
+                    c,
+                    final_level=sig(final),
+                    thresholds={"max_ratio": self.max_ratio, "z": self.z_threshold},
+                ),
+                advice=self._advice(run),
+                references=["verl:workers/actor/dp_actor.py", "verl:trainer/ppo/core_algos.py"],
+            )
+        ]
+
+    def _advice(self, run: Run) -> list[Advice]:
+        out = [
+            advise(
+                run,
+                f"{ACT}.entropy_coeff",
+                "An entropy bonus in the actor loss (loss = pg − entropy_coeff·entropy) pushes "
+                "back against the collapse.",
+                "verl:workers/actor/dp_actor.py",
+                suggest=lambda c: 0.001 if not c else verl_config.round_sig(float(c) * 2),
+                rule="0.001 when 0, otherwise ×2",
+            )
+        ]
+        high = current_value(run, f"{ACT}.clip_ratio_high")
+        low = current_value(run, f"{ACT}.clip_ratio")
+        base = high if isinstance(high, (int, float)) else low
+        suggested = (
+            round(float(base) * 1.4, 2) if isinstance(base, (int, float)) and base > 0 else None
+        )
+        out.append(
+            advise(
+                run,
+                f"{ACT}.clip_ratio_high",
+                "A higher upper clip bound (DAPO's clip-higher) lets low-probability tokens "
+                "gain probability, which keeps entropy up"
+                + (f"; it currently follows clip_ratio={low}." if high is None and low else "."),
+                "verl:trainer/ppo/core_algos.py",
+                suggest=suggested,
+                rule="1.4 × clip_ratio (0.2 → 0.28)",
+            )
+        )
+        out.append(
+            halve_advice(
+                run,
+                f"{ACT}.optim.lr",
+                "Large updates sharpen the policy fast; a smaller LR slows the collapse.",
+                f"{SEED_PPO} §3.3",
+            )
+        )
+        return out
+
+
+class ClipRatioSpike(Detector):
+    """Spikes (or a sudden lasting rise) of response truncation or of PPO clipping.
+
+    Reads `response_length/clip_ratio` (responses cut at `max_response_length`),
+    `actor/pg_clipfrac` and `actor/pg_clipfrac_lower` (tokens whose PPO ratio was clipped).
+
+    What it detects:
+        Spikes: points whose robust z-score against a centred running median (window
+        `window`, noise = MAD of the residuals, never below the print resolution) is at least
+        `z_threshold`, at least `min_ratio` times the running median and at least `min_rise`
+        above it; consecutive points are one spike. Lasting rises: a KernelCPD level shift up
+        by the same factors. One finding per metric and episode (at most `max_findings`).
+
+    Why it matters:
+        A truncation spike means many responses hit the length cap: their reward is usually
+        wrong (cut before the answer) and the gradient learns to be cut. A `pg_clipfrac` spike
+        means one update tried to move the policy far beyond the trust region, the usual first
+        sign of a KL jump and entropy collapse.
+
+    Example:
+        step:88 - actor/pg_clipfrac:0.004 - response_length/clip_ratio:0.010 - ...
+        step:89 - actor/pg_clipfrac:0.061 - response_length/clip_ratio:0.180 - ...
+
+    Advice:
+        Truncation: raise `data.max_response_length` (×1.5, rounded up to a multiple of 64) and
+        keep `actor_rollout_ref.rollout.response_length` equal to it (A12, seed 003 §5.2).
+        PPO clipping: halve the learning rate and clip gradients at 0.5 (`actor.grad_clip`, seed
+        003 §3.2: 1.0 → 0.5 brought pg_clipfrac to ~0).
+
+    Known false positives:
+        A curriculum step to longer prompts/answers raises truncation by design; the first steps
+        after a resume can clip more while optimizer state warms up.
+
+    References:
+        seed:ppo-tuning §2.2, §3.2, §5.2; verl:trainer/ppo/metric_utils.py (clip_ratio);
+        verl:trainer/ppo/core_algos.py (pg_clipfrac); tuning_knowledge.md B5, B6, A12.
+    """
+
+    code = "LS120"
+    name = "clip-ratio-spike"
+    title = "Clip ratio spiked"
+    concepts = ("response_clip_ratio", "pg_clipfrac", "pg_clipfrac_lower")
+    default_severity = "warning"
+    groups = ("policy", "clipping")
+
+    def __init__(
+        self,
+        *,
+        z_threshold: float = 6.0,
+        min_ratio: float = 3.0,
+        min_rise: float = 0.01,
+        window: int = 31,
+        max_rise_steps: int = 15,
+        min_points: int = 15,
+        max_findings: int = 3,
+    ) -> None:
+        _check("z_threshold", z_threshold)
+        _check("min_ratio", min_ratio, 1)
+        _check("min_rise", min_rise, 0, 1)
+        self.z_threshold = z_threshold
+        self.min_ratio = min_ratio
+        self.min_rise = min_rise
+        self.window = window
+        self.max_rise_steps = max_rise_steps
+        self.min_points = min_points
+        self.max_findings = max_findings
+
+    def detect(self, run: Run) -> list[Finding]:
+        out: list[Finding] = []
+        for concept in self.concepts:
+            s = load(run, concept)
+            if s is None or len(s) < self.min_points:
+                continue
+            out.extend(self._series(run, s))
+        return sorted(out, key=lambda f: (f.step or 0, f.metric or ""))
+
+    def _big(self, s: Series, c: Change) -> bool:
+        base = max(c.before, s.resolution or 0.0, 1e-12)
+        return c.after >= self.min_ratio * base and c.after - c.before >= self.min_rise
+
+    def _series(self, run: Run, s: Series) -> list[Finding]:
+        cands = [
+            c for c in spike_changes(s, False, self.z_threshold, self.window) if self._big(s, c)
+        ]
+        for c in level_shifts(s, False, +1):
+            if (
+                c.z >= self.z_threshold
+                and self._big(s, c)
+                and c.end - c.onset <= self.max_rise_steps
+                and not any(abs(c.onset - o.onset) <= self.max_rise_steps for o in cands)
+            ):
+                cands.append(c)
+        cands.sort(key=lambda c: -c.z)
+        return [self._finding(run, s, c) for c in cands[: self.max_findings]]
+
+    def _finding(self, run: Run, s: Series, c: Change) -> Finding:
+        step, end = s.step_at(c.onset), s.step_at(c.end)
+        truncation = s.metric == "response_length/clip_ratio"
+        what = "truncated responses" if truncation else "clipped tokens"
+        shape = "spiked" if c.kind == "spike" else "rose and stayed"
+        message = (
+            f"{s.metric} ({what}) {shape} from {fmt(c.before)} to {fmt(c.after)} "
+            f"({c.ratio:.1f}×, {c.z:.0f} noise units) at step {step}"
+            + (f", back by step {end}." if c.kind == "spike" else ".")
+        )
+        evidence = _change_evidence(
+            s,
+            c,
+            thresholds={
+                "z": self.z_threshold,
+                "min_ratio": self.min_ratio,
+                "min_rise": self.min_rise,
+            },
+        )
+        return self.finding(
+            message=message,
+            metric=s.metric,
+            step=step,
+            end_step=end,
+            evidence=evidence,
+            advice=truncation_advice(run) if truncation else self._clip_advice(run),
+            references=(
+                [f"{SEED_PPO} §2.2", f"{SEED_PPO} §5.2", "verl:trainer/ppo/metric_utils.py"]
+                if truncation
+                else [f"{SEED_PPO} §3.2", "verl:trainer/ppo/core_algos.py"]
+            ),
+        )
+
+    def _clip_advice(self, run: Run) -> list[Advice]:
+        out = [
+            halve_advice(
+                run,
+                f"{ACT}.optim.lr",
+                "Clipping spikes when an update pushes the policy ratio past the clip range; "
+                "smaller steps stay inside it. Widening clip_ratio would hide the symptom.",
+                f"{SEED_PPO} §3.3",
+            )
+        ]
+        clip = grad_clip_advice(run, "actor", "Large gradients drive the clipped updates.")
+        if clip is not None:
+            out.append(clip)
+        return out
+
+
+def truncation_advice(run: Run) -> list[Advice]:
+    """Raise the response cap (×1.5, to a multiple of 64), rollout.response_length kept equal."""
+
+    def raise_cap(c: Any) -> int:
+        return int(math.ceil(float(c) * 1.5 / 64) * 64)
+
+    out = [
+        advise(
+            run,
+            "data.max_response_length",
+            "Responses are cut at this length; a truncated answer gets the wrong reward and "
+            "teaches the policy to be cut (seed 003: tuning took clip_ratio 0.012 → 0.003).",
+            f"{SEED_PPO} §5.2",
+            suggest=raise_cap,
+            rule="×1.5, rounded up to a multiple of 64",
+        )
+    ]
+    config = run.config()
+    if config and verl_config.has(config, f"{RO}.response_length"):
+        cap = current_value(run, "data.max_response_length")
+        out.append(
+            advise(
+                run,
+                f"{RO}.response_length",
+                "Must equal data.max_response_length (A12): vLLM generates up to this length "
+                "and the data side truncates at the other.",
+                f"{SEED_PPO} §5.2",
+                suggest=raise_cap(cap) if isinstance(cap, (int, float)) else None,
+                rule="equal to data.max_response_length",
+            )
+        )
+    return out
+
+
+class GradNormSpike(Detector):
+    """Isolated gradient-norm spikes, or a sudden lasting rise (explosion).
+
+    Reads `actor/grad_norm` and `critic/grad_norm` (the norm before clipping).
+
+    What it detects:
+        On the log of the grad norm (its noise is multiplicative): spikes whose robust z-score
+        against a centred running median (window `window`, MAD noise) is at least
+        `z_threshold` and at least `min_ratio` times the running median — warning; a KernelCPD
+        level shift up by `min_ratio` or more that completes within `max_rise_steps` — error
+        (explosion). One finding per metric and episode (at most `max_findings`). Non-finite
+        values are LS001's.
+
+    Why it matters:
+        verl clips the gradient to `grad_clip` after measuring it, so a spike is an update whose
+        direction came from one bad batch; repeated spikes precede loss divergence, and a
+        lasting rise means the optimisation is unstable (seed 003: grad_norm 7.16 before
+        tuning, 4.2–4.8 after).
+
+    Example:
+        step:410 - actor/grad_norm:0.42 - actor/pg_loss:0.013 - ...
+        step:411 - actor/grad_norm:6.93 - actor/pg_loss:0.215 - ...
+        step:412 - actor/grad_norm:0.45 - actor/pg_loss:0.011 - ...
+
+    Advice:
+        Clip gradients at 0.5 (`actor_rollout_ref.actor.grad_clip`, `actor.optim.clip_grad` in
+        verl ≥ 0.8; seed 003 §3.2: 1.0 → 0.5) and halve the learning rate; the critic's keys for
+        `critic/grad_norm`.
+
+    Known false positives:
+        The first steps of a run (optimizer state empty) and the first step after a resume often
+        have a larger norm; runs with very few samples per step are spiky by nature.
+
+    References:
+        seed:ppo-tuning §3.2, §3.3; verl:workers/actor/dp_actor.py (clip_grad_norm_);
+        tuning_knowledge.md B6.
+    """
+
+    code = "LS130"
+    name = "grad-norm-spike"
+    title = "Gradient norm spiked"
+    concepts = ("actor_grad_norm", "critic_grad_norm")
+    default_severity = "warning"
+    groups = ("optimisation",)
+
+    def __init__(
+        self,
+        *,
+        z_threshold: float = 6.0,
+        min_ratio: float = 3.0,
+        window: int = 31,
+        max_rise_steps: int = 15,
+        warmup_steps: int = 3,
+        min_points: int = 15,
+        max_findings: int = 3,
+    ) -> None:
+        _check("z_threshold", z_threshold)
+        _check("min_ratio", min_ratio, 1)
+        self.z_threshold = z_threshold
+        self.min_ratio = min_ratio
+        self.window = window
+        self.max_rise_steps = max_rise_steps
+        self.warmup_steps = warmup_steps
+        self.min_points = min_points
+        self.max_findings = max_findings
+
+    def detect(self, run: Run) -> list[Finding]:
+        out: list[Finding] = []
+        for concept in self.concepts:
+            s = load(run, concept)
+            if s is None or len(s) < self.min_points:
+                continue
+            out.extend(self._series(run, s, "critic" if concept.startswith("critic") else "actor"))
+        return sorted(out, key=lambda f: (f.step or 0, f.metric or ""))
+
+    def _series(self, run: Run, s: Series, role: str) -> list[Finding]:
+        start = s.steps[0] + self.warmup_steps
+        cands = [
+            c
+            for c in spike_changes(s, True, self.z_threshold, self.window)
+            if c.ratio >= self.min_ratio and s.steps[c.onset] >= start
+        ]
+        for c in level_shifts(s, True, +1):
+            if (
+                c.z >= self.z_threshold
+                and c.ratio >= self.min_ratio
+                and s.steps[c.onset] >= start
+                and c.end - c.onset <= self.max_rise_steps
+                and not any(abs(c.onset - o.onset) <= self.max_rise_steps for o in cands)
+            ):
+                cands.append(c)
+        cands.sort(key=lambda c: -c.z)
+        return [self._finding(run, s, c, role) for c in cands[: self.max_findings]]
+
+    def _finding(self, run: Run, s: Series, c: Change, role: str) -> Finding:
+        step, end = s.step_at(c.onset), s.step_at(c.end)
+        spike = c.kind == "spike"
+        message = (
+            f"{s.metric} "
+            + ("spiked" if spike else "rose and stayed high")
+            + f" from {fmt(c.before)} to {fmt(c.after)} ({c.ratio:.1f}×, {c.z:.0f} noise units "
+            f"on a log scale) at step {step}"
+            + (f", back by step {end}." if spike else ": the optimisation is unstable.")
+        )
+        advice: list[Advice] = []
+        clip = grad_clip_advice(
+            run, role, "The norm is measured before clipping; clipping bounds the update."
+        )
+        if clip is not None:
+            advice.append(clip)
+        lr_key = f"{ACT}.optim.lr" if role == "actor" else "critic.optim.lr"
+        advice.append(
+            halve_advice(
+                run,
+                lr_key,
+                "A smaller learning rate shrinks the step a bad batch can cause.",
+                f"{SEED_PPO} §3.3",
+            )
+        )
+        return self.finding(
+            severity="warning" if spike else "error",
+            message=message,
+            metric=s.metric,
+            step=step,
+            end_step=end,
+            evidence=_change_evidence(
+                s, c, thresholds={"z": self.z_threshold, "min_ratio": self.min_ratio}
+            ),
+            advice=advice,
+            references=[f"{SEED_PPO} §3.2", "verl:workers/actor/dp_actor.py"],
+        )
+
+
+class ResponseLengthCollapse(Detector):
+    """Mean response length collapsing, or running up to the length cap.
+
+    Reads `response_length/mean` (and the config's `data.max_response_length` for the cap).
+
+    What it detects:
+        KernelCPD level transitions on the log of `response_length/mean` (≤ 2,000 bin medians,
+        then located at full resolution; the step is where the move starts): a fall to at most
+        `max_ratio` of the level before (collapse), or a rise to at least `cap_fraction` of
+        `data.max_response_length` from below `cap_fraction` × 0.8 of it (explosion to the cap;
+        only when the cap is known from the config), each at least `z_threshold` noise units.
+
+    Why it matters:
+        A length collapse usually means the policy found a short degenerate answer (empty or
+        formulaic) that the reward does not punish: learning signal disappears. Running up to
+        the cap means responses are truncated: wasted generation, wrong rewards, and often
+        repetition loops.
+
+    Example:
+        step:500 - response_length/mean:412.3 - response_length/clip_ratio:0.01 - ...
+        step:520 - response_length/mean:96.8 - response_length/clip_ratio:0.0 - ...
+
+    Advice:
+        Collapse: check the reward for a short-answer loophole, halve the LR. Explosion to the
+        cap: raise `data.max_response_length` (×1.5, to a multiple of 64) with
+        `actor_rollout_ref.rollout.response_length` kept equal (A12).
+
+    Known false positives:
+        A deliberate switch to a task with shorter answers, or a length penalty switched on.
+
+    References:
+        seed:ppo-tuning §5.2 (A12); verl:trainer/ppo/metric_utils.py (response_length/*);
+        tuning_knowledge.md B5.
+    """
+
+    code = "LS140"
+    name = "response-length-collapse"
+    title = "Response length collapsed"
+    concepts = ("response_length_mean",)
+    default_severity = "warning"
+    groups = ("policy", "length")
+
+    def __init__(
+        self,
+        *,
+        max_ratio: float = 0.5,
+        cap_fraction: float = 0.9,
+        z_threshold: float = 4.0,
+        warmup_steps: int = 3,
+        min_points: int = 20,
+    ) -> None:
+        _check("max_ratio", max_ratio, 0, 1)
+        _check("cap_fraction", cap_fraction, 0, 1)
+        _check("z_threshold", z_threshold)
+        self.max_ratio = max_ratio
+        self.cap_fraction = cap_fraction
+        self.z_threshold = z_threshold
+        self.warmup_steps = warmup_steps
+        self.min_points = min_points
+
+    def detect(self, run: Run) -> list[Finding]:
+        s = load(run, "response_length_mean")
+        if s is None or len(s) < self.min_points:
+            return []
+        start = s.steps[0] + self.warmup_steps
+        out: list[Finding] = []
+        drops = [
+            c
+            for c in level_shifts(s, True, -1)
+            if c.z >= self.z_threshold and c.ratio <= self.max_ratio and s.steps[c.onset] >= start
+        ]
+        if drops:
+            out.append(self._collapse(run, s, min(drops, key=lambda c: c.onset)))
+        cap = current_value(run, "data.max_response_length") if run.config_segments else None
+        if isinstance(cap, (int, float)) and cap > 0:
+            rises = [
+                c
+                for c in level_shifts(s, True, +1)
+                if c.z >= self.z_threshold
+                and c.after >= self.cap_fraction * cap
+                and c.before < 0.8 * self.cap_fraction * cap
+                and s.steps[c.onset] >= start
+            ]
+            if rises:
+                out.append(self._to_cap(run, s, min(rises, key=lambda c: c.onset), float(cap)))
+        return out
+
+    def _collapse(self, run: Run, s: Series, c: Change) -> Finding:
+        step, end = s.step_at(c.onset), s.step_at(c.end)
+        message = (
+            f"{s.metric} collapsed from {fmt(c.before)} to {fmt(c.after)} tokens "
+            f"({c.ratio:.0%}) starting at step {step}; 90% of the fall done by step {end}."
+        )
+        return self.finding(
+            message=message,
+            metric=s.metric,
+            step=step,
+            end_step=end,
+            evidence=_change_evidence(
+                s,
+                c,
+                direction="collapse",
+                thresholds={"max_ratio": self.max_ratio, "z": self.z_threshold},
+            ),
+            advice=[
+                halve_advice(
+                    run,
+                    f"{ACT}.optim.lr",
+                    "A fast length collapse is the policy jumping to a short answer style the "
+                    "reward does not punish; check the reward for a loophole, and take smaller "
+                    "steps so it cannot lock in within a few updates.",
+                    f"{SEED_PPO} §3.3",
+                )
+            ],
+            references=["verl:trainer/ppo/metric_utils.py"],
+        )
+
+    def _to_cap(self, run: Run, s: Series, c: Change, cap: float) -> Finding:
+        step, end = s.step_at(c.onset), s.step_at(c.end)
+        message = (
+            f"{s.metric} rose from {fmt(c.before)} to {fmt(c.after)} tokens starting at step "
+            f"{step}, {c.after / cap:.0%} of data.max_response_length={cap:g}: responses are "
+            "running into the cap."
+        )
+        return self.finding(
+            message=message,
+            metric=s.metric,
+            step=step,
+            end_step=end,
+            evidence=_change_evidence(
+                s,
+                c,
+                direction="to-cap",
+                cap=cap,
+                thresholds={"cap_fraction": self.cap_fraction, "z": self.z_threshold},
+            ),
+            advice=truncation_advice(run),
+            references=[f"{SEED_PPO} §5.2", "verl:trainer/ppo/metric_utils.py"],
+        )
