@@ -1,0 +1,483 @@
+"""Plotly figures for the dashboard: metric groups, finding markers, incident spans.
+
+Pure functions of a Run (and its Report): no Streamlit here, so the figures are testable and
+usable from a notebook. Two numeric helpers do the heavy lifting for long runs:
+
+- `ema`: TensorBoard's debiased exponential moving average (bias-corrected like Adam, so the
+  first points are not dragged towards zero).
+- `downsample`: min/max per bucket (a vectorised numpy reshape). Each bucket keeps its lowest
+  and highest point, so a one-step spike survives any reduction; the first non-finite point of
+  a bucket and any step a finding points at are kept too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from logscope.aliases import ALIASES, VALIDATION_PREFIXES
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
+
+    from logscope.model import Finding, Incident, Run
+    from logscope.report import Report
+
+DEFAULT_MAX_POINTS = 2000
+
+SEVERITY_COLOR = {
+    "critical": "#8b0000",
+    "error": "#c0392b",
+    "warning": "#d68910",
+    "info": "#2471a3",
+}
+RUN_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2")
+
+
+@dataclass(frozen=True)
+class MetricGroup:
+    """A panel of related metrics as a verl user reads them.
+
+    `concepts` are alias-table concepts (every verl spelling of them belongs here); `prefixes`
+    catch the rest of a family (e.g. every `timing_s/...`); `exclude` wins over both.
+    """
+
+    key: str
+    title: str
+    concepts: tuple[str, ...] = ()
+    prefixes: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+
+    def names(self) -> set[str]:
+        return {name for c in self.concepts for name in ALIASES.get(c, ())}
+
+    def matches(self, metric: str) -> bool:
+        if self.exclude and metric.startswith(self.exclude):
+            return False
+        return metric in self.names() or (bool(self.prefixes) and metric.startswith(self.prefixes))
+
+
+# Order matters: a metric goes to the first group that claims it.
+GROUPS: tuple[MetricGroup, ...] = (
+    MetricGroup(
+        "reward",
+        "Reward / score",
+        concepts=("score_mean", "reward_mean", "score_max", "score_min"),
+        prefixes=("critic/score/", "critic/rewards/", "critic/advantages/", "critic/returns/"),
+    ),
+    MetricGroup(
+        "kl",
+        "KL & clipping",
+        concepts=(
+            "kl_ref",
+            "kl_loss",
+            "kl_coef",
+            "ppo_kl",
+            "critic_kl",
+            "pg_clipfrac",
+            "pg_clipfrac_lower",
+            "response_clip_ratio",
+            "prompt_clip_ratio",
+        ),
+        prefixes=(
+            "actor/kl",
+            "actor/ppo_kl",
+            "actor/pg_clipfrac",
+            "critic/kl",
+            "critic/vf_clipfrac",
+        ),
+    ),
+    MetricGroup("entropy", "Entropy", concepts=("entropy",), prefixes=("actor/entropy",)),
+    MetricGroup(
+        "lengths",
+        "Lengths",
+        concepts=("response_length_mean", "response_length_max"),
+        prefixes=("response_length/", "prompt_length/", "response/aborted"),
+    ),
+    MetricGroup(
+        "timing",
+        "Timing",
+        concepts=("time_gen", "time_step"),
+        prefixes=("timing_s/", "timing/", "timing_per_token_ms/"),
+    ),
+    MetricGroup(
+        "memory",
+        "Memory",
+        concepts=("gpu_mem_reserved", "gpu_mem_allocated", "cpu_mem_used"),
+        prefixes=("perf/max_memory", "actor/perf/", "perf/cpu_memory"),
+    ),
+    MetricGroup(
+        "throughput",
+        "Throughput",
+        concepts=("throughput",),
+        prefixes=("perf/throughput", "perf/total_num_tokens", "perf/time_per_step", "perf/mfu"),
+    ),
+    MetricGroup("validation", "Validation", prefixes=(*VALIDATION_PREFIXES, "val/")),
+    MetricGroup(
+        "losses",
+        "Losses & gradients",
+        concepts=(
+            "pg_loss",
+            "actor_grad_norm",
+            "critic_grad_norm",
+            "vf_loss",
+            "vf_explained_var",
+            "lr",
+        ),
+        prefixes=("actor/", "critic/"),
+    ),
+)
+OTHER = MetricGroup("other", "Other")
+
+
+def group_of(metric: str) -> MetricGroup:
+    """The first group that claims `metric` (`OTHER` when none does)."""
+    for group in GROUPS:
+        if group.matches(metric):
+            return group
+    return OTHER
+
+
+def metric_groups(metrics: Iterable[str]) -> dict[str, list[str]]:
+    """{group key: sorted metric names} in GROUPS order, empty groups left out."""
+    out: dict[str, list[str]] = {g.key: [] for g in (*GROUPS, OTHER)}
+    for name in metrics:
+        out[group_of(name).key].append(name)
+    return {k: sorted(v) for k, v in out.items() if v}
+
+
+def group_title(key: str) -> str:
+    for group in (*GROUPS, OTHER):
+        if group.key == key:
+            return group.title
+    return key
+
+
+# ---- numerics ---------------------------------------------------------------------------
+def ema(values: np.ndarray, weight: float) -> np.ndarray:
+    """Debiased exponential moving average (TensorBoard's smoothing), vectorised.
+
+    s_k = w·s_{k-1} + (1-w)·x_k with s_0 = 0, divided by (1 - w^k) over the finite values seen
+    so far. Non-finite values are left out of the average and stay as they are (a NaN remains
+    visible as a gap). weight 0 returns the values unchanged.
+    """
+    x = np.asarray(values, dtype=np.float64)
+    if not 0.0 <= weight < 1.0:
+        raise ValueError(f"smoothing weight must be in [0, 1), got {weight}")
+    if weight == 0.0 or x.size == 0:
+        return x.copy()
+    from scipy.signal import lfilter
+
+    finite = np.isfinite(x)
+    out = x.copy()
+    xf = x[finite]
+    if xf.size == 0:
+        return out
+    raw = lfilter([1.0 - weight], [1.0, -weight], xf)
+    k = np.arange(1, xf.size + 1, dtype=np.float64)
+    out[finite] = raw / (1.0 - weight**k)
+    return out
+
+
+def downsample_indices(
+    values: np.ndarray,
+    max_points: int = DEFAULT_MAX_POINTS,
+    keep: np.ndarray | Sequence[int] | None = None,
+) -> np.ndarray:
+    """Sorted indices of a min/max-per-bucket reduction of `values` to about `max_points`.
+
+    The series is cut into max_points/2 equal buckets (a padded reshape, no Python loop); each
+    bucket keeps the index of its smallest and largest finite value and of its first
+    non-finite value. The first and last points and the indices in `keep` are always kept.
+    """
+    y = np.asarray(values, dtype=np.float64)
+    n = y.size
+    extra = np.asarray(keep if keep is not None else [], dtype=np.int64)
+    extra = extra[(extra >= 0) & (extra < n)]
+    if n <= max_points:
+        return np.arange(n)
+    buckets = max(1, max_points // 2)
+    size = -(-n // buckets)
+    pad = buckets * size - n
+    finite = np.isfinite(y)
+    lo = np.where(finite, y, np.inf)
+    hi = np.where(finite, y, -np.inf)
+    if pad:
+        lo = np.concatenate([lo, np.full(pad, np.inf)])
+        hi = np.concatenate([hi, np.full(pad, -np.inf)])
+        nonfin = np.concatenate([~finite, np.zeros(pad, dtype=bool)])
+    else:
+        nonfin = ~finite
+    base = np.arange(buckets) * size
+    idx_min = base + lo.reshape(buckets, size).argmin(axis=1)
+    idx_max = base + hi.reshape(buckets, size).argmax(axis=1)
+    nf = nonfin.reshape(buckets, size)
+    has_nf = nf.any(axis=1)
+    idx_nf = (base + nf.argmax(axis=1))[has_nf]
+    chosen = np.concatenate([idx_min, idx_max, idx_nf, extra, [0, n - 1]])
+    chosen = chosen[chosen < n]
+    return np.unique(chosen)
+
+
+def downsample(
+    steps: np.ndarray,
+    values: np.ndarray,
+    max_points: int = DEFAULT_MAX_POINTS,
+    keep_steps: Sequence[int] | np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(steps, values) reduced by `downsample_indices`; `keep_steps` are steps to keep."""
+    steps = np.asarray(steps)
+    keep = None
+    if keep_steps is not None and len(keep_steps):
+        wanted = np.asarray(keep_steps, dtype=steps.dtype if steps.size else np.int64)
+        pos = np.searchsorted(steps, wanted)
+        inside = pos < steps.size
+        pos, wanted = pos[inside], wanted[inside]
+        keep = pos[steps[pos] == wanted]
+    idx = downsample_indices(values, max_points, keep)
+    return steps[idx], np.asarray(values)[idx]
+
+
+# ---- figures ----------------------------------------------------------------------------
+def _value_at(steps: np.ndarray, values: np.ndarray, step: int) -> float | None:
+    if steps.size == 0:
+        return None
+    pos = int(np.clip(np.searchsorted(steps, step), 0, steps.size - 1))
+    if pos > 0 and abs(steps[pos - 1] - step) < abs(steps[pos] - step):
+        pos -= 1
+    v = float(values[pos])
+    return v if np.isfinite(v) else None
+
+
+def _layout(fig: go.Figure, title: str, height: int) -> None:
+    fig.update_layout(
+        title={"text": title, "x": 0.0, "xanchor": "left"},
+        height=height,
+        margin={"l": 50, "r": 20, "t": 40, "b": 40},
+        hovermode="x unified",
+        legend={"orientation": "h", "y": -0.2},
+        xaxis_title="step",
+    )
+
+
+def _spans(
+    fig: go.Figure,
+    incidents: Sequence[Incident],
+    step_range: tuple[int, int] | None,
+) -> None:
+    """Shaded incident spans (a thin band for one-step incidents) as layout shapes."""
+    shapes = []
+    for inc in incidents:
+        if inc.step is None:
+            continue
+        end = inc.end_step if inc.end_step is not None else inc.step
+        x0, x1 = inc.step - 0.5, end + 0.5
+        if step_range and (x1 < step_range[0] or x0 > step_range[1]):
+            continue
+        shapes.append(
+            {
+                "type": "rect",
+                "xref": "x",
+                "yref": "paper",
+                "x0": x0,
+                "x1": x1,
+                "y0": 0,
+                "y1": 1,
+                "fillcolor": SEVERITY_COLOR.get(inc.severity, "#888"),
+                "opacity": 0.12,
+                "line": {"width": 0},
+                "layer": "below",
+                "name": f"incident {inc.id}",
+            }
+        )
+    if shapes:
+        fig.update_layout(shapes=[*fig.layout.shapes, *shapes])
+
+
+def metric_figure(
+    run: Run,
+    metrics: Sequence[str],
+    *,
+    title: str | None = None,
+    findings: Sequence[Finding] = (),
+    incidents: Sequence[Incident] = (),
+    smoothing: float = 0.0,
+    max_points: int = DEFAULT_MAX_POINTS,
+    step_range: tuple[int, int] | None = None,
+    height: int = 320,
+) -> go.Figure:
+    """One panel: `metrics` of `run` with finding markers, changepoint lines, incident spans.
+
+    A finding on one of these metrics gets a marker at its step (on the raw value) and a
+    dashed vertical line there (the changepoint the detector located); the steps findings
+    point at survive downsampling. With `smoothing` > 0 the smoothed curve is drawn over a
+    faint raw one, like TensorBoard.
+    """
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    wanted = set(metrics)
+    mine = [f for f in findings if f.metric in wanted and f.step is not None]
+    keep_steps = sorted({int(s) for f in mine for s in (f.step, f.end_step) if s is not None})
+    line_steps: dict[int, str] = {}
+    for i, name in enumerate(metrics):
+        steps, values = run.series(name)
+        if step_range is not None and steps.size:
+            lo, hi = np.searchsorted(steps, [step_range[0], step_range[1] + 1])
+            steps, values = steps[lo:hi], values[lo:hi]
+        if steps.size == 0:
+            continue
+        color = RUN_COLORS[i % len(RUN_COLORS)]
+        ds_steps, ds_values = downsample(steps, values, max_points, keep_steps)
+        if smoothing > 0:
+            fig.add_trace(
+                go.Scatter(
+                    x=ds_steps,
+                    y=ds_values,
+                    mode="lines",
+                    name=f"{name} (raw)",
+                    line={"color": color, "width": 1},
+                    opacity=0.3,
+                    showlegend=False,
+                    hoverinfo="skip",
+                )
+            )
+            sm = ema(values, smoothing)
+            s_steps, s_values = downsample(steps, sm, max_points, keep_steps)
+            fig.add_trace(
+                go.Scatter(x=s_steps, y=s_values, mode="lines", name=name, line={"color": color})
+            )
+        else:
+            fig.add_trace(
+                go.Scatter(
+                    x=ds_steps,
+                    y=ds_values,
+                    mode="lines",
+                    name=name,
+                    line={"color": color, "width": 1.5},
+                )
+            )
+        marks = [f for f in mine if f.metric == name]
+        if marks:
+            xs, ys, texts, colors = [], [], [], []
+            for f in marks:
+                y = _value_at(steps, values, int(f.step))  # type: ignore[arg-type]
+                xs.append(f.step)
+                ys.append(y if y is not None else np.nanmedian(values) if values.size else 0.0)
+                texts.append(f"{f.code} {f.name}: {f.title}")
+                colors.append(SEVERITY_COLOR.get(f.severity, "#888"))
+                line_steps[int(f.step)] = colors[-1]  # type: ignore[arg-type]
+            fig.add_trace(
+                go.Scatter(
+                    x=xs,
+                    y=ys,
+                    mode="markers",
+                    name="findings",
+                    marker={"symbol": "x", "size": 12, "color": colors, "line": {"width": 2}},
+                    text=texts,
+                    hovertemplate="%{text}<br>step %{x}<extra></extra>",
+                    showlegend=False,
+                )
+            )
+    shapes = [
+        {
+            "type": "line",
+            "xref": "x",
+            "yref": "paper",
+            "x0": s,
+            "x1": s,
+            "y0": 0,
+            "y1": 1,
+            "line": {"color": c, "dash": "dash", "width": 1},
+            "name": f"changepoint {s}",
+        }
+        for s, c in sorted(line_steps.items())
+    ]
+    if shapes:
+        fig.update_layout(shapes=shapes)
+    _spans(fig, incidents, step_range)
+    _layout(fig, title or ", ".join(metrics), height)
+    return fig
+
+
+def group_figures(
+    run: Run,
+    report: Report | None = None,
+    *,
+    groups: Sequence[str] | None = None,
+    smoothing: float = 0.0,
+    max_points: int = DEFAULT_MAX_POINTS,
+    step_range: tuple[int, int] | None = None,
+) -> dict[str, go.Figure]:
+    """{group key: figure} for every metric group the run has (or those in `groups`)."""
+    found = metric_groups(run.metric_names)
+    findings = report.findings if report is not None else ()
+    incidents = report.incidents if report is not None else ()
+    out = {}
+    for key, names in found.items():
+        if groups is not None and key not in groups:
+            continue
+        out[key] = metric_figure(
+            run,
+            names,
+            title=group_title(key),
+            findings=findings,
+            incidents=incidents,
+            smoothing=smoothing,
+            max_points=max_points,
+            step_range=step_range,
+        )
+    return out
+
+
+def overlay_figure(
+    runs: Sequence[Run],
+    metric: str,
+    *,
+    labels: Sequence[str] | None = None,
+    smoothing: float = 0.0,
+    max_points: int = DEFAULT_MAX_POINTS,
+    divergence_step: int | None = None,
+    height: int = 320,
+) -> go.Figure:
+    """One metric of several runs on one chart (Compare), with the divergence step marked."""
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    for i, run in enumerate(runs):
+        steps, values = run.series(metric)
+        if steps.size == 0:
+            continue
+        if smoothing > 0:
+            values = ema(values, smoothing)
+        ds_steps, ds_values = downsample(steps, values, max_points)
+        fig.add_trace(
+            go.Scatter(
+                x=ds_steps,
+                y=ds_values,
+                mode="lines",
+                name=labels[i] if labels else run.id,
+                line={"color": RUN_COLORS[i % len(RUN_COLORS)], "width": 1.5},
+            )
+        )
+    if divergence_step is not None:
+        fig.add_vline(
+            x=divergence_step,
+            line={"color": "#555", "dash": "dot"},
+            annotation_text=f"diverge @ {divergence_step}",
+        )
+    _layout(fig, metric, height)
+    return fig
+
+
+def figure_points(fig: go.Figure) -> int:
+    """Total points drawn (for tests and the bench)."""
+    return sum(len(t.x) if t.x is not None else 0 for t in fig.data)
+
+
+def marker_steps(fig: go.Figure) -> list[Any]:
+    """Steps of the finding markers on a figure."""
+    return [x for t in fig.data if t.name == "findings" for x in t.x]
