@@ -1,0 +1,269 @@
+"""Series helpers for the reward, critic and system detectors: cleaning, binning, fits.
+
+Everything here accepts short, NaN-padded, irregularly stepped series and returns something
+sensible (empty arrays, None) instead of raising. Long series are binned along the step axis so
+that the heavy work runs on at most a few thousand points whatever the run length.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from logscope.aliases import resolve
+from logscope.model import Run
+
+from ._stats import mad_sigma, robust_sigma
+
+
+def clean_series(run: Run, metric: str | None) -> tuple[np.ndarray, np.ndarray]:
+    """(steps, values) of `metric` with non-finite values and duplicate steps dropped."""
+    if metric is None:
+        return np.array([], dtype=np.float64), np.array([], dtype=np.float64)
+    steps, values = run.series(metric)
+    steps = np.asarray(steps, dtype=np.float64)
+    values = np.asarray(values, dtype=np.float64)
+    mask = np.isfinite(values) & np.isfinite(steps)
+    steps, values = steps[mask], values[mask]
+    if len(steps) > 1:
+        keep = np.concatenate([np.diff(steps) != 0, [True]])
+        steps, values = steps[keep], values[keep]
+    return steps, values
+
+
+def concept_series(run: Run, *concepts: str) -> tuple[str | None, np.ndarray, np.ndarray]:
+    """The first concept that resolves in `run` with finite data: (metric, steps, values)."""
+    for concept in concepts:
+        metric = resolve(run, concept)
+        if metric is None:
+            continue
+        steps, values = clean_series(run, metric)
+        if len(steps):
+            return metric, steps, values
+    return None, np.array([], dtype=np.float64), np.array([], dtype=np.float64)
+
+
+def bin_width(steps: np.ndarray, max_points: int) -> float:
+    """Step width of bins so that the run's span fits in `max_points` bins (≥ the log stride)."""
+    if len(steps) < 2:
+        return 1.0
+    span = float(steps[-1] - steps[0])
+    stride = float(np.median(np.diff(steps)))
+    return max(stride, 1.0, span / max(max_points - 1, 1))
+
+
+def binned(
+    steps: np.ndarray, values: np.ndarray, max_points: int = 2000, how: str = "median"
+) -> tuple[np.ndarray, np.ndarray]:
+    """Reduce to at most `max_points` points: (bin step, bin value), one per non-empty bin.
+
+    Short series come back unchanged. The bin step is the first step in the bin, so a
+    change found at a bin is located at a real step.
+    """
+    if len(steps) <= max_points:
+        return steps, values
+    width = bin_width(steps, max_points)
+    idx = np.floor((steps - steps[0]) / width).astype(np.int64)
+    starts = np.flatnonzero(np.concatenate([[True], np.diff(idx) != 0]))
+    ends = np.concatenate([starts[1:], [len(steps)]])
+    out = np.empty(len(starts))
+    for k, (a, b) in enumerate(zip(starts, ends, strict=True)):
+        chunk = values[a:b]
+        out[k] = np.median(chunk) if how == "median" else np.mean(chunk)
+    return steps[starts], out
+
+
+def regular_grid(
+    steps: np.ndarray, values: np.ndarray, max_points: int = 2000
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """Values on a regular step grid (bin means, gaps linearly interpolated): (grid, vals, width)."""
+    if len(steps) == 0:
+        return steps, values, 1.0
+    width = bin_width(steps, max_points)
+    idx = np.floor((steps - steps[0]) / width + 1e-9).astype(np.int64)
+    m = int(idx[-1]) + 1
+    sums = np.bincount(idx, weights=values, minlength=m)
+    counts = np.bincount(idx, minlength=m)
+    grid = steps[0] + width * np.arange(m)
+    have = counts > 0
+    vals = np.empty(m)
+    vals[have] = sums[have] / counts[have]
+    if not have.all():
+        vals[~have] = np.interp(grid[~have], grid[have], vals[have])
+    return grid, vals, width
+
+
+def moving_average(values: np.ndarray, window: int) -> np.ndarray:
+    """Centered moving average; the edges average over the points available."""
+    v = np.asarray(values, dtype=np.float64)
+    n = len(v)
+    window = max(1, min(int(window), n))
+    if window <= 1 or n == 0:
+        return v.copy()
+    c = np.concatenate([[0.0], np.cumsum(v)])
+    half_lo = window // 2
+    half_hi = window - half_lo
+    i = np.arange(n)
+    lo = np.clip(i - half_lo, 0, n)
+    hi = np.clip(i + half_hi, 0, n)
+    return (c[hi] - c[lo]) / (hi - lo)
+
+
+def autocorrelation(values: np.ndarray, max_lag: int) -> np.ndarray:
+    """Sample autocorrelation at lags 0..max_lag (FFT; the series is centered first)."""
+    v = np.asarray(values, dtype=np.float64)
+    v = v - v.mean() if len(v) else v
+    n = len(v)
+    if n < 2:
+        return np.ones(1)
+    size = 1 << math.ceil(math.log2(2 * n))
+    f = np.fft.rfft(v, size)
+    acov = np.fft.irfft(f * np.conj(f), size)[: min(max_lag, n - 1) + 1]
+    if acov[0] <= 0:
+        return np.zeros(len(acov))
+    return acov / acov[0]
+
+
+@dataclass
+class Hinge:
+    """A continuous piecewise-linear fit with one break at `at`: slopes before and after."""
+
+    at: float
+    level: float  # fitted value at the break
+    slope_before: float
+    slope_after: float
+    rss: float
+    rss_line: float  # residual sum of squares of one straight line, for comparison
+
+
+def hinge_fit(
+    x: np.ndarray,
+    y: np.ndarray,
+    mode: str = "free",
+    candidates: np.ndarray | None = None,
+    min_side: int = 3,
+) -> Hinge | None:
+    """Least-squares continuous two-piece linear fit, break searched over `candidates`.
+
+    `mode`: "free" (both slopes), "flat_after" (plateau: slope 0 after the break) or
+    "flat_before" (flat, then a ramp). O(n + candidates) with prefix sums.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    n = len(x)
+    if n < 2 * min_side + 1:
+        return None
+    if candidates is None:
+        candidates = x[min_side : n - min_side + 1]
+    c = np.asarray(candidates, dtype=np.float64)
+    k = np.searchsorted(x, c, side="left")  # points with x < c are the left side
+    ok = (k >= min_side) & (n - k >= min_side)
+    c, k = c[ok], k[ok]
+    if len(c) == 0:
+        return None
+
+    def prefix(a: np.ndarray) -> np.ndarray:
+        return np.concatenate([[0.0], np.cumsum(a)])
+
+    px, pxx, py, pxy = prefix(x), prefix(x * x), prefix(y), prefix(x * y)
+    nl = k.astype(np.float64)
+    nr = n - nl
+    sx_l, sxx_l, sy_l, sxy_l = px[k], pxx[k], py[k], pxy[k]
+    sx_r, sxx_r, sy_r, sxy_r = px[-1] - sx_l, pxx[-1] - sxx_l, py[-1] - sy_l, pxy[-1] - sxy_l
+    su = sx_l - c * nl
+    suu = sxx_l - 2 * c * sx_l + c * c * nl
+    suy = sxy_l - c * sy_l
+    sv = sx_r - c * nr
+    svv = sxx_r - 2 * c * sx_r + c * c * nr
+    svy = sxy_r - c * sy_r
+    sy = py[-1]
+    syy = float(np.sum(y * y))
+    m = len(c)
+    if mode == "flat_after":
+        a = np.zeros((m, 2, 2))
+        a[:, 0, 0], a[:, 0, 1], a[:, 1, 0], a[:, 1, 1] = n, su, su, suu
+        b = np.stack([np.full(m, sy), suy], axis=1)
+    elif mode == "flat_before":
+        a = np.zeros((m, 2, 2))
+        a[:, 0, 0], a[:, 0, 1], a[:, 1, 0], a[:, 1, 1] = n, sv, sv, svv
+        b = np.stack([np.full(m, sy), svy], axis=1)
+    else:
+        a = np.zeros((m, 3, 3))
+        a[:, 0, 0], a[:, 0, 1], a[:, 0, 2] = n, su, sv
+        a[:, 1, 0], a[:, 1, 1] = su, suu
+        a[:, 2, 0], a[:, 2, 2] = sv, svv
+        b = np.stack([np.full(m, sy), suy, svy], axis=1)
+    a += np.eye(a.shape[1]) * 1e-12 * (1 + np.abs(a).max(axis=(1, 2), keepdims=True))
+    try:
+        beta = np.linalg.solve(a, b[..., None])[..., 0]
+    except np.linalg.LinAlgError:
+        return None
+    rss = syy - np.sum(beta * b, axis=1)
+    best = int(np.argmin(rss))
+    coef = beta[best]
+    if mode == "flat_after":
+        before, after = coef[1], 0.0
+    elif mode == "flat_before":
+        before, after = 0.0, coef[1]
+    else:
+        before, after = coef[1], coef[2]
+    xm = x - x.mean()
+    sxx = float(np.sum(xm * xm))
+    slope = float(np.sum(xm * (y - y.mean())) / sxx) if sxx > 0 else 0.0
+    rss_line = float(np.sum((y - y.mean() - slope * xm) ** 2))
+    return Hinge(
+        at=float(c[best]),
+        level=float(coef[0]),
+        slope_before=float(before),
+        slope_after=float(after),
+        rss=float(max(rss[best], 0.0)),
+        rss_line=rss_line,
+    )
+
+
+def best_split(values: np.ndarray, min_side: int = 3, direction: int = 0) -> tuple[int, float]:
+    """Index of the single mean shift that best splits `values` (CUSUM), and its t-like score.
+
+    `direction` +1 keeps only upward shifts, -1 downward, 0 either. Returns (-1, 0.0) when the
+    series is too short.
+    """
+    v = np.asarray(values, dtype=np.float64)
+    n = len(v)
+    if n < 2 * min_side:
+        return -1, 0.0
+    c = np.concatenate([[0.0], np.cumsum(v)])
+    k = np.arange(min_side, n - min_side + 1)
+    mean_l = c[k] / k
+    mean_r = (c[n] - c[k]) / (n - k)
+    diff = mean_r - mean_l
+    gain = k * (n - k) / n * diff**2
+    if direction:
+        gain = np.where(np.sign(diff) == direction, gain, -1.0)
+    best = int(np.argmax(gain))
+    if gain[best] < 0:
+        return -1, 0.0
+    split = int(k[best])
+    resid = np.concatenate([v[:split] - mean_l[best], v[split:] - mean_r[best]])
+    sd = float(np.std(resid)) or 1e-12
+    score = abs(float(diff[best])) / (sd * math.sqrt(1 / split + 1 / (n - split)))
+    return split, score
+
+
+def noise_floor(values: np.ndarray, resolution: float | None) -> float:
+    """Noise scale of a series, never below the print resolution (`.3f` rounding)."""
+    sigma = robust_sigma(values)
+    if sigma <= 0:
+        sigma = mad_sigma(values)
+    floor = (resolution or 0.0) * 2 / math.sqrt(12)
+    return max(sigma, floor)
+
+
+def fmt(x: float, digits: int = 3) -> str:
+    """A number for a message: 3 significant digits, scientific for tiny/huge values."""
+    if x is None or not math.isfinite(x):
+        return str(x)
+    if x != 0 and (abs(x) < 1e-3 or abs(x) >= 1e5):
+        return f"{x:.{digits - 1}e}"
+    return f"{x:.{digits}g}"

@@ -1,0 +1,469 @@
+"""Critic and advantage diagnoses: a PPO critic that does not learn, advantages collapsed to 0."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from logscope.advice import SEED_GRPO, SEED_PPO, advise
+from logscope.aliases import resolve
+from logscope.detector import Detector
+from logscope.exceptions import BadDetectorParameters
+from logscope.model import Advice, Finding, Run
+from logscope.verl_config import RO
+
+from ._signal import best_split, binned, clean_series, concept_series, fmt, moving_average
+
+
+def _positive(label: str, value: float) -> None:
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
+        raise BadDetectorParameters(f"{label} must be a positive number, got {value!r}")
+
+
+def _on(steps: np.ndarray, src_steps: np.ndarray, src_values: np.ndarray) -> np.ndarray:
+    """`src` sampled at `steps` (NaN where it has no value at that step)."""
+    out = np.full(len(steps), np.nan)
+    if len(src_steps) == 0:
+        return out
+    idx = np.searchsorted(src_steps, steps)
+    idx = np.clip(idx, 0, len(src_steps) - 1)
+    hit = src_steps[idx] == steps
+    out[hit] = src_values[idx[hit]]
+    return out
+
+
+def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
+    """(start, end exclusive) of each run of True in `mask`."""
+    if len(mask) == 0:
+        return []
+    d = np.diff(np.concatenate([[0], mask.astype(np.int8), [0]]))
+    return list(zip(np.flatnonzero(d == 1), np.flatnonzero(d == -1), strict=True))
+
+
+def _refine_up(steps: np.ndarray, values: np.ndarray, approx: float, half: float, sign: int) -> int:
+    """The step of the best mean shift (direction `sign`) of raw values within ±half of approx."""
+    win = (steps >= approx - half) & (steps <= approx + half)
+    if win.sum() < 8:
+        return int(steps[min(int(np.searchsorted(steps, approx)), len(steps) - 1)])
+    ws, wv = steps[win], values[win]
+    k, _ = best_split(wv, min_side=3, direction=sign)
+    if k < 0:
+        return int(ws[min(int(np.searchsorted(ws, approx)), len(ws) - 1)])
+    return int(ws[k])
+
+
+class CriticValueError(Detector):
+    """The PPO critic is not learning: value loss stays high, explained variance far below 0.
+
+    PPO/GAE only (GRPO has no critic and this detector is skipped). Reports when it starts, the
+    value loss and explained variance before and after, and the advantage mean.
+
+    What it detects:
+        A lasting stretch (at least `min_duration` logged steps and `min_fraction` of the run)
+        where the smoothed `critic/vf_loss` is above `vf_loss_threshold` and the critic is
+        broken by a second sign: `critic/vf_explained_var` below `explained_var_threshold`, or
+        `critic/advantages/mean` off 0 by more than `adv_mean_threshold`, or the value loss
+        risen to at least `rise_factor` × its best level earlier in the run. A high value loss
+        that is still falling (the critic's warm-up) is not reported. The start is refined to
+        the best upward shift of the raw value loss near the stretch's first step.
+
+    Why it matters:
+        PPO's advantages are returns minus the critic's values. A critic that does not fit the
+        returns (explained variance ≤ 0: worse than predicting the mean) hands the actor
+        advantages that are mostly noise, so the policy update direction is partly wrong and
+        reward stalls or degrades while the compute is still spent.
+
+    Example:
+        step:120 - critic/vf_loss:0.048 - critic/vf_explained_var:0.61 ...
+        step:121 - critic/vf_loss:0.352 - critic/vf_explained_var:-1.42 ...
+        step:180 - critic/vf_loss:0.331 - critic/vf_explained_var:-1.10 - critic/advantages/mean:0.09
+
+    Advice:
+        Raise `critic.ppo_micro_batch_size_per_gpu` and `critic.forward_micro_batch_size_per_gpu`
+        (the PPO article: 4 → 8 took vf_loss 0.081 → 0.052 and kept the advantage mean within
+        −0.012..0.008), within memory limits; check `critic.optim.lr` (verl's default 1e-5;
+        a critic LR far above it diverges, far below it never catches up).
+
+    Known false positives:
+        A reward scale change (a new reward function, reward normalisation switched on) raises
+        the value loss for a while even with a healthy critic; so does a restart that reloads
+        the actor but not the critic.
+
+    References:
+        seed:ppo-tuning §4, §4.1 (vf_loss > 0.1 for long or advantages mean off 0 → larger critic
+        micro batches); verl:trainer/ppo/core_algos.py (GAE, value loss);
+        verl:trainer/ppo/metric_utils.py (vf_explained_var); tuning_knowledge.md B8.
+    """
+
+    code = "LS210"
+    name = "critic-value-error"
+    title = "PPO critic not learning (value loss high, explained variance ≪ 0)"
+    concepts = ("vf_loss", "vf_explained_var")
+    default_severity = "warning"
+    groups = ("critic",)
+
+    def __init__(
+        self,
+        *,
+        vf_loss_threshold: float = 0.1,
+        explained_var_threshold: float = -0.2,
+        adv_mean_threshold: float = 0.05,
+        rise_factor: float = 2.0,
+        min_duration: int = 10,
+        min_fraction: float = 0.05,
+        max_points: int = 2000,
+    ) -> None:
+        for label, value in (
+            ("vf_loss_threshold", vf_loss_threshold),
+            ("adv_mean_threshold", adv_mean_threshold),
+            ("rise_factor", rise_factor),
+            ("min_duration", min_duration),
+            ("min_fraction", min_fraction),
+            ("max_points", max_points),
+        ):
+            _positive(f"critic-value-error: {label}", value)
+        self.vf_loss_threshold = vf_loss_threshold
+        self.explained_var_threshold = explained_var_threshold
+        self.adv_mean_threshold = adv_mean_threshold
+        self.rise_factor = rise_factor
+        self.min_duration = min_duration
+        self.min_fraction = min_fraction
+        self.max_points = max_points
+
+    def detect(self, run: Run) -> list[Finding]:
+        vf_name = resolve(run, "vf_loss")
+        ev_name = resolve(run, "vf_explained_var")
+        vs, vv = clean_series(run, vf_name)
+        es, ev = clean_series(run, ev_name)
+        base_steps, _base_name = (vs, "vf") if len(vs) >= len(es) else (es, "ev")
+        if len(base_steps) < max(self.min_duration, 6):
+            return []
+        x, _ = binned(base_steps, base_steps.astype(float), self.max_points)
+        width = float(np.median(np.diff(x))) if len(x) > 1 else 1.0
+        vf = self._smooth_on(x, vs, vv)
+        evs = self._smooth_on(x, es, ev)
+        _, as_, av = concept_series(run, "advantages_mean")
+        adv = self._smooth_on(x, as_, av)
+        n = len(x)
+        win = max(3, min(15, n // 10))
+        thr = self.vf_loss_threshold
+        have_vf = np.isfinite(vf).any()
+        best_before = np.fmin.accumulate(np.where(np.isfinite(vf), vf, np.inf))
+        risen = vf >= self.rise_factor * np.maximum(best_before, 1e-9)
+        ev_bad = np.isfinite(evs) & (evs < self.explained_var_threshold)
+        adv_off = np.isfinite(adv) & (np.abs(adv) > self.adv_mean_threshold)
+        if have_vf:
+            high = np.isfinite(vf) & (vf > thr)
+            # still falling (warm-up): the level a window later is clearly lower
+            later = np.concatenate([vf[win:], np.full(win, np.nan)])
+            falling = np.isfinite(later) & (later < vf * 0.8)
+            bad = high & ~falling & (ev_bad | adv_off | risen)
+        else:
+            later = np.concatenate([evs[win:], np.full(win, np.nan)])
+            rising = np.isfinite(later) & (later > evs + 0.2)
+            bad = ev_bad & ~rising
+        need = max(self.min_duration, self.min_fraction * (x[-1] - x[0]))
+        for a, b in _runs(bad):
+            if x[b - 1] - x[a] + width < need:
+                continue
+            return [self._finding(run, x, a, b, vf, evs, adv, vf_name, ev_name, vs, vv, es, ev)]
+        return []
+
+    def _smooth_on(self, x: np.ndarray, s: np.ndarray, v: np.ndarray) -> np.ndarray:
+        if len(s) == 0:
+            return np.full(len(x), np.nan)
+        bs, bv = binned(s, v, self.max_points)
+        med = moving_average(bv, 5) if len(bv) >= 5 else bv
+        # robust to single outliers: median of raw and smoothed
+        med = np.where(np.abs(bv - med) > 3 * (np.nanstd(bv) + 1e-12), med, (med + bv) / 2)
+        out = np.interp(x, bs, med, left=np.nan, right=np.nan)
+        return out
+
+    def _finding(
+        self,
+        run: Run,
+        x: np.ndarray,
+        a: int,
+        b: int,
+        vf: np.ndarray,
+        evs: np.ndarray,
+        adv: np.ndarray,
+        vf_name: str | None,
+        ev_name: str | None,
+        vs: np.ndarray,
+        vv: np.ndarray,
+        es: np.ndarray,
+        ev: np.ndarray,
+    ) -> Finding:
+        approx = float(x[a])
+        half = max(10.0, 3 * (float(np.median(np.diff(x))) if len(x) > 1 else 1.0))
+        if vf_name is not None and len(vs):
+            step = _refine_up(vs, vv, approx, half, +1)
+        else:
+            step = _refine_up(es, -ev, approx, half, +1)
+        end = int(x[b - 1])
+
+        def med(arr: np.ndarray, lo: int, hi: int) -> float | None:
+            seg = arr[lo:hi]
+            seg = seg[np.isfinite(seg)]
+            return float(np.median(seg)) if len(seg) else None
+
+        pre = (max(0, a - (b - a)), a)
+        ev_after = med(evs, a, b)
+        vf_after = med(vf, a, b)
+        adv_after = med(adv, a, b)
+        parts = []
+        if vf_after is not None:
+            parts.append(f"{vf_name} ≈ {fmt(vf_after)} (threshold {fmt(self.vf_loss_threshold)})")
+        if ev_after is not None:
+            parts.append(f"{ev_name} ≈ {fmt(ev_after)}")
+        if adv_after is not None:
+            parts.append(f"critic/advantages/mean ≈ {fmt(adv_after)}")
+        vf_before = med(vf, *pre)
+        before = f"; before: {vf_name} ≈ {fmt(vf_before)}" if vf_before is not None and a else ""
+        msg = (
+            f"The critic is not fitting the returns from step {step} to {end} "
+            f"({end - step + 1} steps): " + ", ".join(parts) + before + "."
+        )
+        advice: list[Advice] = []
+        for key in (
+            "critic.ppo_micro_batch_size_per_gpu",
+            "critic.forward_micro_batch_size_per_gpu",
+        ):
+            advice.append(
+                advise(
+                    run,
+                    key,
+                    "Larger critic micro batches give the value function steadier gradients; the "
+                    "PPO article raised both critic micro batches 4 → 8 and vf_loss fell "
+                    "0.081 → 0.052 with the advantage mean back within −0.012..0.008. Stay within "
+                    "memory (the critic forward is lighter than the actor's).",
+                    f"{SEED_PPO} §4.1",
+                    suggest=lambda cur: int(cur) * 2,
+                    rule="double the current value (4 → 8 in the article)",
+                )
+            )
+        advice.append(
+            advise(
+                run,
+                "critic.optim.lr",
+                "Check the critic's learning rate: far above verl's default 1e-5 the value "
+                "function diverges, far below it never catches up with the returns.",
+                f"{SEED_PPO} §4",
+                suggest=None,
+                rule="about 1e-5 (verl's default); halve it if the value loss rose suddenly",
+            )
+        )
+        evidence: dict[str, Any] = {
+            "start_step": step,
+            "end_step": end,
+            "vf_loss_after": vf_after,
+            "vf_loss_before": vf_before,
+            "vf_loss_threshold": self.vf_loss_threshold,
+            "explained_var_after": ev_after,
+            "explained_var_before": med(evs, *pre),
+            "advantages_mean_after": adv_after,
+        }
+        return self.finding(
+            message=msg,
+            metric=vf_name or ev_name,
+            step=step,
+            end_step=end,
+            evidence=evidence,
+            advice=advice,
+            references=[f"{SEED_PPO} §4.1", "verl:trainer/ppo/core_algos.py"],
+        )
+
+
+class AdvantageCollapse(Detector):
+    """Advantages are all ~0 while scores still vary: no learning signal (every group identical).
+
+    Reports the first step of a lasting stretch where `critic/advantages/max` and `/min` are
+    both within `eps` of 0, and whether the scores in that stretch vary across samples.
+
+    What it detects:
+        At least `min_steps` consecutive logged steps (and `min_fraction` of the run) where
+        max(|advantages/max|, |advantages/min|) ≤ eps, with eps the larger of `abs_eps`, twice
+        the log's print resolution (`.3f` logs print 0.000 for anything below 5e-4) and
+        `rel_eps` × the typical advantage range of the run. Evidence: the advantage range before
+        and during the stretch, and the score spread (max − min, and the variation of the mean).
+
+    Why it matters:
+        GRPO's advantage is each sample's score minus its group's mean (divided by the group's
+        std). When every sample of every group gets the same score — all right, all wrong, or a
+        reward function that returns a constant — every advantage is 0 and the policy gradient
+        is 0: the run spends compute and learns nothing. With `rollout.n=1` the group is a
+        single sample and the advantage is 0 by construction (verl does not check this).
+
+    Example:
+        step:80 - critic/score/mean:0.41 - critic/score/max:1.0 - critic/score/min:0.0 -
+        critic/advantages/mean:0.000 - critic/advantages/max:0.000 - critic/advantages/min:0.000
+
+    Advice:
+        Raise `actor_rollout_ref.rollout.n` (GRPO needs n ≥ 4 and even; 8 for reasoning tasks)
+        so each group has a chance to disagree; keep `actor_rollout_ref.rollout.temperature`
+        at 1.0 (lower temperatures make the samples of a group identical); check the data:
+        prompts the model always solves or never solves give no signal.
+
+    Known false positives:
+        Runs whose reward is intentionally constant for a phase (e.g. a warm-up with a dummy
+        reward). PPO/GAE advantages are whitened and never all 0, so for PPO this only fires
+        when the logged values really are 0.
+
+    References:
+        seed:grpo-pitfalls §2 (rollout.n: n=1 degenerates, ≥ 4 and even);
+        verl:trainer/ppo/core_algos.py (compute_grpo_outcome_advantage); tuning_knowledge.md A5.
+    """
+
+    code = "LS211"
+    name = "advantage-collapse"
+    title = "Advantages all ~0: no learning signal"
+    concepts = ("advantages_max", "advantages_min")
+    default_severity = "error"
+    groups = ("critic", "grpo")
+
+    def __init__(
+        self,
+        *,
+        abs_eps: float = 1e-3,
+        rel_eps: float = 0.02,
+        min_steps: int = 5,
+        min_fraction: float = 0.03,
+    ) -> None:
+        for label, value in (
+            ("abs_eps", abs_eps),
+            ("rel_eps", rel_eps),
+            ("min_steps", min_steps),
+            ("min_fraction", min_fraction),
+        ):
+            _positive(f"advantage-collapse: {label}", value)
+        self.abs_eps = abs_eps
+        self.rel_eps = rel_eps
+        self.min_steps = min_steps
+        self.min_fraction = min_fraction
+
+    def skip_reason(self, run: Run) -> str | None:
+        if resolve(run, "advantages_max") is None or resolve(run, "advantages_min") is None:
+            return "needs critic/advantages/max and critic/advantages/min"
+        return None
+
+    def detect(self, run: Run) -> list[Finding]:
+        mx_name, mn_name = resolve(run, "advantages_max"), resolve(run, "advantages_min")
+        if mx_name is None or mn_name is None:
+            return []
+        s1, v1 = clean_series(run, mx_name)
+        s2, v2 = clean_series(run, mn_name)
+        steps = np.intersect1d(s1, s2)
+        if len(steps) < self.min_steps:
+            return []
+        mx = _on(steps, s1, v1)
+        mn = _on(steps, s2, v2)
+        size = np.maximum(np.abs(mx), np.abs(mn))
+        typical = float(np.median(size))
+        eps = max(self.abs_eps, 2 * (run.value_resolution or 0.0))
+        flat = size <= eps
+        if typical > eps:
+            flat = size <= max(eps, self.rel_eps * typical)
+        need = max(self.min_steps, math.ceil(self.min_fraction * len(steps)))
+        for a, b in _runs(flat):
+            if b - a < need:
+                continue
+            return [self._finding(run, steps, a, b, size, typical, mx_name)]
+        return []
+
+    def _finding(
+        self,
+        run: Run,
+        steps: np.ndarray,
+        a: int,
+        b: int,
+        size: np.ndarray,
+        typical: float,
+        metric: str,
+    ) -> Finding:
+        start, end = int(steps[a]), int(steps[b - 1])
+        lo, hi = steps[a], steps[b - 1]
+        spread = None
+        smx_name, smn_name = resolve(run, "score_max"), resolve(run, "score_min")
+        if smx_name and smn_name:
+            ss1, sv1 = clean_series(run, smx_name)
+            ss2, sv2 = clean_series(run, smn_name)
+            common = np.intersect1d(ss1[(ss1 >= lo) & (ss1 <= hi)], ss2)
+            if len(common):
+                spread = float(np.median(_on(common, ss1, sv1) - _on(common, ss2, sv2)))
+        mean_name, ms, mv = concept_series(run, "score_mean", "reward_mean")
+        mean_var = None
+        if mean_name is not None:
+            sel = mv[(ms >= lo) & (ms <= hi)]
+            if len(sel) >= 2:
+                mean_var = float(np.std(sel))
+        varies = (spread is not None and spread > 1e-6) or (
+            mean_var is not None and mean_var > 1e-4
+        )
+        before = size[:a]
+        msg = (
+            f"critic/advantages/max and /min are ~0 from step {start} to {end} "
+            f"({b - a} logged steps; largest |advantage| {fmt(float(size[a:b].max()))}, typical "
+            f"{fmt(float(np.median(before)) if len(before) else typical)} before)"
+        )
+        if spread is not None and spread > 1e-6:
+            msg += f", while scores across samples still span {fmt(spread)}"
+            msg += " — every group's samples scored alike, so the policy gradient is 0."
+        elif varies:
+            msg += f", while {mean_name} still varies (std {fmt(mean_var or 0.0)})"
+            msg += " — every group's samples scored alike, so the policy gradient is 0."
+        else:
+            msg += "; the scores do not vary either: every sample gets the same reward."
+        n_now = advise(
+            run,
+            f"{RO}.n",
+            "GRPO's advantage is a sample's score relative to its group: a group needs enough "
+            "samples to disagree. n=1 makes every advantage 0 (verl does not check it), n=2 is "
+            "too noisy; 4 on a tight budget, 8 for reasoning tasks (n ≥ 16 costs ~+47% step "
+            "time).",
+            f"{SEED_GRPO} §2",
+            suggest=lambda cur: 4 if int(cur) < 4 else min(16, 2 * int(cur)),
+            rule="n ≥ 4 and even (4 tight budget, 8 reasoning)",
+        )
+        advice = [
+            n_now,
+            advise(
+                run,
+                f"{RO}.temperature",
+                "Sampling temperature below 1.0 makes a group's samples near-identical, so they "
+                "score alike.",
+                "verl:workers/rollout/vllm_rollout",
+                suggest=lambda cur: 1.0 if float(cur) < 1.0 else None,
+                rule="1.0 for GRPO rollouts",
+            ),
+            advise(
+                run,
+                "data.train_files",
+                "Prompts the model always solves (or never solves) give every sample the same "
+                "score: mix in problems it solves sometimes.",
+                f"{SEED_GRPO} §2",
+                suggest=None,
+                rule="training data of a difficulty the model solves part of the time",
+            ),
+        ]
+        evidence = {
+            "start_step": start,
+            "end_step": end,
+            "steps_collapsed": int(b - a),
+            "max_abs_advantage_in_stretch": float(size[a:b].max()),
+            "typical_abs_advantage_before": float(np.median(before)) if len(before) else None,
+            "score_spread_in_stretch": spread,
+            "score_mean_std_in_stretch": mean_var,
+            "rollout_n": n_now.current,
+        }
+        return self.finding(
+            message=msg,
+            metric=metric,
+            step=start,
+            end_step=end,
+            evidence=evidence,
+            advice=advice,
+            references=[f"{SEED_GRPO} §2", "verl:trainer/ppo/core_algos.py"],
+        )

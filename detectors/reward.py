@@ -1,0 +1,644 @@
+"""Reward-curve diagnoses: sawtooth oscillation, plateau, validation falling while training rises."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Any
+
+import numpy as np
+
+from logscope import verl_config
+from logscope.advice import SEED_GRPO, SEED_PPO, advise, current_value
+from logscope.aliases import validation_metrics
+from logscope.detector import Detector
+from logscope.exceptions import BadDetectorParameters
+from logscope.model import Advice, Finding, Run
+from logscope.verl_config import ACT
+
+from ._signal import (
+    best_split,
+    binned,
+    clean_series,
+    concept_series,
+    fmt,
+    hinge_fit,
+    moving_average,
+    noise_floor,
+    regular_grid,
+)
+from ._stats import mann_kendall, theil_sen
+
+KL_COEF_KEYS = (f"{ACT}.kl_loss_coef", "algorithm.kl_ctrl.kl_coef")
+
+
+def _positive(label: str, value: float) -> None:
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
+        raise BadDetectorParameters(f"{label} must be a positive number, got {value!r}")
+
+
+def _first_step_at_or_after(steps: np.ndarray, x: float) -> int:
+    """The first logged step at or after `x` (the last step when none)."""
+    i = int(np.searchsorted(steps, x - 1e-9))
+    return int(steps[min(i, len(steps) - 1)])
+
+
+def kl_coef_changes(run: Run) -> list[dict[str, Any]]:
+    """Mid-run changes of the KL coefficient between config segments (A16)."""
+    changes = []
+    segs = run.config_segments
+    for prev, seg in itertools.pairwise(segs):
+        for key in KL_COEF_KEYS:
+            a = verl_config.get(prev.config, key)
+            b = verl_config.get(seg.config, key)
+            if a is not None and b is not None and a != b:
+                changes.append({"parameter": key, "from": a, "to": b, "step": seg.first_step})
+    return changes
+
+
+def lr_advice(run: Run, why: str, factor: float = 0.75) -> Advice:
+    """Lower the actor LR by `factor` (B4: 2e-6 oscillates on 0.5B, 1.5e-6 is the sweet spot)."""
+    return advise(
+        run,
+        f"{ACT}.optim.lr",
+        why,
+        f"{SEED_PPO} §3.3",
+        suggest=lambda cur: verl_config.round_sig(float(cur) * factor),
+        rule=f"{factor:g}× the current learning rate (e.g. 2e-6 → 1.5e-6 on a 0.5B model; "
+        "1e-6 for 1.5B)",
+    )
+
+
+class RewardSawtooth(Detector):
+    """The training reward oscillates with a regular period (a sawtooth or wave on the curve).
+
+    Reports the period in steps, the step where the oscillation starts, its amplitude and the
+    autocorrelation of the detrended reward at that period.
+
+    What it detects:
+        A periodic component in `critic/score/mean` (or `critic/rewards/mean`): after removing
+        the slow trend with a moving average exactly one candidate period wide (which cancels a
+        component of that period from the trend), the residual correlates with itself one period
+        later. For each candidate period the residual's lag-period correlation is computed over
+        every tail of the run that holds at least `min_cycles` cycles; the shortest period whose
+        correlation reaches `min_autocorr` (and clears the noise level expected for that many
+        points) wins. The start is the best single upward shift of the product
+        residual[t]·residual[t+period], which is zero-mean before the oscillation and positive
+        inside it. Long runs are binned to at most `max_points` points first.
+
+    Why it matters:
+        A reward curve that climbs and falls back on a regular rhythm is not learning steadily:
+        each cycle undoes part of the previous progress. The GRPO article traces the sawtooth to
+        a KL coefficient changed mid-run (gradient consistency broken); the PPO article saw
+        oscillation from epoch 8 with a learning rate too high for the model (2e-6 on 0.5B).
+
+    Example:
+        step:300 - critic/score/mean:0.612 ...  step:310 - critic/score/mean:0.701 ...
+        step:319 - critic/score/mean:0.748 ...  step:320 - critic/score/mean:0.598 ...
+        (the reward climbs for 20 steps, drops back, and repeats: period 20 steps from step 300)
+
+    Advice:
+        When the run's config segments show `actor_rollout_ref.actor.kl_loss_coef` or
+        `algorithm.kl_ctrl.kl_coef` changing between restarts, keep the coefficient constant for
+        the whole run (calibrate it once, then lock it). Otherwise lower
+        `actor_rollout_ref.actor.optim.lr` to 0.75× its value (2e-6 → 1.5e-6 on a 0.5B model;
+        1e-6 for 1.5B).
+
+    Known false positives:
+        A reward that genuinely depends on a periodic schedule (curriculum cycling through data
+        sources, an LR schedule with restarts, a data loader that is not shuffled between
+        epochs) oscillates by design. Very short runs (fewer than `min_cycles` periods) are
+        never reported.
+
+    References:
+        seed:grpo-pitfalls §3.3 (changing kl_loss_coef mid-run makes the reward saw-toothed);
+        seed:ppo-tuning §3.3 (lr 2e-6 oscillates on Qwen2.5-0.5B; 1.5e-6 best);
+        tuning_knowledge.md A16, B4.
+    """
+
+    code = "LS201"
+    name = "reward-sawtooth"
+    title = "Periodic (sawtooth) oscillation of the training reward"
+    concepts = ("score_mean", "reward_mean")
+    default_severity = "warning"
+    groups = ("reward",)
+
+    def __init__(
+        self,
+        *,
+        min_cycles: int = 3,
+        min_period: int = 4,
+        max_period: int = 500,
+        min_autocorr: float = 0.3,
+        noise_z: float = 4.5,
+        max_points: int = 2000,
+    ) -> None:
+        for label, value in (
+            ("min_cycles", min_cycles),
+            ("min_period", min_period),
+            ("max_period", max_period),
+            ("min_autocorr", min_autocorr),
+            ("noise_z", noise_z),
+            ("max_points", max_points),
+        ):
+            _positive(f"reward-sawtooth: {label}", value)
+        self.min_cycles = min_cycles
+        self.min_period = min_period
+        self.max_period = max_period
+        self.min_autocorr = min_autocorr
+        self.noise_z = noise_z
+        self.max_points = max_points
+
+    def detect(self, run: Run) -> list[Finding]:
+        metric, steps, values = concept_series(run, *self.concepts)
+        if metric is None or len(steps) < 4 * self.min_cycles * 2:
+            return []
+        grid, vals, width = regular_grid(steps, values, self.max_points)
+        m = len(vals)
+        p_lo = max(2, math.ceil(self.min_period / width))
+        p_hi = min(int(self.max_period / width), (m - 1) // (self.min_cycles + 1))
+        best: dict[str, Any] | None = None
+        for p in range(p_lo, p_hi + 1):
+            cand = self._score_period(vals, p)
+            if cand is None:
+                continue
+            if best is None or cand["corr"] > best["corr"]:
+                best = cand
+        if best is None:
+            return []
+        # prefer the fundamental over its multiples: the shortest period close to the best
+        chosen = best
+        for p in range(p_lo, best["period"]):
+            cand = self._score_period(vals, p)
+            if cand is not None and cand["corr"] >= 0.85 * best["corr"]:
+                chosen = cand
+                break
+        if not chosen["significant"]:
+            return []
+        return [self._finding(run, metric, steps, grid, vals, width, chosen)]
+
+    def _score_period(self, vals: np.ndarray, p: int) -> dict[str, Any] | None:
+        """Best tail correlation of the trend-free residual with itself one period later."""
+        m = len(vals)
+        resid = vals - moving_average(vals, p)
+        a = resid[:-p] * resid[p:]
+        b = resid[:-p] ** 2
+        c = resid[p:] ** 2
+        sa = np.cumsum(a[::-1])[::-1]
+        sb = np.cumsum(b[::-1])[::-1]
+        sc = np.cumsum(c[::-1])[::-1]
+        min_len = max(self.min_cycles * p, 12)
+        last_start = len(a) - min_len
+        if last_start < 0:
+            return None
+        starts = np.arange(0, last_start + 1)
+        denom = np.sqrt(sb[starts] * sc[starts])
+        corr = np.where(denom > 0, sa[starts] / np.where(denom > 0, denom, 1.0), 0.0)
+        lengths = len(a) - starts
+        # a tail correlation must clear both the floor and what noise alone reaches there
+        need = np.maximum(self.min_autocorr, self.noise_z / np.sqrt(lengths))
+        margin = corr - need
+        k = int(np.argmax(margin))
+        split, _ = best_split(a, min_side=max(3, p // 2), direction=1)
+        return {
+            "period": p,
+            "corr": float(corr[k]),
+            "tail_start": int(starts[k]),
+            "significant": bool(margin[k] > 0),
+            "split": split,
+            "resid": resid,
+            "m": m,
+        }
+
+    def _finding(
+        self,
+        run: Run,
+        metric: str,
+        steps: np.ndarray,
+        grid: np.ndarray,
+        vals: np.ndarray,
+        width: float,
+        cand: dict[str, Any],
+    ) -> Finding:
+        p = cand["period"]
+        split = cand["split"] if cand["split"] >= 0 else cand["tail_start"]
+        start_step = _first_step_at_or_after(steps, float(grid[split]))
+        resid = cand["resid"][split:]
+        cycles = len(resid) // p
+        folded = resid[: cycles * p].reshape(cycles, p) if cycles else resid[None, :]
+        profile = np.median(folded, axis=0)
+        amplitude = float(profile.max() - profile.min()) / 2
+        noise = noise_floor(vals[:split], run.value_resolution) if split > 5 else float("nan")
+        period_steps = p * width
+        changes = kl_coef_changes(run)
+        msg = (
+            f"{metric} oscillates with a period of about {fmt(period_steps)} steps from step "
+            f"{start_step} ({cycles} cycles; amplitude ±{fmt(amplitude)}, autocorrelation "
+            f"{cand['corr']:.2f} at one period)."
+        )
+        advice: list[Advice] = []
+        if changes:
+            ch = changes[0]
+            msg += (
+                f" The config changes {ch['parameter']} from {ch['from']} to {ch['to']} at step "
+                f"{ch['step']}."
+            )
+            advice.append(
+                advise(
+                    run,
+                    ch["parameter"],
+                    f"The KL coefficient changed mid-run ({ch['from']} → {ch['to']} at step "
+                    f"{ch['step']}); a coefficient that changes during training breaks gradient "
+                    "consistency and saw-tooths the reward. Calibrate it once, then keep it "
+                    "constant for the whole run.",
+                    f"{SEED_GRPO} §3.3",
+                    suggest=lambda cur: cur,
+                    rule="keep the KL coefficient constant for the whole run",
+                )
+            )
+        else:
+            advice.append(
+                lr_advice(
+                    run,
+                    "A regular oscillation of the reward with no change of the KL coefficient "
+                    "points at a learning rate too high for the model: the article saw 2e-6 "
+                    "oscillate on Qwen2.5-0.5B while 1.5e-6 trained best (1e-6 for 1.5B).",
+                )
+            )
+        evidence = {
+            "period_steps": round(period_steps, 1),
+            "start_step": start_step,
+            "cycles": cycles,
+            "autocorrelation_at_period": round(cand["corr"], 3),
+            "amplitude": amplitude,
+            "noise_sigma_before": noise,
+            "kl_coef_changes": changes,
+            "bin_width_steps": width,
+        }
+        return self.finding(
+            message=msg,
+            metric=metric,
+            step=start_step,
+            end_step=int(steps[-1]),
+            evidence=evidence,
+            advice=advice,
+            references=[f"{SEED_GRPO} §3.3", f"{SEED_PPO} §3.3"],
+        )
+
+
+class RewardPlateau(Detector):
+    """The training reward has stopped moving for the last part of the run (converged or stuck).
+
+    Info, not a failure: either the run converged (the remaining steps are GPU hours to save) or
+    it is stuck (nothing more will come from these settings).
+
+    What it detects:
+        `critic/score/mean` (or `critic/rewards/mean`) flat from some step to the end: a
+        continuous "rise, then flat" fit places the plateau start; the plateau must cover at
+        least `min_fraction` of the run, and over it the Theil–Sen slope must move the reward by
+        less than `max_change_sigma` noise sigmas (and less than `max_change_fraction` of the
+        run's overall reward range), with no Mann–Kendall trend at `p < trend_p` — or, for long
+        plateaus where Mann–Kendall sees trends of any size, a change below half that bound.
+        Evidence: slope per 100 steps and Mann–Kendall p over the last third, the plateau level,
+        and the change across the plateau.
+
+    Why it matters:
+        Steps after the reward stops improving cost compute without buying reward. If
+        validation also stopped improving the run can end early; if the reward is flat at a low
+        level, the run is stuck and needs different settings, not more steps.
+
+    Example:
+        step:400 - critic/score/mean:0.731 ... step:700 - critic/score/mean:0.733 ...
+        step:1000 - critic/score/mean:0.729  (flat at 0.73 since step ~400)
+
+    Advice:
+        Stop earlier: `trainer.total_epochs` scaled to the share of the run before the plateau
+        (or `trainer.total_training_steps` at the plateau start), keeping the checkpoint from
+        the plateau start. If the level is too low, change the setup (learning rate, data,
+        `rollout.n`) rather than training longer.
+
+    Known false positives:
+        A reward that is flat while the policy still improves on something the reward does not
+        measure, or a curriculum that keeps the reward level by design. A flat reward with other
+        findings (advantage collapse, entropy collapse) is a symptom of those: read them first.
+
+    References:
+        seed:ppo-tuning §6 (total_epochs and test/save frequency in the tuned command);
+        verl:trainer/ppo/ray_trainer.py (total_training_steps = epochs × batches per epoch).
+    """
+
+    code = "LS202"
+    name = "reward-plateau"
+    title = "Training reward flat for the last part of the run"
+    concepts = ("score_mean", "reward_mean")
+    default_severity = "info"
+    groups = ("reward",)
+
+    def __init__(
+        self,
+        *,
+        min_fraction: float = 0.2,
+        min_points: int = 20,
+        max_change_sigma: float = 2.0,
+        max_change_fraction: float = 0.1,
+        trend_p: float = 0.01,
+        max_points: int = 2000,
+    ) -> None:
+        for label, value in (
+            ("min_fraction", min_fraction),
+            ("min_points", min_points),
+            ("max_change_sigma", max_change_sigma),
+            ("max_change_fraction", max_change_fraction),
+            ("trend_p", trend_p),
+            ("max_points", max_points),
+        ):
+            _positive(f"reward-plateau: {label}", value)
+        self.min_fraction = min_fraction
+        self.min_points = min_points
+        self.max_change_sigma = max_change_sigma
+        self.max_change_fraction = max_change_fraction
+        self.trend_p = trend_p
+        self.max_points = max_points
+
+    def detect(self, run: Run) -> list[Finding]:
+        metric, steps, values = concept_series(run, *self.concepts)
+        if metric is None or len(steps) < self.min_points:
+            return []
+        x, y = binned(steps, values, self.max_points)
+        n = len(x)
+        span = float(x[-1] - x[0])
+        if span <= 0:
+            return []
+        sigma = noise_floor(y, run.value_resolution)
+        smooth = moving_average(y, max(3, n // 20))
+        overall_range = float(smooth.max() - smooth.min())
+        latest = x[-1] - self.min_fraction * span
+        cand = x[(x <= latest)]
+        fit = hinge_fit(x, y, mode="flat_after", candidates=cand, min_side=3)
+        if fit is None:
+            return []
+        start = fit.at
+        # a flat run from the start is "stuck": the fit's slope before is then no better
+        if fit.slope_before * (start - x[0]) < self.max_change_sigma * sigma:
+            start = float(x[0])
+        plateau = x >= start
+        if plateau.sum() < max(self.min_points // 2, 6):
+            return []
+        px, py = x[plateau], y[plateau]
+        slope, _ = theil_sen(px, py)
+        change = slope * (px[-1] - px[0])
+        bound = min(self.max_change_sigma * sigma, self.max_change_fraction * overall_range)
+        if start == x[0]:
+            bound = self.max_change_sigma * sigma
+        _, p_plateau = mann_kendall(py)
+        if abs(change) > bound:
+            return []
+        if p_plateau < self.trend_p and abs(change) > bound / 2:
+            return []
+        third = x >= x[-1] - span / 3
+        slope3, _ = theil_sen(x[third], y[third])
+        _, p3 = mann_kendall(y[third])
+        start_step = _first_step_at_or_after(steps, start)
+        level = float(np.median(py))
+        before = y[x < start]
+        rose = (
+            float(np.median(py) - np.median(before[: max(3, len(before) // 5)]))
+            if len(before)
+            else 0.0
+        )
+        kind = "stuck: it never rose" if start == x[0] else "converged or stuck"
+        msg = (
+            f"{metric} has been flat at {fmt(level)} since step {start_step} "
+            f"({fmt(100 * (1 - (start - x[0]) / span))}% of the run; change across the plateau "
+            f"{fmt(change)}, noise σ {fmt(sigma)}; slope over the last third "
+            f"{fmt(slope3 * 100)}/100 steps, Mann–Kendall p={p3:.2f}) — {kind}."
+        )
+        last_step = int(steps[-1])
+        frac = max(start_step - int(steps[0]), 1) / max(last_step - int(steps[0]), 1)
+        advice = [
+            advise(
+                run,
+                "trainer.total_epochs",
+                f"The reward stopped improving at step {start_step} of {last_step}; the same "
+                "number of epochs again would spend the last "
+                f"{fmt(100 * (1 - frac))}% of the compute on a flat curve. Stop earlier (keep the "
+                "checkpoint from the plateau start), or change the setup if the level is too low.",
+                "verl:trainer/ppo/ray_trainer.py",
+                suggest=lambda cur: max(1, math.ceil(float(cur) * frac * 1.1)),
+                rule="scale total_epochs by the share of the run before the plateau (+10%)",
+            ),
+            advise(
+                run,
+                "trainer.total_training_steps",
+                "verl stops after total_training_steps when it is set (it overrides "
+                "total_epochs × batches per epoch).",
+                "verl:trainer/ppo/ray_trainer.py",
+                suggest=math.ceil(start_step * 1.1) if run.config_segments else None,
+                rule="the plateau start step plus ~10%",
+            ),
+        ]
+        evidence = {
+            "plateau_start_step": start_step,
+            "plateau_level": level,
+            "change_across_plateau": change,
+            "noise_sigma": sigma,
+            "rise_before_plateau": rose,
+            "slope_last_third_per_100_steps": slope3 * 100,
+            "mann_kendall_p_last_third": p3,
+            "mann_kendall_p_plateau": p_plateau,
+        }
+        return [
+            self.finding(
+                message=msg,
+                metric=metric,
+                step=start_step,
+                end_step=last_step,
+                evidence=evidence,
+                advice=advice,
+                references=["verl:trainer/ppo/ray_trainer.py", f"{SEED_PPO} §6"],
+            )
+        ]
+
+
+class ValidationDrop(Detector):
+    """Validation score falls while the training reward keeps rising (over-fitting or LR too high).
+
+    Validation metrics are sparse (every `trainer.test_freq` steps); the break where validation
+    turns down is placed between validation points by a continuous two-piece linear fit.
+
+    What it detects:
+        A validation score (`val-core/<source>/<var>/mean@N`, or `val/test_score/<source>` in
+        older verl) that rises (or holds) and then falls: a continuous two-piece linear fit over
+        the validation points gives the turning step; the fall after it must exceed
+        `min_drop_sigma` times the fit's residual noise and `min_drop` in absolute terms, be a
+        Mann–Kendall downward trend (p < `trend_p`) over at least `min_points_after` validation
+        points, while the training reward over the same steps is not falling (its Theil–Sen
+        change is above −`train_fall_ratio` × the validation drop).
+
+    Why it matters:
+        Training reward up, validation down is the textbook sign of over-fitting the training
+        prompts (or of a learning rate high enough to trade general ability for reward). Every
+        step after the turn makes the model worse on what you care about.
+
+    Example:
+        step:200 - val-core/openai/gsm8k/reward/mean@1:0.631 ...
+        step:300 - val-core/openai/gsm8k/reward/mean@1:0.598 ... critic/score/mean:0.81
+        step:400 - val-core/openai/gsm8k/reward/mean@1:0.560 ... critic/score/mean:0.86
+
+    Advice:
+        Keep the checkpoint from before the turn (`trainer.total_training_steps` at the turning
+        step for a rerun); lower `actor_rollout_ref.actor.optim.lr` to 0.75× (the PPO article's
+        best validation accuracy came at 1.5e-6, not 2e-6, on a 0.5B model).
+
+    Known false positives:
+        A validation set that is tiny (noisy) or a validation metric that is not a score (a
+        length, a loss) can move against the reward for harmless reasons. With fewer than
+        `min_points_after` validation points after the turn nothing is reported.
+
+    References:
+        seed:ppo-tuning §3.3 (lr 1.5e-6 gave the best validation accuracy, 2e-6 oscillated);
+        verl:trainer/ppo/metric_utils.py (process_validation_metrics, val-core names).
+    """
+
+    code = "LS203"
+    name = "validation-drop"
+    title = "Validation score falling while training reward rises"
+    concepts = ()
+    default_severity = "warning"
+    groups = ("reward", "validation")
+
+    def __init__(
+        self,
+        *,
+        min_val_points: int = 6,
+        min_points_after: int = 3,
+        min_drop_sigma: float = 3.0,
+        min_drop: float = 0.01,
+        trend_p: float = 0.05,
+        train_fall_ratio: float = 0.5,
+    ) -> None:
+        for label, value in (
+            ("min_val_points", min_val_points),
+            ("min_points_after", min_points_after),
+            ("min_drop_sigma", min_drop_sigma),
+            ("min_drop", min_drop),
+            ("trend_p", trend_p),
+            ("train_fall_ratio", train_fall_ratio),
+        ):
+            _positive(f"validation-drop: {label}", value)
+        self.min_val_points = min_val_points
+        self.min_points_after = min_points_after
+        self.min_drop_sigma = min_drop_sigma
+        self.min_drop = min_drop
+        self.trend_p = trend_p
+        self.train_fall_ratio = train_fall_ratio
+
+    def skip_reason(self, run: Run) -> str | None:
+        if not validation_metrics(run):
+            return "no validation metric in the run (val-core/…, val/test_score/…)"
+        return None
+
+    def detect(self, run: Run) -> list[Finding]:
+        found: list[Finding] = []
+        for metric in validation_metrics(run)[:8]:
+            f = self._one(run, metric)
+            if f is not None:
+                found.append(f)
+        if not found:
+            return []
+        # one story: report the earliest turn; the others go in its evidence
+        found.sort(key=lambda f: f.step or 0)
+        first = found[0]
+        if len(found) > 1:
+            first.evidence["also_falling"] = {f.metric: f.step for f in found[1:]}
+        return [first]
+
+    def _one(self, run: Run, metric: str) -> Finding | None:
+        steps, values = clean_series(run, metric)
+        n = len(steps)
+        if n < self.min_val_points:
+            return None
+        x, y = binned(steps, values, 2000)
+        lo, hi = x[1], x[-self.min_points_after]
+        cand = np.arange(math.ceil(lo), math.floor(hi) + 1, max(1.0, (hi - lo) / 4000))
+        fit = hinge_fit(x, y, mode="free", candidates=cand, min_side=2)
+        if fit is None or fit.slope_after >= 0 or fit.slope_before <= fit.slope_after:
+            return None
+        after = x >= fit.at
+        if after.sum() < self.min_points_after:
+            return None
+        dof = max(len(x) - 3, 1)
+        sigma = max(
+            math.sqrt(fit.rss / dof), (run.value_resolution or 0.0) * 2 / math.sqrt(12), 1e-12
+        )
+        drop = -fit.slope_after * (x[-1] - fit.at)
+        if drop < max(self.min_drop_sigma * sigma, self.min_drop):
+            return None
+        ya = y[after]
+        z, p = mann_kendall(np.concatenate([[fit.level], ya]))
+        if z >= 0 or p >= self.trend_p:
+            return None
+        tmetric, tsteps, tvalues = concept_series(run, "score_mean", "reward_mean")
+        train_change = None
+        if tmetric is not None:
+            mask = tsteps >= fit.at
+            if mask.sum() >= 3:
+                ts, _ = theil_sen(tsteps[mask], tvalues[mask])
+                train_change = ts * float(tsteps[mask][-1] - tsteps[mask][0])
+                if train_change < -self.train_fall_ratio * drop:
+                    return None
+        turn = round(fit.at)
+        peak_i = int(np.argmax(y[: max(1, int(np.searchsorted(x, fit.at)) + 1)]))
+        msg = (
+            f"{metric} turns down at step ~{turn}: from {fmt(fit.level)} to {fmt(ya[-1])} at "
+            f"step {int(x[-1])} (drop {fmt(drop)}, {fmt(drop / sigma)}σ of validation noise; "
+            f"Mann–Kendall p={p:.3f} over {len(ya)} validation points)"
+        )
+        if train_change is not None:
+            msg += f", while {tmetric} changed by {fmt(train_change)} over the same steps."
+        else:
+            msg += "; the training reward is not in the run to compare."
+        if train_change is not None and train_change > 0:
+            msg += " Training up, validation down: over-fitting."
+        advice = [
+            lr_advice(
+                run,
+                "Validation falling while training reward rises is over-fitting, often from a "
+                "learning rate too high for the model (the article's best validation accuracy "
+                "came at 1.5e-6, with 2e-6 oscillating, on Qwen2.5-0.5B).",
+            ),
+            advise(
+                run,
+                "trainer.total_training_steps",
+                f"Validation peaked around step {int(x[peak_i])}; keep that checkpoint, and for a "
+                "rerun with the same settings stop at the turn.",
+                "verl:trainer/ppo/ray_trainer.py",
+                suggest=turn if run.config_segments else None,
+                rule="the step where validation turns down",
+            ),
+        ]
+        evidence = {
+            "turn_step": turn,
+            "level_at_turn": fit.level,
+            "last_value": float(ya[-1]),
+            "peak_value": float(y[peak_i]),
+            "peak_step": int(x[peak_i]),
+            "drop": drop,
+            "val_noise_sigma": sigma,
+            "slope_before_per_100_steps": fit.slope_before * 100,
+            "slope_after_per_100_steps": fit.slope_after * 100,
+            "mann_kendall_p_after": p,
+            "val_points_after": len(ya),
+            "train_metric": tmetric,
+            "train_change_after_turn": train_change,
+            "test_freq": current_value(run, "trainer.test_freq"),
+        }
+        return self.finding(
+            message=msg,
+            metric=metric,
+            step=turn,
+            end_step=int(x[-1]),
+            evidence=evidence,
+            advice=advice,
+            references=[f"{SEED_PPO} §3.3", "verl:trainer/ppo/metric_utils.py"],
+        )
