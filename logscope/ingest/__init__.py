@@ -20,6 +20,12 @@ from logscope.model import Run
 
 # Module names under logscope.ingest, in sniffing order (most specific first).
 READER_MODULES: tuple[str, ...] = (
+    "wandb_online",
+    "wandb_offline",
+    "tensorboard",
+    "jsonl",
+    "wandb_csv",
+    "tables",
     "console",
 )
 
