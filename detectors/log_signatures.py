@@ -462,7 +462,8 @@ class HostOomWorkerKilled(_Signature):
             evidence["workers_killed"] = killed
         near = "\n".join(x.text for x in log_lines(run) if abs(x.line_no - hits[0].line_no) <= 20)
         m = re.search(
-            r"was ([\d.]+) ?GB / ([\d.]+) ?GB \(([\d.]+)\), which exceeds the memory usage threshold of ([\d.]+)",
+            r"was (\d+(?:\.\d+)?) ?GB / (\d+(?:\.\d+)?) ?GB \((\d+(?:\.\d+)?)\), which exceeds "
+            r"the memory usage threshold of (\d+(?:\.\d+)?)",
             near,
         )
         if m:

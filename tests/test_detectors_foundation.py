@@ -1,0 +1,616 @@
+"""The first detectors: non-finite-metric (LS001) and the log signatures (LS010–LS017).
+
+Each is checked on injected cases (found, right step/line) and on healthy runs/logs (silent at
+warning and above). Log text is real-shaped (Ray prefixes, RayTaskError tracebacks, ANSI codes);
+it goes into Run.events directly, and through the console reader and the simulator when those
+are installed.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+
+import numpy as np
+import pytest
+from logscope.detectors.log_signatures import (
+    BatchSizeDivisibilityError,
+    CudaOom,
+    GradNormNotFiniteStepSkipped,
+    HostOomWorkerKilled,
+    NcclError,
+    RayWorkerRegistrationFailed,
+    RunCrashed,
+    VllmModelInspectionFailed,
+)
+from logscope.detectors.non_finite import NonFiniteMetric
+
+from logscope.exceptions import BadDetectorParameters
+from logscope.model import severity_at_least
+from tests import _foundation_logs as L
+
+SIGNATURE_DETECTORS = [
+    CudaOom,
+    HostOomWorkerKilled,
+    RayWorkerRegistrationFailed,
+    VllmModelInspectionFailed,
+    NcclError,
+    BatchSizeDivisibilityError,
+    GradNormNotFiniteStepSkipped,
+    RunCrashed,
+]
+ALL_MINE = [NonFiniteMetric, *SIGNATURE_DETECTORS]
+
+
+def run_from_log(text: str, config=None, series=None, steps=None):
+    return L.make_run(series=series, steps=steps, events=L.events_from_text(text), config=config)
+
+
+def only(findings, code):
+    chosen = [f for f in findings if f.code == code]
+    assert len(chosen) == 1, [f.code for f in findings]
+    return chosen[0]
+
+
+def advice_for(finding, parameter):
+    matches = [a for a in finding.advice if a.parameter == parameter]
+    assert matches, [a.parameter for a in finding.advice]
+    return matches[0]
+
+
+def line_of(text: str, needle: str) -> int:
+    """1-based line number of the first line containing `needle`."""
+    for i, line in enumerate(text.splitlines(), start=1):
+        if needle in line:
+            return i
+    raise AssertionError(needle)
+
+
+# ---- LS001 non-finite-metric ----------------------------------------------------------------
+
+
+def test_nan_loss_persisting_to_end_is_critical_with_first_step():
+    series = L.healthy_series(120)
+    series["actor/pg_loss"][79:] = np.nan  # steps 80..120
+    run = L.make_run(series, config=L.CONFIG_7B_8GPU)
+    findings = NonFiniteMetric().detect(run)
+    f = only(findings, "LS001")
+    assert f.metric == "actor/pg_loss"
+    assert f.step == 80 and f.end_step == 120
+    assert f.evidence["count"] == 41
+    assert f.evidence["last_finite_step"] == 79
+    assert f.evidence["last_finite_value"] == pytest.approx(series["actor/pg_loss"][78])
+    assert f.severity == "critical"
+    assert "step 80" in f.message and "41" in f.message
+
+
+def test_family_grouping_names_first_metric_and_lists_others():
+    series = L.healthy_series(100)
+    series["actor/grad_norm"][56:] = np.nan  # step 57
+    series["critic/score/mean"][70:75] = np.inf
+    series["critic/advantages/mean"][71:73] = -np.inf
+    run = L.make_run(series)
+    findings = NonFiniteMetric().detect(run)
+    by_family = {f.evidence["family"]: f for f in findings}
+    assert set(by_family) == {"grad-norm", "reward"}
+    assert by_family["grad-norm"].step == 57
+    reward = by_family["reward"]
+    assert reward.metric == "critic/score/mean" and reward.step == 71
+    assert reward.evidence["first_value"] == "inf"
+    assert set(reward.evidence["metrics"]) == {"critic/score/mean", "critic/advantages/mean"}
+    assert reward.severity == "error"  # recovered, not a loss
+    assert [f.step for f in findings] == sorted(f.step for f in findings)
+
+
+def test_transient_grad_norm_is_warning_and_short_loss_nan_is_error():
+    series = L.healthy_series(100)
+    series["actor/grad_norm"][30] = np.nan
+    series["actor/pg_loss"][40:43] = np.nan
+    findings = NonFiniteMetric().detect(L.make_run(series))
+    by_family = {f.evidence["family"]: f for f in findings}
+    assert by_family["grad-norm"].severity == "warning"
+    assert by_family["grad-norm"].step == 31
+    assert by_family["loss"].severity == "error"
+    assert by_family["loss"].evidence["non_finite_at_end"] is False
+
+
+def test_loss_nan_on_many_steps_is_critical_even_if_recovered():
+    series = L.healthy_series(100)
+    series["actor/pg_loss"][20:35] = np.nan
+    f = NonFiniteMetric(critical_count=10).detect(L.make_run(series))[0]
+    assert f.severity == "critical"
+    f = NonFiniteMetric(critical_count=20).detect(L.make_run(series))[0]
+    assert f.severity == "error"
+
+
+def test_non_finite_advice_uses_run_config():
+    series = L.healthy_series(60)
+    series["actor/pg_loss"][30:] = np.nan
+    f = NonFiniteMetric().detect(L.make_run(series, config=L.CONFIG_7B_8GPU))[0]
+    mem = advice_for(f, "actor_rollout_ref.rollout.gpu_memory_utilization")
+    # 7B on 8 GPUs: A9 says 0.3–0.4, the run has 0.8
+    assert mem.current == 0.8 and mem.suggested == 0.4
+    assert mem.override == "actor_rollout_ref.rollout.gpu_memory_utilization=0.4"
+    lr = advice_for(f, "actor_rollout_ref.actor.optim.lr")
+    assert lr.current == 1e-6 and lr.suggested == pytest.approx(5e-7)
+    clip = advice_for(f, "actor_rollout_ref.actor.grad_clip")
+    assert clip.current == 1.0 and clip.suggested == 0.5
+
+
+def test_non_finite_advice_skips_gpu_memory_when_in_range_and_uses_critic_keys():
+    config = {
+        "actor_rollout_ref": {
+            "model": {"path": "Qwen/Qwen2.5-0.5B-Instruct"},
+            "rollout": {"gpu_memory_utilization": 0.6},
+        },
+        "critic": {"optim": {"lr": 1e-5}, "grad_clip": 0.5},
+        "trainer": {"n_gpus_per_node": 2},
+    }
+    series = L.healthy_series(60)
+    series["critic/vf_loss"] = np.full(60, 0.05)
+    series["critic/vf_loss"][50:] = -np.inf
+    f = only(NonFiniteMetric().detect(L.make_run(series, config=config)), "LS001")
+    params = [a.parameter for a in f.advice]
+    assert "actor_rollout_ref.rollout.gpu_memory_utilization" not in params  # 0.6 ≤ 0.65 (0.5B)
+    assert "critic.grad_clip" not in params  # already 0.5
+    lr = advice_for(f, "critic.optim.lr")
+    assert lr.suggested == pytest.approx(5e-6)
+
+
+def test_non_finite_uses_optim_clip_grad_from_verl_08():
+    series = L.healthy_series(40)
+    series["actor/pg_loss"][20:] = np.nan
+    run = L.make_run(series, config=L.CONFIG_7B_8GPU, meta={"verl_version": "0.9.1"})
+    f = NonFiniteMetric().detect(run)[0]
+    clip = advice_for(f, "actor_rollout_ref.actor.optim.clip_grad")
+    assert clip.current == 1.0 and clip.suggested == 0.5
+
+
+def test_non_finite_without_config_gives_rules_not_overrides():
+    series = L.healthy_series(40)
+    series["actor/pg_loss"][20:] = np.nan
+    f = NonFiniteMetric().detect(L.make_run(series))[0]
+    assert f.advice
+    assert all(a.override is None and a.current is None for a in f.advice)
+
+
+def test_non_finite_ignores_unwatched_metrics_and_healthy_runs():
+    series = L.healthy_series(100)
+    series["timing_s/gen"] = np.full(100, np.nan)
+    series["response_length/clip_ratio"] = np.full(100, np.inf)
+    assert NonFiniteMetric().detect(L.make_run(series)) == []
+    assert NonFiniteMetric().detect(L.make_run(L.healthy_series(300, seed=3))) == []
+
+
+def test_non_finite_skip_reason():
+    assert NonFiniteMetric().skip_reason(L.make_run({"timing_s/gen": [1.0, 2.0]}))
+    assert NonFiniteMetric().skip_reason(L.make_run(L.healthy_series(5))) is None
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, "3"])
+def test_non_finite_rejects_bad_parameters(bad):
+    with pytest.raises(BadDetectorParameters):
+        NonFiniteMetric(critical_trailing=bad)
+
+
+# ---- LS010 cuda-oom ----------------------------------------------------------------------------
+
+
+def test_cuda_oom_in_update_actor_with_golden_micro_batch():
+    run = run_from_log(L.OOM_UPDATE_ACTOR, config=L.CONFIG_7B_8GPU)
+    f = only(CudaOom().detect(run), "LS010")
+    assert f.evidence["phase"] == "update-actor"
+    assert f.evidence["line"] == line_of(L.OOM_UPDATE_ACTOR, "RayTaskError(OutOfMemoryError)")
+    assert f.step == 57
+    assert f.evidence["count"] == 2  # the RayTaskError header and torch's line
+    assert f.evidence["tried_to_allocate"] == "2.31 GiB"
+    assert f.evidence["gpu_capacity"] == "39.38 GiB"
+    micro = advice_for(f, "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu")
+    # golden formula A2: floor(24*1024 / (512 + 1024)) = 16 < the run's 32
+    assert micro.current == 32 and micro.suggested == 16
+    mem = advice_for(f, "actor_rollout_ref.rollout.gpu_memory_utilization")
+    assert mem.suggested == 0.4
+    assert "update_actor" in f.message and "line" in f.message
+
+
+def test_cuda_oom_micro_batch_already_below_golden_is_halved():
+    config = {**L.CONFIG_7B_8GPU}
+    config["actor_rollout_ref"] = {
+        **config["actor_rollout_ref"],
+        "actor": {"ppo_micro_batch_size_per_gpu": 8},
+    }
+    f = CudaOom().detect(run_from_log(L.OOM_UPDATE_ACTOR, config=config))[0]
+    micro = advice_for(f, "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu")
+    assert micro.current == 8 and micro.suggested == 4
+
+
+def test_cuda_oom_in_rollout_advises_memory_share_not_actor_micro_batch():
+    run = run_from_log(L.OOM_ROLLOUT, config=L.CONFIG_7B_8GPU)
+    f = CudaOom().detect(run)[0]
+    assert f.evidence["phase"] == "rollout"
+    assert f.step == 12
+    assert f.evidence["gpu_capacity"] == "79.15 GiB"
+    params = [a.parameter for a in f.advice]
+    assert params[0] == "actor_rollout_ref.rollout.gpu_memory_utilization"
+    assert "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu" not in params
+
+
+def test_cuda_oom_in_ref_log_prob_names_ref_key():
+    f = CudaOom().detect(run_from_log(L.OOM_REF, config=L.CONFIG_7B_8GPU))[0]
+    assert f.evidence["phase"] == "ref-log-prob"
+    micro = advice_for(f, "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu")
+    assert micro.current == 16 and micro.suggested == 8
+
+
+def test_cuda_oom_with_climbing_memory_reports_leak():
+    n = 60
+    series = {"actor/perf/max_memory_reserved_gb": np.linspace(45.0, 48.0, n)}
+    run = run_from_log(L.OOM_UPDATE_ACTOR, config=L.CONFIG_7B_8GPU, series=series)
+    f = CudaOom().detect(run)[0]
+    leak = f.evidence["memory_reserved_climb"]
+    assert leak["start_gb"] < 46 and leak["end_gb"] > 47
+    eager = advice_for(f, "actor_rollout_ref.rollout.enforce_eager")
+    assert eager.suggested is True
+    flat = {"actor/perf/max_memory_reserved_gb": np.full(n, 45.0)}
+    f = CudaOom().detect(run_from_log(L.OOM_UPDATE_ACTOR, config=L.CONFIG_7B_8GPU, series=flat))[0]
+    assert "memory_reserved_climb" not in f.evidence
+
+
+def test_cuda_oom_unknown_phase_and_no_config():
+    text = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB.\n"
+    f = CudaOom().detect(run_from_log(text))[0]
+    assert f.evidence["phase"] is None
+    assert f.step is None and f.evidence["line"] == 1
+    micro = advice_for(f, "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu")
+    assert micro.override is None and "24·1024" in str(micro.suggested)
+
+
+def test_host_oom_is_not_a_cuda_oom():
+    run = run_from_log(L.HOST_OOM)
+    assert CudaOom().detect(run) == []
+    f = only(HostOomWorkerKilled().detect(run), "LS011")
+    assert f.step == 30
+    assert f.evidence["line"] == line_of(L.HOST_OOM, "killed due to memory pressure")
+    assert f.evidence["workers_killed"] == 2
+    assert f.evidence["node_memory_used_gb"] == 240.51
+    assert f.evidence["memory_usage_threshold"] == 0.95
+    assert f.evidence["count"] == 2  # raylet summary + ray.exceptions.OutOfMemoryError
+
+
+def test_host_oom_advice_offload():
+    config = {"actor_rollout_ref": {"actor": {"fsdp_config": {"param_offload": True}}}}
+    f = HostOomWorkerKilled().detect(run_from_log(L.HOST_OOM, config=config))[0]
+    off = advice_for(f, "actor_rollout_ref.actor.fsdp_config.param_offload")
+    assert off.current is True and off.suggested is False
+    assert off.override == "actor_rollout_ref.actor.fsdp_config.param_offload=false"
+
+
+# ---- LS012–LS014 ---------------------------------------------------------------------------------
+
+
+def test_ray_worker_registration_failed():
+    f = only(RayWorkerRegistrationFailed().detect(run_from_log(L.RAY_REGISTER)), "LS012")
+    assert f.evidence["line"] == 2 and f.evidence["end_of_file"] is True
+    assert f.step is None
+    assert any("ray[default]>=2.33.0" in str(a.suggested) for a in f.advice)
+
+
+def test_vllm_model_inspection_failed():
+    f = only(VllmModelInspectionFailed().detect(run_from_log(L.VLLM_INSPECT)), "LS013")
+    assert f.evidence["architectures"] == "['Qwen2ForCausalLM']"
+    assert f.evidence["line"] == 3
+    assert "Qwen2ForCausalLM" in f.message
+
+
+def test_nccl_watchdog_timeout_counts_repeats():
+    f = only(NcclError().detect(run_from_log(L.NCCL_TIMEOUT, config=L.CONFIG_7B_8GPU)), "LS014")
+    assert f.evidence["kind"] == "timeout"
+    assert f.evidence["collective"] == "_ALLGATHER_BASE"
+    assert f.evidence["timeout_ms"] == 600000
+    assert f.evidence["count"] == 1 + 7  # second line carries [repeated 6x across cluster]
+    assert f.step == 99
+    assert f.evidence["cuda_oom_logged"] is False
+    assert advice_for(f, "actor_rollout_ref.rollout.gpu_memory_utilization").suggested == 0.4
+
+
+def test_nccl_error_notes_cuda_oom_as_root_cause():
+    f = NcclError().detect(run_from_log(L.OOM_UPDATE_ACTOR + L.NCCL_ERROR))[0]
+    assert f.evidence["kind"] == "error" and f.evidence["cuda_oom_logged"] is True
+    assert "CUDA OOM" in f.message
+
+
+# ---- LS015 batch-size-divisibility-error ------------------------------------------------------
+
+
+def _divisible_after(suggested: int, n: int, unit: int) -> bool:
+    return (suggested * n) % unit == 0
+
+
+@pytest.mark.parametrize(
+    ("message", "tbs", "n", "unit"),
+    [
+        (
+            "AssertionError: real_train_batch_size (1020) must be divisible by minimal possible batch size (8)",
+            255,
+            4,
+            8,
+        ),
+        (
+            "AssertionError: real_train_batch_size (60) must be divisible by total n_gpus (8).",
+            12,
+            5,
+            8,
+        ),
+        (
+            "AssertionError: only support equal chunk. Got size of DataProto 1020 and chunk 8.",
+            255,
+            4,
+            8,
+        ),
+        (
+            "AssertionError: real_train_batch_size (700) must be divisible by minimal possible batch size (6)",
+            100,
+            7,
+            6,
+        ),
+    ],
+)
+def test_batch_divisibility_suggests_a_train_batch_that_divides(message, tbs, n, unit):
+    config = {"data": {"train_batch_size": tbs}, "actor_rollout_ref": {"rollout": {"n": n}}}
+    text = f"(TaskRunner pid=1) step:0 - val-core/x/acc/mean@1:0.5\n(TaskRunner pid=1) {message}\n"
+    f = only(BatchSizeDivisibilityError().detect(run_from_log(text, config=config)), "LS015")
+    assert f.evidence["line"] == 2 and f.step == 0
+    advice = advice_for(f, "data.train_batch_size")
+    assert advice.current == tbs
+    suggested = advice.suggested
+    assert isinstance(suggested, int) and 0 < suggested <= max(tbs, unit)
+    assert _divisible_after(suggested, n, unit)
+    # the nearest such value: nothing between it and the current value works
+    assert not any(_divisible_after(v, n, unit) for v in range(suggested + 1, tbs + 1))
+    assert advice.override == f"data.train_batch_size={suggested}"
+
+
+def test_batch_divisibility_without_config_reports_nearest_real_sizes():
+    run = run_from_log(L.CONFIG_ERROR_09)
+    f = BatchSizeDivisibilityError().detect(run)[0]
+    assert f.evidence["real_train_batch_size"] == 1020 and f.evidence["divisor"] == 8
+    assert f.evidence["nearest_real_batch_sizes"] == [1016, 1024]
+    assert f.advice[0].override is None
+    assert f.evidence["line"] == line_of(L.CONFIG_ERROR_09, "must be divisible")
+
+
+def test_batch_train_smaller_than_mini():
+    text = "ValueError: train_batch_size (128) must be >= actor.ppo_mini_batch_size (256)\n"
+    f = BatchSizeDivisibilityError().detect(run_from_log(text))[0]
+    assert f.evidence["check"] == "train-lt-mini"
+    assert advice_for(f, "actor_rollout_ref.actor.ppo_mini_batch_size").suggested == 128
+    assert advice_for(f, "data.train_batch_size").suggested == 256
+
+
+def test_batch_normalized_mini_not_divisible_by_micro():
+    text = (
+        "(WorkerDict pid=5) AssertionError: normalized ppo_mini_batch_size 48 should be "
+        "divisible by ppo_micro_batch_size_per_gpu 10\n"
+    )
+    f = BatchSizeDivisibilityError().detect(run_from_log(text))[0]
+    micro = advice_for(f, "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu")
+    assert micro.suggested == 8  # largest divisor of 48 not above 10
+
+
+def test_batch_article_wording():
+    config = {"data": {"train_batch_size": 100}, "actor_rollout_ref": {"rollout": {"n": 8}}}
+    text = "ValueError: batch_size must be divisible by n\n"
+    f = BatchSizeDivisibilityError().detect(run_from_log(text, config=config))[0]
+    assert f.evidence["check"] == "article-n"
+    assert advice_for(f, "data.train_batch_size").suggested == 96
+
+
+# ---- LS016 grad-norm-not-finite-step-skipped -------------------------------------------------
+
+
+def test_grad_norm_warning_few_is_warning():
+    f = only(GradNormNotFiniteStepSkipped().detect(run_from_log(L.GRAD_NORM_FEW)), "LS016")
+    assert f.severity == "warning"
+    assert f.step == 10 and f.evidence["line"] == 2
+    assert f.evidence["count"] == 9  # 1 + (1 + 7 repeats)
+    assert f.evidence["ranks"] == [0, 1]
+    assert f.evidence["distinct_steps"] == 1
+
+
+def test_grad_norm_warning_many_consecutive_is_error():
+    text = L.grad_norm_many(20, 24)
+    f = GradNormNotFiniteStepSkipped().detect(run_from_log(text))[0]
+    assert f.severity == "error"
+    assert f.step == 19  # last step logged before the first warning
+    assert f.evidence["longest_consecutive"] == 5
+    assert f.evidence["distinct_steps"] == 5
+
+
+def test_grad_norm_warning_verl_09_wording():
+    text = L.grad_norm_many(30, 31, modern=True)
+    f = GradNormNotFiniteStepSkipped().detect(run_from_log(text))[0]
+    assert f.evidence["values"] == ["inf"] and f.evidence["ranks"] == []
+    assert f.severity == "warning"
+    f = GradNormNotFiniteStepSkipped(error_consecutive=2).detect(run_from_log(text))[0]
+    assert f.severity == "error"
+
+
+# ---- LS017 run-crashed -----------------------------------------------------------------------
+
+
+def test_run_crashed_generic_exception_at_end():
+    series = {"actor/pg_loss": [0.04] * 41}
+    run = run_from_log(L.GENERIC_CRASH, series=series)
+    f = only(RunCrashed().detect(run), "LS017")
+    assert f.evidence["exception_type"] == "KeyError"
+    assert f.evidence["exception_message"] == "'acc'"
+    assert f.evidence["line"] == line_of(L.GENERIC_CRASH, "KeyError")
+    assert f.step == 41 and f.severity == "error"
+
+
+def test_run_crashed_silent_when_training_continued_or_specific_signature():
+    series = {"actor/pg_loss": [0.04] * 7}
+    assert RunCrashed().detect(run_from_log(L.SURVIVED_TRACEBACK, series=series)) == []
+    assert RunCrashed().detect(run_from_log(L.OOM_UPDATE_ACTOR)) == []
+    assert RunCrashed().detect(run_from_log(L.CONFIG_ERROR_09)) == []
+
+
+def test_run_crashed_keyboard_interrupt_is_warning():
+    text = 'Traceback (most recent call last):\n  File "x.py", line 1, in <module>\nKeyboardInterrupt\n'
+    f = RunCrashed().detect(run_from_log(text))[0]
+    assert f.severity == "warning" and "interrupted" in f.message
+
+
+# ---- healthy logs and crash-only logs -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("cls", ALL_MINE, ids=lambda c: c.name)
+def test_healthy_log_is_silent(cls):
+    run = run_from_log(L.HEALTHY_LOG, config=L.CONFIG_7B_8GPU, series=L.healthy_series(3))
+    assert cls().detect(run) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "code"),
+    [
+        (L.OOM_UPDATE_ACTOR.split("\n", 2)[2], "LS010"),
+        (L.HOST_OOM.split("\n", 1)[1], "LS011"),
+        (L.RAY_REGISTER, "LS012"),
+        (L.VLLM_INSPECT, "LS013"),
+        (L.NCCL_ERROR, "LS014"),
+        (L.CONFIG_ERROR_09, "LS015"),
+        (L.GENERIC_CRASH.split("\n", 2)[2], "LS017"),
+    ],
+)
+def test_crash_only_log_yields_exactly_its_signature(text, code):
+    """A log with no step lines still gets its diagnosis, and only one crash diagnosis."""
+    run = run_from_log(text)
+    findings = [f for cls in ALL_MINE for f in cls().detect(run)]
+    crash_codes = {f.code for f in findings} - {"LS016"}
+    assert crash_codes == {code}
+    assert all(severity_at_least(f.severity, "warning") for f in findings)
+
+
+def test_findings_are_json_serialisable():
+    import json
+
+    text = L.OOM_UPDATE_ACTOR + L.NCCL_TIMEOUT + L.GRAD_NORM_FEW + L.HOST_OOM
+    series = L.healthy_series(50)
+    series["actor/pg_loss"][10:] = np.nan
+    run = run_from_log(text, config=L.CONFIG_7B_8GPU, series=series)
+    for cls in ALL_MINE:
+        for f in cls().detect(run):
+            json.dumps(f.to_dict(), allow_nan=False)
+
+
+# ---- through the console reader and the simulator (when installed) ---------------------------
+
+
+def _importable(module: str, attr: str | None = None) -> bool:
+    """True when `module` (and `attr` in it) imports; parallel work may still be in progress."""
+    try:
+        mod = importlib.import_module(module)
+    except Exception:
+        return False
+    return attr is None or hasattr(mod, attr)
+
+
+HAS_CONSOLE = _importable("logscope.ingest.console", "read")
+HAS_SYNTHETIC = _importable("logscope.synthetic", "simulate")
+
+
+def _analyze(run):
+    return [f for cls in ALL_MINE for f in cls().detect(run)]
+
+
+@pytest.mark.skipif(not HAS_CONSOLE, reason="console reader not installed yet")
+@pytest.mark.parametrize(
+    ("text", "code", "step"),
+    [
+        (L.OOM_UPDATE_ACTOR, "LS010", 57),
+        (L.HOST_OOM, "LS011", 30),
+        (L.NCCL_TIMEOUT, "LS014", 99),
+        (L.GRAD_NORM_FEW, "LS016", 10),
+        (L.GENERIC_CRASH, "LS017", 41),
+        (L.RAY_REGISTER, "LS012", None),
+    ],
+)
+def test_signatures_through_console_reader(tmp_path, text, code, step):
+    from logscope.ingest import load
+
+    header = "".join(
+        L.step_line(s, **{"actor/pg_loss": 0.01, "actor/grad_norm": 0.3}) + "\n" for s in (1, 2)
+    )
+    body = text if step is None else header + text
+    path = tmp_path / "verl.log"
+    path.write_text(body, encoding="utf-8")
+    runs = load(path)
+    assert runs
+    findings = [f for f in _analyze(runs[0]) if f.code == code]
+    assert len(findings) == 1, [f.code for f in _analyze(runs[0])]
+    f = findings[0]
+    if step is not None:
+        # the reader may attach the event to the step it belongs to (last logged + 1)
+        assert f.step is not None and abs(f.step - step) <= 1
+    # the quoted line is in the file, on the reported line
+    lines = body.splitlines()
+    assert f.evidence["quote"][:40] in lines[f.evidence["line"] - 1]
+
+
+@pytest.mark.skipif(not HAS_CONSOLE, reason="console reader not installed yet")
+def test_healthy_console_log_is_silent(tmp_path):
+    from logscope.ingest import load
+
+    path = tmp_path / "verl.log"
+    path.write_text(L.HEALTHY_LOG, encoding="utf-8")
+    run = load(path)[0]
+    assert [f for f in _analyze(run) if severity_at_least(f.severity, "warning")] == []
+
+
+def _synthetic():
+    import logscope.synthetic as synthetic
+
+    return synthetic
+
+
+@pytest.mark.skipif(not HAS_SYNTHETIC, reason="logscope.synthetic.simulate not installed yet")
+@pytest.mark.parametrize("algorithm", ["grpo", "ppo"])
+def test_simulated_healthy_runs_are_silent(algorithm):
+    syn = _synthetic()
+    for seed in (0, 1):
+        run = syn.simulate(n_steps=150, algorithm=algorithm, seed=seed).to_run()
+        loud = [f for f in _analyze(run) if severity_at_least(f.severity, "warning")]
+        assert loud == [], [(f.code, f.message) for f in loud]
+
+
+@pytest.mark.skipif(not HAS_SYNTHETIC, reason="logscope.synthetic.simulate not installed yet")
+@pytest.mark.parametrize(
+    ("kind", "code"),
+    [("nan-loss", "LS001"), ("cuda-oom", "LS010"), ("grad-norm-not-finite", "LS016")],
+)
+def test_simulated_injections_are_found_at_their_step(kind, code):
+    syn = _synthetic()
+    if kind not in getattr(syn, "PATHOLOGIES", (kind,)):
+        pytest.skip(f"simulator cannot inject {kind}")
+    sim = syn.simulate(n_steps=150, algorithm="grpo", seed=2, inject=[syn.Injection(kind, step=90)])
+    found = [f for f in _analyze(sim.to_run()) if f.code == code]
+    assert found, [(f.code, f.step) for f in _analyze(sim.to_run())]
+    assert found[0].step is not None and abs(found[0].step - 90) <= 1
+
+
+@pytest.mark.skipif(
+    not (HAS_SYNTHETIC and HAS_CONSOLE), reason="simulator or console reader missing"
+)
+def test_simulated_nan_loss_through_console_log(tmp_path):
+    syn = _synthetic()
+    from logscope.ingest import load
+
+    sim = syn.simulate(
+        n_steps=120, algorithm="grpo", seed=4, inject=[syn.Injection("nan-loss", step=70)]
+    )
+    path = tmp_path / "nan.log"
+    syn.write_console_log(sim, path)
+    run = load(path)[0]
+    found = [f for f in NonFiniteMetric().detect(run) if f.evidence["family"] == "loss"]
+    assert found and abs(found[0].step - 70) <= 1
+    assert not math.isnan(found[0].evidence["count"])
