@@ -32,7 +32,6 @@ _MARKER = "tfevents"
 _VERL_CONFIG_KEYS = ("actor_rollout_ref", "data", "trainer", "algorithm", "critic")
 
 # tensorflow DataType enum values (tensorboard/compat/proto/types.proto)
-_NUMPY_DTYPES = {1: "<f4", 2: "<f8", 19: "<f2", 3: "<i4", 9: "<i8", 10: "?"}
 _DT_STRING = 7
 _DT_BFLOAT16 = 14
 
@@ -160,32 +159,39 @@ def _records(path: Path, masked_crc: Callable[[bytes], int], damage: _Damage) ->
 # ---- decoding ---------------------------------------------------------------------------------
 
 
+_STRUCT = {1: struct.Struct("<f"), 2: struct.Struct("<d"), 3: struct.Struct("<i"),
+           9: struct.Struct("<q"), 19: struct.Struct("<e"), 10: struct.Struct("<?")}  # fmt: skip
+
+
 def _tensor_scalar(tensor: Any) -> float | None:
     """The value of a 0-d (or 1-element) numeric TensorProto, else None."""
-    import numpy as np
-
     dims = tensor.tensor_shape.dim
-    if len(dims) > 1 or (len(dims) == 1 and dims[0].size != 1):
+    if dims and (len(dims) > 1 or dims[0].size != 1):
         return None
     dtype = tensor.dtype
-    if tensor.tensor_content:
+    content = tensor.tensor_content
+    if content:
         if dtype == _DT_BFLOAT16:
-            raw = np.frombuffer(tensor.tensor_content, dtype="<u2")
-            return float((raw.astype("<u4") << 16).view("<f4")[0]) if raw.size == 1 else None
-        npdtype = _NUMPY_DTYPES.get(dtype)
-        if npdtype is None:
+            return struct.unpack("<f", b"\x00\x00" + content)[0] if len(content) == 2 else None
+        unpacker = _STRUCT.get(dtype)
+        if unpacker is None or len(content) != unpacker.size:
             return None
-        arr = np.frombuffer(tensor.tensor_content, dtype=npdtype)
-        return float(arr[0]) if arr.size == 1 else None
+        return float(unpacker.unpack(content)[0])
+    if dtype == 1 and len(tensor.float_val) == 1:
+        return tensor.float_val[0]
+    if dtype == 2 and len(tensor.double_val) == 1:
+        return tensor.double_val[0]
+    if dtype == _DT_STRING:
+        return None
     for field in ("float_val", "double_val", "int_val", "int64_val", "bool_val"):
         vals = getattr(tensor, field)
-        if len(vals) == 1 and dtype != _DT_STRING:
+        if len(vals) == 1:
             return float(vals[0])
     if dtype in (19, _DT_BFLOAT16) and len(tensor.half_val) == 1:
-        bits = np.array([tensor.half_val[0]], dtype="<u2")
+        bits = struct.pack("<H", tensor.half_val[0])
         if dtype == 19:
-            return float(bits.view("<f2")[0])
-        return float((bits.astype("<u4") << 16).view("<f4")[0])
+            return struct.unpack("<e", bits)[0]
+        return struct.unpack("<f", b"\x00\x00" + bits)[0]
     return None
 
 
