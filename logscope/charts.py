@@ -481,3 +481,40 @@ def figure_points(fig: go.Figure) -> int:
 def marker_steps(fig: go.Figure) -> list[Any]:
     """Steps of the finding markers on a figure."""
     return [x for t in fig.data if t.name == "findings" for x in t.x]
+
+
+def incident_timeline(report: Report, height: int | None = None) -> go.Figure:
+    """Findings as bars on a step axis (one row per finding name), incidents shaded behind."""
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    located = [f for f in report.findings if f.step is not None]
+    names = sorted(
+        {f.name for f in located}, key=lambda n: min(f.step for f in located if f.name == n)
+    )  # type: ignore[type-var,return-value]
+    for sev in ("info", "warning", "error", "critical"):
+        these = [f for f in located if f.severity == sev]
+        if not these:
+            continue
+        starts = [int(f.step) for f in these]  # type: ignore[arg-type]
+        ends = [int(f.end_step if f.end_step is not None else f.step) for f in these]  # type: ignore[arg-type]
+        fig.add_trace(
+            go.Bar(
+                base=[s - 0.5 for s in starts],
+                x=[max(1.0, e - s + 1.0) for s, e in zip(starts, ends, strict=True)],
+                y=[f.name for f in these],
+                orientation="h",
+                name=sev,
+                marker={"color": SEVERITY_COLOR[sev]},
+                text=[f"{f.code} {f.metric or ''}" for f in these],
+                hovertemplate="%{y}: step %{base:.0f}, %{text}<extra></extra>",
+            )
+        )
+    _spans(fig, report.incidents, None)
+    last = report.run.steps[-1] if report.run.n_steps else None
+    _layout(fig, "Findings on the step axis (incidents shaded)", height or 80 + 28 * len(names))
+    fig.update_layout(hovermode="closest", barmode="overlay", showlegend=True)
+    fig.update_yaxes(categoryorder="array", categoryarray=names[::-1])
+    if last is not None:
+        fig.update_xaxes(range=[min([*(f.step for f in located), 0]) - 1, int(last) + 1])
+    return fig

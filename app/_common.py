@@ -1,0 +1,249 @@
+"""What every page shares: the store, cached loaders, the run selectors, finding widgets.
+
+Loaders are cached with `st.cache_data` keyed by store folder and run id. A run id is the
+content hash of what was read, so a cached entry can never go stale. Everything that came
+from a log is shown as text (st.text / st.code / dataframes), never as markdown or HTML.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import streamlit as st
+
+from logscope.analyze import analyze_run
+from logscope.model import SEVERITY_RANK, Finding, Run
+from logscope.report import Report
+from logscope.store import Store, default_root
+
+SEVERITY_ICON = {"critical": "🟥", "error": "🔴", "warning": "🟠", "info": "🔵", None: "🟢"}
+UPLOADS = "uploads"
+
+
+def store_root() -> str:
+    """The store folder: LOGSCOPE_STORE (the CLI sets it), else the default cache folder."""
+    return str(default_root())
+
+
+def get_store() -> Store:
+    return Store(store_root())
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def run_ids(root: str, _version: float) -> list[str]:
+    """Ids of the runs in the store (`_version` is the runs folder's mtime: new runs show)."""
+    return Store(root).run_ids()
+
+
+def list_run_ids() -> list[str]:
+    store = get_store()
+    try:
+        version = store.runs_dir.stat().st_mtime
+    except OSError:
+        version = 0.0
+    return run_ids(str(store.root), version)
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def load_run(root: str, run_id: str) -> Run | None:
+    return Store(root).get_run(run_id)
+
+
+@st.cache_data(show_spinner="Analysing…", max_entries=32)
+def load_report(root: str, run_id: str) -> Report | None:
+    """The Report of a stored run (the same pipeline the CLI runs; never recomputed here)."""
+    run = Store(root).get_run(run_id)
+    return analyze_run(run) if run is not None else None
+
+
+@st.cache_data(show_spinner=False, max_entries=256)
+def run_row(root: str, run_id: str) -> dict[str, Any] | None:
+    """One row of the Runs table."""
+    report = load_report(root, run_id)
+    if report is None:
+        return None
+    run = report.run
+    steps = run.steps
+    _, walls = run.wall_times()
+    return {
+        "name": run_label(run),
+        "source": f"{run.source.kind}: {run.source.path}",
+        "steps": len(steps),
+        "last step": int(steps[-1]) if len(steps) else None,
+        "worst severity": report.worst_severity or "none",
+        "findings": len(report.findings),
+        "last step time": fmt_time(float(walls.max())) if len(walls) else "",
+        "id": run.id,
+    }
+
+
+def fmt_time(wall: float) -> str:
+    """Epoch seconds as UTC time; small numbers (seconds since start) as a duration."""
+    if wall > 1e9:
+        return datetime.fromtimestamp(wall, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return f"{wall:,.0f} s"
+
+
+def run_label(run: Run) -> str:
+    path = run.source.path or ""
+    name = Path(path).name if path and not path.startswith("<") else ""
+    if name.endswith(".log") and Path(path).parent.name == UPLOADS:
+        name = run.meta.get("upload_name") or name
+    return str(name or run.meta.get("experiment") or run.id[:12])
+
+
+@st.cache_data(show_spinner=False, max_entries=256)
+def label_of(root: str, run_id: str) -> str:
+    run = load_run(root, run_id)
+    return f"{run_label(run)} · {run_id[:8]}" if run is not None else run_id
+
+
+# ---- selection --------------------------------------------------------------------------
+def _preselected(ids: list[str]) -> list[str]:
+    wanted = [r for r in os.environ.get("LOGSCOPE_RUNS", "").split(",") if r]
+    return [r for r in wanted if r in ids]
+
+
+def selected_runs(ids: list[str]) -> list[str]:
+    """The runs picked for Compare (session `selected_runs`, else LOGSCOPE_RUNS, else the first
+    two)."""
+    ss = st.session_state
+    chosen = [r for r in ss.get("selected_runs", []) if r in ids]
+    if not chosen:
+        chosen = _preselected(ids) or ids[:2]
+    return chosen
+
+
+def select_run(ids: list[str]) -> str | None:
+    """Sidebar selector for the current run, kept in session_state['run_id']."""
+    if not ids:
+        return None
+    ss = st.session_state
+    query = st.query_params.get("run")
+    if query in ids and ss.get("_run_from_query") != query:
+        ss["run_id"] = query
+        ss["_run_from_query"] = query
+    if ss.get("run_id") not in ids:
+        pre = _preselected(ids)
+        ss["run_id"] = pre[0] if pre else ids[0]
+    root = store_root()
+    choice = st.sidebar.selectbox(
+        "Run",
+        ids,
+        index=ids.index(ss["run_id"]),
+        format_func=lambda rid: label_of(root, rid),
+    )
+    ss["run_id"] = choice
+    return choice
+
+
+def require_run() -> tuple[str, Report] | None:
+    """The current run's id and Report, or an explanation on the page when there is none."""
+    ids = list_run_ids()
+    if not ids:
+        st.info(
+            "The store is empty. Add a run on the Runs page, or start the dashboard with "
+            "`logscope dashboard LOG...`."
+        )
+        return None
+    run_id = select_run(ids)
+    report = load_report(store_root(), run_id) if run_id else None
+    if report is None:
+        st.error(f"Run {run_id} could not be read from the store.")
+        return None
+    return run_id, report
+
+
+# ---- adding runs ------------------------------------------------------------------------
+def save_upload(name: str, data: bytes) -> Path:
+    """Save uploaded bytes into <store>/uploads/<hash><suffix> (never over a user's file)."""
+    digest = hashlib.blake2b(data, digest_size=12).hexdigest()
+    suffix = "".join(Path(name).suffixes[-2:]) or ".log"
+    target = get_store().root / UPLOADS / f"{digest}{suffix}"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if not target.exists():
+        tmp = target.with_name(f".{target.name}.tmp")
+        tmp.write_bytes(data)
+        tmp.replace(target)
+    return target
+
+
+def ingest(path: str | Path) -> list[Run]:
+    """Read `path` into the store (cached by content hash) and clear the run list cache."""
+    runs = get_store().load(path)
+    run_ids.clear()
+    return runs
+
+
+# ---- findings ---------------------------------------------------------------------------
+def worst_first(findings: list[Finding]) -> list[Finding]:
+    return sorted(findings, key=lambda f: (-SEVERITY_RANK[f.severity], f.step or -1))
+
+
+def overrides(findings: list[Finding]) -> list[str]:
+    """Every distinct override of these findings, in order."""
+    seen: dict[str, None] = {}
+    for f in findings:
+        for a in f.advice:
+            if a.override:
+                seen.setdefault(a.override, None)
+    return list(seen)
+
+
+def show_finding(f: Finding, run_id: str, index: int) -> None:
+    """A finding: message, evidence, advice table, a copyable override block, a chart link."""
+    where = f" · step {f.step}" if f.step is not None else ""
+    if f.end_step is not None and f.step is not None and f.end_step != f.step:
+        where += f"–{f.end_step}"
+    icon = SEVERITY_ICON.get(f.severity, "")
+    with st.expander(f"{icon} {f.severity.upper()} {f.code} {f.name}{where}", expanded=index < 3):
+        st.text(f.title)
+        st.text(f.message)
+        if f.evidence:
+            st.caption("Evidence")
+            st.dataframe(
+                [{"key": k, "value": _plain(v)} for k, v in f.evidence.items()],
+                hide_index=True,
+                width="stretch",
+            )
+        if f.advice:
+            st.caption("Advice")
+            st.dataframe(
+                [
+                    {
+                        "parameter": a.parameter,
+                        "current": _plain(a.current),
+                        "suggested": _plain(a.suggested),
+                        "why": a.rationale,
+                        "source": a.source,
+                    }
+                    for a in f.advice
+                ],
+                hide_index=True,
+                width="stretch",
+            )
+            ovs = [a.override for a in f.advice if a.override]
+            if ovs:
+                st.caption("Hydra overrides (copy with the button at the right)")
+                st.code(" \\\n".join(ovs), language="bash")
+        if f.references:
+            st.caption("References: " + "; ".join(f.references))
+        if f.metric and f.step is not None:
+            st.page_link(
+                "pages/metrics.py",
+                label=f"Chart of {f.metric} at step {f.step}",
+                icon="📈",
+                query_params={"run": run_id, "metric": f.metric, "step": str(f.step)},
+            )
+
+
+def _plain(value: Any) -> str:
+    if value is None:
+        return "unknown"
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return str(value)

@@ -1,0 +1,76 @@
+"""Two or more runs: overlaid curves, key-metric deltas, the config diff, the divergence step."""
+
+import streamlit as st
+from logscope.app import _common as ui
+
+from logscope.charts import overlay_figure
+from logscope.compare import KEY_METRICS, compare_runs
+
+st.title("Compare")
+root = ui.store_root()
+ids = ui.list_run_ids()
+chosen = st.sidebar.multiselect(
+    "Runs (the first is the reference)",
+    ids,
+    default=ui.selected_runs(ids),
+    format_func=lambda rid: ui.label_of(root, rid),
+)
+st.session_state["selected_runs"] = chosen
+if len(chosen) < 2:
+    st.info("Pick at least two runs in the sidebar (the first is the reference).")
+else:
+    runs = [ui.load_run(root, rid) for rid in chosen]
+    runs = [r for r in runs if r is not None]
+    labels = [ui.label_of(root, r.id) for r in runs]
+    cmp = compare_runs(runs, labels=labels)
+    st.caption("Runs: " + " · ".join(labels))
+
+    st.subheader("Key metrics")
+    st.caption(
+        "Median over the last 20% of each run (validation: last value); Δ and % against the "
+        "first run."
+    )
+    st.dataframe(cmp.table_rows(), hide_index=True, key="compare_table")
+
+    st.subheader("Where the runs part")
+    for d in cmp.divergence:
+        label = ui.label_of(root, d.run_id)
+        if d.step is not None:
+            st.text(
+                f"{label}: {d.metric} is {d.direction} than the reference from step {d.step} on"
+            )
+        else:
+            st.text(f"{label}: no divergence ({d.reason})")
+
+    smoothing = st.sidebar.slider("Smoothing (debiased EMA)", 0.0, 0.99, 0.6, 0.01)
+    metrics = []
+    for km in KEY_METRICS:
+        names = [km.find(r) for r in runs]
+        name = next((n for n in names if n), None)
+        if name and name not in metrics:
+            metrics.append(name)
+    div = cmp.divergence[0].metric if cmp.divergence else None
+    for name in metrics:
+        fig = overlay_figure(
+            runs,
+            name,
+            labels=labels,
+            smoothing=smoothing,
+            divergence_step=cmp.first_divergence if name == div else None,
+        )
+        st.plotly_chart(fig, key=f"overlay-{name}")
+
+    st.subheader("Config diff")
+    if not all(cmp.config_known):
+        st.caption("Some runs have no config dump; the diff needs every run's config.")
+    elif not cmp.config_diff:
+        st.caption("The configs are identical.")
+    else:
+        st.dataframe(
+            [
+                {"key": r.key, **{lab: str(v) for lab, v in zip(labels, r.values, strict=True)}}
+                for r in cmp.config_diff
+            ],
+            hide_index=True,
+            key="config_diff",
+        )

@@ -1,0 +1,44 @@
+"""Runs in the store: name, source, steps, worst severity, last step time; add a run."""
+
+import streamlit as st
+from logscope.app import _common as ui
+
+from logscope.exceptions import LogscopeError
+
+st.title("Runs")
+root = ui.store_root()
+st.caption(f"Store: {root}")
+
+with st.expander("Add a run", expanded=not ui.list_run_ids()):
+    path = st.text_input("Path to a log file or run folder (read only, never modified)")
+    if st.button("Add path", disabled=not path):
+        try:
+            runs = ui.ingest(path.strip())
+            st.success(f"Added {len(runs)} run(s) from {path}")
+        except (LogscopeError, OSError) as exc:
+            st.error(str(exc))
+    upload = st.file_uploader("…or upload a verl log (saved into the store's uploads folder)")
+    if upload is not None:
+        saved = ui.save_upload(upload.name, upload.getvalue())
+        try:
+            runs = ui.ingest(saved)
+            st.success(f"Added {len(runs)} run(s) from {upload.name}")
+        except LogscopeError as exc:
+            st.error(str(exc))
+
+ids = ui.list_run_ids()
+rows = [r for r in (ui.run_row(root, rid) for rid in ids) if r is not None]
+if not rows:
+    st.info("No runs yet. Add one above, or run `logscope dashboard LOG...`.")
+else:
+    st.dataframe(rows, hide_index=True, column_order=list(rows[0]))
+    chosen = st.multiselect(
+        "Runs to compare",
+        ids,
+        default=ui.selected_runs(ids),
+        format_func=lambda rid: ui.label_of(root, rid),
+    )
+    st.session_state["selected_runs"] = chosen
+    c1, c2 = st.columns(2)
+    c1.page_link("pages/run.py", label="Open the current run", icon="🩺")
+    c2.page_link("pages/compare.py", label="Compare the selected runs", icon="⚖️")
