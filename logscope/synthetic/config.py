@@ -1,0 +1,400 @@
+"""Realistic resolved verl configs (what `OmegaConf.to_container(config, resolve=True)` gives).
+
+The base follows verl's `ppo_trainer.yaml` of the 0.4/0.5 releases; `default_config` adjusts the
+keys that differ by version (verl_formats.md §1.7, §6) and sets a GSM8K recipe like verl's examples.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from typing import Any
+
+from logscope.synthetic.versions import at_least, check_version
+
+GSM8K_TRAIN_PROMPTS = 7473
+GSM8K_TEST_PROMPTS = 1319
+
+
+def _fsdp(offload: bool = False) -> dict[str, Any]:
+    return {
+        "fsdp_size": -1,
+        "offload_policy": False,
+        "optimizer_offload": False,
+        "param_offload": offload,
+        "reshard_after_forward": True,
+        "wrap_policy": {"min_num_params": 0},
+    }
+
+
+def _base() -> dict[str, Any]:
+    model_path = "Qwen/Qwen2.5-7B-Instruct"
+    return {
+        "actor_rollout_ref": {
+            "actor": {
+                "checkpoint": {"contents": ["model", "optimizer", "extra"]},
+                "clip_ratio": 0.2,
+                "clip_ratio_c": 3.0,
+                "clip_ratio_high": 0.2,
+                "clip_ratio_low": 0.2,
+                "entropy_coeff": 0,
+                "fsdp_config": {**_fsdp(), "fsdp_size": -1},
+                "grad_clip": 1.0,
+                "kl_loss_coef": 0.001,
+                "kl_loss_type": "low_var_kl",
+                "loss_agg_mode": "token-mean",
+                "optim": {
+                    "lr": 1e-06,
+                    "lr_warmup_steps": -1,
+                    "lr_warmup_steps_ratio": 0.0,
+                    "min_lr_ratio": None,
+                    "total_training_steps": -1,
+                    "warmup_style": "constant",
+                    "weight_decay": 0.01,
+                },
+                "ppo_epochs": 1,
+                "ppo_max_token_len_per_gpu": 16384,
+                "ppo_micro_batch_size": None,
+                "ppo_micro_batch_size_per_gpu": 16,
+                "ppo_mini_batch_size": 256,
+                "shuffle": False,
+                "strategy": "fsdp",
+                "ulysses_sequence_parallel_size": 1,
+                "use_dynamic_bsz": False,
+                "use_kl_loss": True,
+                "use_torch_compile": True,
+            },
+            "hybrid_engine": True,
+            "model": {
+                "enable_gradient_checkpointing": True,
+                "external_lib": None,
+                "override_config": {},
+                "path": model_path,
+                "use_liger": False,
+                "use_remove_padding": True,
+            },
+            "ref": {
+                "fsdp_config": {
+                    "param_offload": True,
+                    "reshard_after_forward": True,
+                    "wrap_policy": {"min_num_params": 0},
+                },
+                "log_prob_max_token_len_per_gpu": 16384,
+                "log_prob_micro_batch_size": None,
+                "log_prob_micro_batch_size_per_gpu": 32,
+                "log_prob_use_dynamic_bsz": False,
+                "strategy": "fsdp",
+                "ulysses_sequence_parallel_size": 1,
+                "use_torch_compile": True,
+            },
+            "rollout": {
+                "disable_log_stats": True,
+                "do_sample": True,
+                "dtype": "bfloat16",
+                "enable_chunked_prefill": True,
+                "enforce_eager": True,
+                "engine_kwargs": {"swap_space": None},
+                "free_cache_engine": True,
+                "gpu_memory_utilization": 0.6,
+                "ignore_eos": False,
+                "load_format": "dummy_dtensor",
+                "log_prob_max_token_len_per_gpu": 16384,
+                "log_prob_micro_batch_size": None,
+                "log_prob_micro_batch_size_per_gpu": 32,
+                "log_prob_use_dynamic_bsz": False,
+                "max_model_len": None,
+                "max_num_batched_tokens": 8192,
+                "max_num_seqs": 1024,
+                "mode": "sync",
+                "n": 1,
+                "name": "vllm",
+                "prompt_length": 512,
+                "response_length": 1024,
+                "temperature": 1.0,
+                "tensor_model_parallel_size": 2,
+                "top_k": -1,
+                "top_p": 1,
+                "val_kwargs": {
+                    "do_sample": False,
+                    "n": 1,
+                    "temperature": 0,
+                    "top_k": -1,
+                    "top_p": 1.0,
+                },
+            },
+        },
+        "algorithm": {
+            "adv_estimator": "gae",
+            "gamma": 1.0,
+            "kl_ctrl": {"horizon": 10000, "kl_coef": 0.001, "target_kl": 0.1, "type": "fixed"},
+            "kl_penalty": "kl",
+            "lam": 1.0,
+            "norm_adv_by_std_in_grpo": True,
+            "use_kl_in_reward": False,
+        },
+        "critic": {
+            "checkpoint": {"contents": ["model", "optimizer", "extra"]},
+            "cliprange_value": 0.5,
+            "forward_max_token_len_per_gpu": 32768,
+            "forward_micro_batch_size": None,
+            "forward_micro_batch_size_per_gpu": 32,
+            "grad_clip": 1.0,
+            "model": {
+                "enable_gradient_checkpointing": True,
+                "external_lib": None,
+                "fsdp_config": _fsdp(),
+                "override_config": {},
+                "path": model_path,
+                "tokenizer_path": model_path,
+                "use_remove_padding": True,
+            },
+            "optim": {
+                "lr": 1e-05,
+                "lr_warmup_steps_ratio": 0.0,
+                "min_lr_ratio": None,
+                "total_training_steps": -1,
+                "warmup_style": "constant",
+                "weight_decay": 0.01,
+            },
+            "ppo_epochs": 1,
+            "ppo_max_token_len_per_gpu": 32768,
+            "ppo_micro_batch_size": None,
+            "ppo_micro_batch_size_per_gpu": 32,
+            "ppo_mini_batch_size": 256,
+            "rollout_n": 1,
+            "shuffle": False,
+            "strategy": "fsdp",
+            "ulysses_sequence_parallel_size": 1,
+            "use_dynamic_bsz": False,
+        },
+        "custom_reward_function": {"name": "compute_score", "path": None},
+        "data": {
+            "custom_cls": {"name": None, "path": None},
+            "filter_overlong_prompts": True,
+            "filter_overlong_prompts_workers": 1,
+            "image_key": "images",
+            "max_prompt_length": 512,
+            "max_response_length": 1024,
+            "prompt_key": "prompt",
+            "return_raw_chat": False,
+            "return_raw_input_ids": False,
+            "reward_fn_key": "data_source",
+            "shuffle": True,
+            "tokenizer": None,
+            "train_batch_size": 1024,
+            "train_files": "/root/data/gsm8k/train.parquet",
+            "truncation": "error",
+            "val_batch_size": None,
+            "val_files": "/root/data/gsm8k/test.parquet",
+            "video_key": "videos",
+        },
+        "ray_init": {"num_cpus": None},
+        "reward_model": {
+            "enable": False,
+            "forward_max_token_len_per_gpu": 32768,
+            "launch_reward_fn_async": False,
+            "max_length": None,
+            "micro_batch_size": None,
+            "micro_batch_size_per_gpu": None,
+            "model": {
+                "external_lib": None,
+                "fsdp_config": {
+                    "fsdp_size": -1,
+                    "param_offload": False,
+                    "reshard_after_forward": True,
+                    "wrap_policy": {"min_num_params": 0},
+                },
+                "input_tokenizer": model_path,
+                "path": "~/models/FsfairX-LLaMA3-RM-v0.1",
+                "use_remove_padding": False,
+            },
+            "reward_manager": "naive",
+            "strategy": "fsdp",
+            "ulysses_sequence_parallel_size": 1,
+            "use_dynamic_bsz": False,
+        },
+        "trainer": {
+            "balance_batch": True,
+            "critic_warmup": 0,
+            "default_hdfs_dir": None,
+            "default_local_dir": "checkpoints/verl_examples/gsm8k",
+            "del_local_ckpt_after_load": False,
+            "experiment_name": "gsm8k",
+            "log_val_generations": 0,
+            "logger": ["console", "wandb"],
+            "max_actor_ckpt_to_keep": None,
+            "max_critic_ckpt_to_keep": None,
+            "n_gpus_per_node": 8,
+            "nnodes": 1,
+            "project_name": "verl_examples",
+            "ray_wait_register_center_timeout": 300,
+            "resume_from_path": None,
+            "resume_mode": "auto",
+            "rollout_data_dir": None,
+            "save_freq": -1,
+            "test_freq": 10,
+            "total_epochs": 15,
+            "total_training_steps": None,
+            "val_before_train": True,
+            "validation_data_dir": None,
+        },
+    }
+
+
+# Keys that verl derives from others through interpolation: follower → leader.
+_LINKS: tuple[tuple[str, str], ...] = (
+    ("actor_rollout_ref.rollout.prompt_length", "data.max_prompt_length"),
+    ("actor_rollout_ref.rollout.response_length", "data.max_response_length"),
+    ("critic.rollout_n", "actor_rollout_ref.rollout.n"),
+    ("critic.ppo_mini_batch_size", "actor_rollout_ref.actor.ppo_mini_batch_size"),
+    ("critic.model.tokenizer_path", "actor_rollout_ref.model.path"),
+    ("reward_model.model.input_tokenizer", "actor_rollout_ref.model.path"),
+    ("critic.ppo_epochs", "actor_rollout_ref.actor.ppo_epochs"),
+    ("critic.shuffle", "actor_rollout_ref.actor.shuffle"),
+)
+
+
+def get(config: dict[str, Any], key: str, default: Any = None) -> Any:
+    node: Any = config
+    for part in key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return default
+        node = node[part]
+    return node
+
+
+def set_dotted(config: dict[str, Any], key: str, value: Any) -> None:
+    """Set a dotted key, creating intermediate dicts (like Hydra's `+key=value`)."""
+    node = config
+    parts = key.split(".")
+    for part in parts[:-1]:
+        child = node.get(part)
+        if not isinstance(child, dict):
+            child = {}
+            node[part] = child
+        node = child
+    node[parts[-1]] = value
+
+
+def _drop(config: dict[str, Any], key: str) -> None:
+    node: Any = config
+    parts = key.split(".")
+    for part in parts[:-1]:
+        node = node.get(part) if isinstance(node, dict) else None
+        if node is None:
+            return
+    if isinstance(node, dict):
+        node.pop(parts[-1], None)
+
+
+def steps_per_epoch(config: dict[str, Any]) -> int:
+    """Training steps per epoch on GSM8K (verl's train dataloader drops the last partial batch)."""
+    batch = int(get(config, "data.train_batch_size", 1024) or 1024)
+    return max(1, GSM8K_TRAIN_PROMPTS // max(1, batch))
+
+
+def default_config(
+    algorithm: str,
+    version: str,
+    n_steps: int,
+    test_freq: int = 10,
+    overrides: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A resolved verl config for a GSM8K `algorithm` run of `n_steps` on verl `version`."""
+    version = check_version(version)
+    cfg = _base()
+    if algorithm == "grpo":
+        set_dotted(cfg, "algorithm.adv_estimator", "grpo")
+        set_dotted(cfg, "actor_rollout_ref.rollout.n", 5)
+        set_dotted(cfg, "trainer.project_name", "verl_grpo_example_gsm8k")
+        set_dotted(cfg, "trainer.experiment_name", "qwen2_5_7b_function_rm")
+    else:
+        set_dotted(cfg, "trainer.project_name", "verl_example_gsm8k")
+        set_dotted(cfg, "trainer.experiment_name", "qwen2_5_7b_ppo")
+    set_dotted(cfg, "trainer.test_freq", int(test_freq))
+    for key, value in (overrides or {}).items():
+        set_dotted(cfg, key, copy.deepcopy(value))
+    given = set(overrides or {})
+    for follower, leader in _LINKS:
+        if follower not in given:
+            set_dotted(cfg, follower, get(cfg, leader))
+    proj, exp = get(cfg, "trainer.project_name"), get(cfg, "trainer.experiment_name")
+    if "trainer.default_local_dir" not in given:
+        set_dotted(cfg, "trainer.default_local_dir", f"checkpoints/{proj}/{exp}")
+    if "trainer.total_epochs" not in given:
+        set_dotted(cfg, "trainer.total_epochs", math.ceil(n_steps / steps_per_epoch(cfg)))
+    if "trainer.total_training_steps" not in given:
+        epochs_steps = steps_per_epoch(cfg) * int(get(cfg, "trainer.total_epochs"))
+        set_dotted(
+            cfg, "trainer.total_training_steps", None if epochs_steps == n_steps else n_steps
+        )
+    _version_keys(cfg, version, given)
+    return cfg
+
+
+def _version_keys(cfg: dict[str, Any], version: str, given: set[str]) -> None:
+    """Add/remove the keys that only some verl versions have (§1.7 top-level table, §6)."""
+    if not at_least(version, "0.4"):
+        for key in (
+            "ray_init",
+            "algorithm.use_kl_in_reward",
+            "algorithm.kl_ctrl.target_kl",
+            "algorithm.kl_ctrl.horizon",
+            "algorithm.norm_adv_by_std_in_grpo",
+            "actor_rollout_ref.actor.clip_ratio_c",
+            "actor_rollout_ref.actor.clip_ratio_low",
+            "actor_rollout_ref.actor.clip_ratio_high",
+            "actor_rollout_ref.actor.loss_agg_mode",
+            "actor_rollout_ref.rollout.mode",
+            "trainer.val_before_train",
+            "reward_model.launch_reward_fn_async",
+        ):
+            if key not in given:
+                _drop(cfg, key)
+        if "actor_rollout_ref.actor.entropy_coeff" not in given:
+            set_dotted(cfg, "actor_rollout_ref.actor.entropy_coeff", 0.001)
+    if not at_least(version, "0.3"):
+        _drop(cfg, "custom_reward_function")
+    if version == "0.1":
+        for key in (
+            "data.shuffle",
+            "trainer.balance_batch",
+            "actor_rollout_ref.actor.use_kl_loss",
+            "actor_rollout_ref.actor.kl_loss_coef",
+            "actor_rollout_ref.actor.kl_loss_type",
+            "actor_rollout_ref.rollout.n",
+            "critic.rollout_n",
+        ):
+            if key not in given:
+                _drop(cfg, key)
+        if "trainer.logger" not in given:
+            set_dotted(cfg, "trainer.logger", ["console", "tracking"])
+    if at_least(version, "0.7"):
+        ray_init = cfg.pop("ray_init", {"num_cpus": None})
+        cfg["ray_kwargs"] = {"ray_init": {**ray_init, "timeline_json_file": None}}
+        cfg["global_profiler"] = {
+            "profile_continuous_steps": False,
+            "save_path": "outputs/profile",
+            "steps": None,
+            "tool": None,
+        }
+        cfg["transfer_queue"] = {"enable": False}
+        cfg["reward"] = {"reward_manager": get(cfg, "reward_model.reward_manager", "naive")}
+        cfg["sandbox_fusion"] = {"max_concurrent": 64, "memory_limit_mb": 1024, "url": None}
+        if "actor_rollout_ref.rollout.mode" not in given:
+            set_dotted(cfg, "actor_rollout_ref.rollout.mode", "async")
+        if "actor_rollout_ref.rollout.enforce_eager" not in given:
+            set_dotted(cfg, "actor_rollout_ref.rollout.enforce_eager", False)
+        set_dotted(
+            cfg,
+            "actor_rollout_ref.actor.optim.clip_grad",
+            get(cfg, "actor_rollout_ref.actor.grad_clip", 1.0),
+        )
+    if at_least(version, "0.9"):
+        actor = cfg["actor_rollout_ref"]["actor"]
+        actor["_target_"] = "verl.workers.config.FSDPActorConfig"
+        cfg["critic"]["_target_"] = "verl.workers.config.FSDPCriticConfig"
+        cfg["actor_rollout_ref"]["rollout"]["_target_"] = "verl.workers.config.RolloutConfig"
+        cfg["distillation"] = {"enable": False}
+        cfg["skip"] = {"enable": False}
+        set_dotted(cfg, "trainer.use_v1", get(cfg, "trainer.use_v1", True))

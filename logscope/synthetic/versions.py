@@ -1,0 +1,42 @@
+"""verl versions the simulator can imitate, and what differs between them (verl_formats.md §1.0)."""
+
+from __future__ import annotations
+
+VERSIONS: tuple[str, ...] = ("0.1", "0.2", "0.3", "0.4", "0.5", "0.7", "0.8", "0.9")
+
+
+def check_version(version: str) -> str:
+    """`version` as one of VERSIONS (`0.4.1` → `0.4`); ValueError for anything else."""
+    text = str(version).strip().lstrip("v")
+    short = ".".join(text.split(".")[:2])
+    if short not in VERSIONS:
+        raise ValueError(f"unknown verl version {version!r}; choose one of {', '.join(VERSIONS)}")
+    return short
+
+
+def vt(version: str) -> tuple[int, int]:
+    major, minor = str(version).split(".")[:2]
+    return int(major), int(minor)
+
+
+def at_least(version: str, other: str) -> bool:
+    return vt(version) >= vt(other)
+
+
+def repr_era(version: str) -> bool:
+    """True from 0.5 on (values printed with repr), False for the `.3f` era (0.1–0.4)."""
+    return at_least(version, "0.5")
+
+
+def driver_name(version: str) -> str:
+    """The Ray actor/function name that prints step lines (§1.4)."""
+    if not at_least(version, "0.3"):
+        return "main_task"
+    if at_least(version, "0.9"):
+        return "TaskRunnerV1"
+    return "TaskRunner"
+
+
+def first_train_step(version: str) -> int:
+    """0.1 numbers training steps from 0; later versions from 1 (§1.3)."""
+    return 0 if check_version(version) == "0.1" else 1
