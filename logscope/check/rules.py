@@ -182,6 +182,8 @@ def micro_batch_oom_risk(
         return []
     micro, key = _actor_micro(v)
     prompt, response, length = _seq_len(v)
+    if micro is None and v.preflight and verl_config.get(v.config, LEGACY_MICRO) is None:
+        return [_actor_micro_unset(v, length, budget_tokens)]
     if micro is None or length is None:
         return []
     tokens = micro * length
@@ -243,6 +245,30 @@ def micro_batch_oom_risk(
         f"{SEED_GRPO} §1.2",
     )
     return [Hit(severity, message, evidence, [advice], [f"{SEED_GRPO} §1.1–1.3"])]
+
+
+def _actor_micro_unset(v: ConfigView, length: int | None, budget_tokens: int) -> Hit:
+    golden = max(1, budget_tokens // length) if length else 8
+    tp = v.int_(TP) or 1
+    if tp > 1 and golden >= tp:
+        golden = _round_to_multiple(golden, tp)
+    return Hit(
+        "error",
+        f"{MICRO} is not set (nor ppo_micro_batch_size, nor use_dynamic_bsz): verl refuses to "
+        f"start (`[actor_rollout_ref.actor] Please set at least one of ... ppo_micro_batch_size "
+        f"or ... ppo_micro_batch_size_per_gpu`).",
+        {"parameter": MICRO},
+        [
+            v.advice(
+                MICRO,
+                golden,
+                f"The golden formula floor(24·1024 / (prompt + response)) = {golden}.",
+                f"{SEED_GRPO} §1.2",
+            )
+        ],
+        [SRC_CONFIG],
+        title="Actor micro batch not set",
+    )
 
 
 # ---- A4 ---------------------------------------------------------------------------------------
@@ -903,18 +929,13 @@ def rollout_batching_mismatch(v: ConfigView, small_model_b: float = 1.5) -> list
 def log_prob_micro_batch(v: ConfigView, best: int = 16, padding_above: int = 20) -> list[Hit]:
     """A14: log-prob micro batch 16 beats 8; above 20 padding overhead. Unset: verl refuses."""
     hits = []
-    keys = [(RO_LOGPROB, f"{RO}.log_prob_micro_batch_size", f"{RO}.log_prob_use_dynamic_bsz")]
+    keys = [(RO_LOGPROB, f"{RO}.log_prob_micro_batch_size")]
     if v.flag(USE_KL_LOSS) or v.flag(KL_IN_REWARD):  # a reference model exists
-        keys.append(
-            (REF_LOGPROB, f"{REF}.log_prob_micro_batch_size", f"{REF}.log_prob_use_dynamic_bsz")
-        )
-    for key, legacy, dynamic in keys:
+        keys.append((REF_LOGPROB, f"{REF}.log_prob_micro_batch_size"))
+    for key, legacy in keys:
         value = v.int_(key)
         section = key.rsplit(".", 1)[0]
-        dyn_value = verl_config.get(v.config, dynamic)
-        dyn = (
-            v.flag(DYNAMIC) if dyn_value is None or isinstance(dyn_value, str) else bool(dyn_value)
-        )
+        dyn = v.flag(DYNAMIC)  # verl gates these checks on the actor's flag
         if value is None:
             unset = v.int_(legacy) is None and verl_config.get(v.config, key) is None
             if v.preflight and not dyn and unset:

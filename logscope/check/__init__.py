@@ -1,0 +1,306 @@
+"""`logscope check`: lint a verl launch command, script, YAML config or log before (or after) a run.
+
+    check_command(argv)   a command line (`python3 -m verl.trainer.main_ppo k=v …`)
+    check_text(text)      a launch script's text
+    check_path(path)      a script, a YAML config, or a log (its config dumps)
+
+Each returns one `Report` per verl command / config (kind "check"). The rules are the config-lint
+detectors (`logscope.detectors.config_lint`, LS501–LS515), the same ones `analyze` runs on a log.
+`fixed_overrides(report)` gives the overrides with every suggested value applied, for `--fix`.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from logscope.check import hydra, shell
+from logscope.exceptions import ConfigParseError, LogscopeError
+from logscope.model import ConfigSegment, Finding, Run, Source
+from logscope.report import Report
+
+__all__ = [
+    "check_command",
+    "check_path",
+    "check_text",
+    "check_yaml",
+    "fix_text",
+    "fixed_overrides",
+    "lint_run",
+    "run_from_config",
+]
+
+YAML_SUFFIXES = (".yaml", ".yml")
+_LOG_HINT = re.compile(r"^(?:\(\w+ pid=\d+[^)]*\)\s*)?(?:step:\d+ - |\{'actor_rollout_ref')", re.M)
+
+
+def config_rules() -> list[Any]:
+    """One instance of every config-lint detector, by code."""
+    from logscope.detectors.config_lint import ConfigRule
+    from logscope.detectors.registry import detector_classes
+
+    return [cls() for cls in detector_classes() if issubclass(cls, ConfigRule)]
+
+
+def lint_run(run: Run) -> Report:
+    """The config rules on one Run (a command, a YAML, or a log's config segments)."""
+    from logscope.analyze import run_detectors
+
+    findings, skipped, errors = run_detectors(run, config_rules())
+    return Report(run=run, findings=findings, skipped=skipped, errors=errors, kind="check")
+
+
+def run_from_config(
+    user_config: dict[str, Any],
+    *,
+    kind: str,
+    path: str,
+    run_id: str,
+    version: str | None = None,
+    meta: dict[str, Any] | None = None,
+    deleted: list[str] | None = None,
+) -> Run:
+    """A Run for a config that has not run: verl's defaults + the user's values, resolved.
+
+    `deleted`: keys removed with `~key` (they lose verl's default too).
+    """
+    explicit = sorted(hydra.explicit_keys(user_config))
+    config = hydra.merge(hydra.defaults_config(version), user_config)
+    for key in deleted or []:
+        hydra.delete_key(config, key)
+    hydra.resolve_interpolations(config)
+    info: dict[str, Any] = {
+        "verl_version": version,
+        "algorithm": _get(config, "algorithm.adv_estimator"),
+        "explicit_keys": explicit,
+    }
+    info.update(meta or {})
+    return Run(
+        id=run_id,
+        source=Source(kind, path),
+        meta=info,
+        config_segments=[ConfigSegment(0, config)],
+    )
+
+
+def _get(config: dict[str, Any], key: str) -> Any:
+    from logscope import verl_config
+
+    return verl_config.get(config, key)
+
+
+# ---- commands and scripts ----------------------------------------------------------------------
+
+
+def _report_for(
+    command: shell.VerlCommand,
+    path: str,
+    version: str | None,
+    base: dict[str, Any] | None = None,
+) -> Report:
+    args = hydra.parse_args(command.args, path=f"{path}:{command.line}" if path else None)
+    user = hydra.apply(base or {}, args.overrides)
+    meta = {
+        "entry": command.entry,
+        "line": command.line,
+        "command": {
+            "env": command.env,
+            "prefix": command.prefix,
+            "args": command.args,
+        },
+        "hydra_flags": args.flags,
+        "passthrough_args": args.passthrough,
+    }
+    run_id = f"{Path(path).name}:{command.line}" if path != "<command>" else command.entry
+    deleted = [o.key for o in args.overrides if o.op == "delete"]
+    run = run_from_config(
+        user,
+        kind="verl-command",
+        path=path,
+        run_id=run_id,
+        version=version,
+        meta=meta,
+        deleted=deleted,
+    )
+    return lint_run(run)
+
+
+def check_command(
+    argv: list[str], *, version: str | None = None, env: dict[str, str] | None = None
+) -> list[Report]:
+    """Lint one command line given as argv (as a shell already split it)."""
+    if not argv:
+        raise ConfigParseError(
+            "empty command: expected python3 -m verl.trainer.main_ppo key=value …"
+        )
+    if len(argv) == 1 and any(c in argv[0] for c in " \n"):
+        return check_text(argv[0], path="<command>", version=version, env=env)
+    command = shell.find_verl(shell.Command(argv=list(argv), env={}, line=1))
+    if command is None:
+        raise ConfigParseError(
+            "no verl trainer in the command (expected e.g. python3 -m verl.trainer.main_ppo)",
+            token=" ".join(argv[:4]),
+        )
+    return [_report_for(command, "<command>", version)]
+
+
+def check_text(
+    text: str,
+    *,
+    path: str = "<script>",
+    version: str | None = None,
+    env: dict[str, str] | None = None,
+    base_dir: Path | None = None,
+) -> list[Report]:
+    """Lint every verl command in a launch script's text."""
+    commands = shell.verl_commands(text, env=env, path=path)
+    if not commands:
+        raise ConfigParseError(
+            "no verl trainer command found (looked for python -m verl.trainer.main_ppo, recipe "
+            "mains, torchrun/ray job submit wrappers)",
+            path=path,
+        )
+    reports = []
+    for command in commands:
+        base = _config_from_flags(command, base_dir)
+        reports.append(_report_for(command, path, version, base))
+    return reports
+
+
+def _config_from_flags(command: shell.VerlCommand, base_dir: Path | None) -> dict[str, Any] | None:
+    """The user's own YAML named by --config-path/--config-name, when it is a local file."""
+    try:
+        args = hydra.parse_args(command.args)
+    except ConfigParseError:
+        return None  # reported when the command itself is parsed
+    name, where = args.config_name, args.config_path
+    if not name or not where or "$" in where or base_dir is None:
+        return None
+    folder = Path(where) if Path(where).is_absolute() else base_dir / where
+    for candidate in (folder / name, folder / f"{name}.yaml", folder / f"{name}.yml"):
+        if candidate.is_file():
+            return load_yaml_config(candidate)
+    return None
+
+
+# ---- YAML --------------------------------------------------------------------------------------
+
+
+def load_yaml_config(path: Path) -> dict[str, Any]:
+    """A verl trainer YAML or override file as a nested dict (Hydra's `defaults`/`hydra` dropped)."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f":{mark.line + 1}" if mark is not None else ""
+        raise ConfigParseError(
+            f"not valid YAML: {getattr(exc, 'problem', exc)}", path=f"{path}{line}"
+        ) from None
+    except OSError as exc:
+        raise ConfigParseError(f"cannot read: {exc.strerror}", path=str(path)) from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigParseError(
+            f"expected a mapping of config keys at the top level, got {type(data).__name__}",
+            path=str(path),
+        )
+    data = {k: v for k, v in data.items() if k not in ("defaults", "hydra")}
+    return hydra.from_dotted(data)
+
+
+def check_yaml(path: str | Path, *, version: str | None = None) -> list[Report]:
+    """Lint a verl trainer config or a user's override YAML."""
+    p = Path(path)
+    user = load_yaml_config(p)
+    run = run_from_config(user, kind="verl-yaml", path=str(p), run_id=p.name, version=version)
+    return [lint_run(run)]
+
+
+# ---- logs and dispatch -------------------------------------------------------------------------
+
+
+def check_log(path: str | Path) -> list[Report]:
+    """Lint the config dump(s) of a log (changes between segments included)."""
+    from logscope.ingest import load
+
+    reports = []
+    for run in load(path):
+        if not run.config_segments:
+            raise LogscopeError(f"{path}: the log has no verl config dump to check")
+        reports.append(lint_run(run))
+    return reports
+
+
+def check_path(
+    path: str | Path, *, version: str | None = None, env: dict[str, str] | None = None
+) -> list[Report]:
+    """Lint a launch script, a YAML config, or a log, by what the file is."""
+    p = Path(path)
+    if not p.exists():
+        raise ConfigParseError("no such file", path=str(p))
+    if p.is_dir():
+        return check_log(p)
+    if p.suffix.lower() in YAML_SUFFIXES:
+        return check_yaml(p, version=version)
+    try:
+        text = p.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise ConfigParseError(f"cannot read: {exc.strerror}", path=str(p)) from None
+    if p.suffix.lower() not in (".sh", ".bash") and _LOG_HINT.search(text[:2_000_000]):
+        return check_log(p)
+    return check_text(text, path=str(p), version=version, env=env, base_dir=p.parent)
+
+
+# ---- --fix -------------------------------------------------------------------------------------
+
+
+def suggested_overrides(findings: list[Finding]) -> list[str]:
+    """Each advised override once per parameter (the most severe finding's advice wins)."""
+    from logscope.model import SEVERITY_RANK
+
+    chosen: dict[str, str] = {}
+    for finding in sorted(findings, key=lambda f: -SEVERITY_RANK[f.severity]):
+        for advice in finding.advice:
+            if advice.override and advice.parameter not in chosen:
+                chosen[advice.parameter] = advice.override
+    return list(chosen.values())
+
+
+def _override_key(text: str) -> str | None:
+    try:
+        return hydra.parse_override(text).key.split("@", 1)[0]
+    except ConfigParseError:
+        return None
+
+
+def fixed_overrides(report: Report) -> list[str]:
+    """The run's overrides with every suggested value applied (in place, or appended)."""
+    fixes = suggested_overrides(report.findings)
+    by_key = {_override_key(f): f for f in fixes}
+    command = report.run.meta.get("command")
+    original: list[str] = list(command["args"]) if command else []
+    out: list[str] = []
+    for arg in original:
+        key = _override_key(arg) if not arg.startswith("-") else None
+        if key is not None and key in by_key:
+            out.append(by_key.pop(key))
+        else:
+            out.append(arg)
+    out.extend(f for k, f in by_key.items() if f is not None)
+    return out
+
+
+def fix_text(report: Report) -> str:
+    """`--fix` output: the full command with fixes (a command/script), else the override list."""
+    command = report.run.meta.get("command")
+    overrides = fixed_overrides(report)
+    if not command:
+        return "\n".join(overrides)
+    env = [f"{k}={shell.quote(v)}" for k, v in command["env"].items()]
+    head = " ".join([*env, shell.join_command(command["prefix"])])
+    lines = [head] + [f"    {shell.quote(a)}" for a in overrides]
+    return " \\\n".join(lines)
