@@ -58,6 +58,14 @@ NCCL_RE = re.compile(
     r"|InvalidUsage|InvalidArgument|RemoteError)|Watchdog caught collective operation timeout"
     r"|NCCL communicator was aborted|NCCL (?:watchdog )?timeout"
 )
+# Literals every match of the pattern contains (a cheap pre-filter for long logs).
+CUDA_OOM_KEYS = ("out of memory", "OutOfMemoryError")
+HOST_OOM_KEYS = ("memory pressure", "OutOfMemoryError", "running low on memory")
+RAY_REGISTER_KEYS = ("register worker",)
+VLLM_INSPECT_KEYS = ("failed to be inspected",)
+NCCL_KEYS = ("NCCL", "nccl", "Watchdog")
+BATCH_KEYS = ("batch_size", "equal chunk")
+GRAD_NORM_KEYS = ("grad_norm is not finite",)
 GRAD_NORM_RE = re.compile(r"WARN: (?:rank (\d+) )?grad_norm is not finite: (\S+)")
 
 # (kind, pattern) for verl's batch-size checks (verl_formats.md §6) and the article's wording.
@@ -171,9 +179,10 @@ class _Signature(Detector):
     reads = "events"
     default_severity = "error"
     pattern: ClassVar[re.Pattern[str]]
+    keywords: ClassVar[tuple[str, ...]] = ()
 
     def hits(self, run: Run) -> list[Hit]:
-        return find_lines(run, self.pattern)
+        return find_lines(run, self.pattern, self.keywords)
 
     def detect(self, run: Run) -> list[Finding]:
         hits = self.hits(run)
@@ -251,6 +260,7 @@ class CudaOom(_Signature):
     title = "GPU out of memory (CUDA OOM)"
     groups = ("memory", "crash")
     pattern = CUDA_OOM_RE
+    keywords = CUDA_OOM_KEYS
 
     def __init__(
         self, *, context_before: int = 150, context_after: int = 60, leak_growth: float = 0.05
@@ -265,7 +275,7 @@ class CudaOom(_Signature):
 
     def hits(self, run: Run) -> list[Hit]:
         out = []
-        for hit in find_lines(run, CUDA_OOM_RE):
+        for hit in find_lines(run, CUDA_OOM_RE, CUDA_OOM_KEYS):
             # RayTaskError(OutOfMemoryError) alone can wrap Ray's host OOM: keep GPU ones only.
             if "CUDA" not in hit.text and "torch" not in hit.text:
                 near = [
@@ -445,6 +455,7 @@ class HostOomWorkerKilled(_Signature):
     title = "Ray killed a worker: host memory exhausted"
     groups = ("memory", "crash", "ray")
     pattern = HOST_OOM_RE
+    keywords = HOST_OOM_KEYS
 
     def __init__(self) -> None:
         pass
@@ -564,6 +575,7 @@ class RayWorkerRegistrationFailed(_Signature):
     title = "Ray worker failed to register with the raylet"
     groups = ("ray", "crash", "environment")
     pattern = RAY_REGISTER_RE
+    keywords = RAY_REGISTER_KEYS
 
     def __init__(self) -> None:
         pass
@@ -632,6 +644,7 @@ class VllmModelInspectionFailed(_Signature):
     title = "vLLM failed to inspect the model architecture"
     groups = ("vllm", "crash", "environment")
     pattern = VLLM_INSPECT_RE
+    keywords = VLLM_INSPECT_KEYS
 
     def __init__(self) -> None:
         pass
@@ -699,6 +712,7 @@ class NcclError(_Signature):
     title = "NCCL communication error or timeout"
     groups = ("distributed", "crash")
     pattern = NCCL_RE
+    keywords = NCCL_KEYS
 
     def __init__(self) -> None:
         pass
@@ -713,7 +727,7 @@ class NcclError(_Signature):
         m = re.search(r"Timeout\(ms\)=(\d+)", blob)
         if m:
             evidence["timeout_ms"] = int(m.group(1))
-        oom = find_lines(run, CUDA_OOM_RE)
+        oom = find_lines(run, CUDA_OOM_RE, CUDA_OOM_KEYS)
         evidence["cuda_oom_logged"] = bool(oom)
         what = "NCCL collective timed out" if timeout else "NCCL operation failed"
         message = (
@@ -798,6 +812,7 @@ class BatchSizeDivisibilityError(_Signature):
     title = "Batch sizes rejected by verl's divisibility checks"
     groups = ("config", "crash")
     pattern = BATCH_RE
+    keywords = BATCH_KEYS
 
     def __init__(self) -> None:
         pass
@@ -995,6 +1010,7 @@ class GradNormNotFiniteStepSkipped(_Signature):
     default_severity = "warning"
     groups = ("numerics",)
     pattern = GRAD_NORM_RE
+    keywords = GRAD_NORM_KEYS
 
     def __init__(self, *, error_steps: int = 5, error_consecutive: int = 3) -> None:
         for label, value in (
@@ -1046,6 +1062,15 @@ SPECIFIC_CRASH_RES: tuple[re.Pattern[str], ...] = (
     NCCL_RE,
     BATCH_RE,
 )
+SPECIFIC_CRASH_RE = re.compile("|".join(f"(?:{p.pattern})" for p in SPECIFIC_CRASH_RES))
+SPECIFIC_CRASH_KEYS = (
+    *CUDA_OOM_KEYS,
+    *HOST_OOM_KEYS,
+    *RAY_REGISTER_KEYS,
+    *VLLM_INSPECT_KEYS,
+    *NCCL_KEYS,
+    *BATCH_KEYS,
+)
 
 
 class RunCrashed(Detector):
@@ -1095,17 +1120,21 @@ class RunCrashed(Detector):
 
     def detect(self, run: Run) -> list[Finding]:
         lines = log_lines(run)
-        starts = [x for x in lines if TRACEBACK_RE.search(x.text)]
+        starts = [
+            i
+            for i, x in enumerate(lines)
+            if ("Traceback" in x.text or "Error" in x.text) and TRACEBACK_RE.search(x.text)
+        ]
         if not starts:
             return []
-        if any(p.search(x.text) for x in lines for p in SPECIFIC_CRASH_RES):
+        if find_lines(run, SPECIFIC_CRASH_RE, SPECIFIC_CRASH_KEYS):
             return []
         steps = run.steps
         last_step = int(steps[-1]) if len(steps) else None
-        last = starts[-1]
+        last = lines[starts[-1]]
         if last_step is not None and last.step is not None and last.step < last_step:
             return []  # training went on after the last traceback
-        exc = self._exception(lines, last)
+        exc = self._exception(lines, max(0, starts[-1] - 2))
         exc_type = exc[0] if exc else None
         exc_msg = exc[1] if exc else None
         exc_line = exc[2] if exc else last
@@ -1131,7 +1160,7 @@ class RunCrashed(Detector):
             "exception_message": quote(exc_msg) if exc_msg else None,
             "line": exc_line.line_no,
             "quote": quote(exc_line.text),
-            "tracebacks": len([x for x in starts if "Traceback" in x.text]),
+            "tracebacks": sum("Traceback" in lines[i].text for i in starts),
             "last_step_logged": last_step,
         }
         return [
@@ -1145,12 +1174,10 @@ class RunCrashed(Detector):
         ]
 
     @staticmethod
-    def _exception(lines: list[LogLine], start: LogLine) -> tuple[str, str | None, LogLine] | None:
-        """The last exception line at or after the last traceback start (or just before it)."""
+    def _exception(lines: list[LogLine], first: int) -> tuple[str, str | None, LogLine] | None:
+        """The last exception line from index `first` on (the last traceback, and a line before)."""
         found = None
-        for x in lines:
-            if x.line_no < start.line_no - 2:
-                continue
+        for x in lines[first:]:
             m = EXCEPTION_RE.match(x.text)
             if m:
                 found = (m.group("type"), m.group("msg"), x)
