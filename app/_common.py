@@ -8,6 +8,7 @@ from a log is shown as text (st.text / st.code / dataframes), never as markdown 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from datetime import UTC, datetime
 from pathlib import Path
@@ -91,9 +92,16 @@ def fmt_time(wall: float) -> str:
 def run_label(run: Run) -> str:
     path = run.source.path or ""
     name = Path(path).name if path and not path.startswith("<") else ""
-    if name.endswith(".log") and Path(path).parent.name == UPLOADS:
-        name = run.meta.get("upload_name") or name
+    if name and Path(path).parent.name == UPLOADS:
+        name = _upload_names(str(Path(path).parent)).get(name, name)
     return str(name or run.meta.get("experiment") or run.id[:12])
+
+
+def _upload_names(folder: str) -> dict[str, str]:
+    try:
+        return json.loads((Path(folder) / "names.json").read_text())
+    except (OSError, ValueError):
+        return {}
 
 
 @st.cache_data(show_spinner=False, max_entries=256)
@@ -169,6 +177,11 @@ def save_upload(name: str, data: bytes) -> Path:
         tmp = target.with_name(f".{target.name}.tmp")
         tmp.write_bytes(data)
         tmp.replace(target)
+        names = _upload_names(str(target.parent))
+        names[target.name] = Path(name).name
+        tmp = target.with_name(".names.json.tmp")
+        tmp.write_text(json.dumps(names))
+        tmp.replace(target.parent / "names.json")
     return target
 
 

@@ -320,7 +320,13 @@ def metric_figure(
 
     fig = go.Figure()
     wanted = set(metrics)
-    mine = [f for f in findings if f.metric in wanted and f.step is not None]
+    mine = [
+        f
+        for f in findings
+        if f.metric in wanted
+        and f.step is not None
+        and (step_range is None or step_range[0] <= f.step <= step_range[1])
+    ]
     keep_steps = sorted({int(s) for f in mine for s in (f.step, f.end_step) if s is not None})
     line_steps: dict[int, str] = {}
     for i, name in enumerate(metrics):

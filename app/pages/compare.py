@@ -30,7 +30,7 @@ else:
         "Median over the last 20% of each run (validation: last value); Δ and % against the "
         "first run."
     )
-    st.dataframe(cmp.table_rows(), hide_index=True, key="compare_table")
+    st.dataframe(cmp.table_rows(), hide_index=True)
 
     st.subheader("Where the runs part")
     for d in cmp.divergence:
@@ -72,5 +72,4 @@ else:
                 for r in cmp.config_diff
             ],
             hide_index=True,
-            key="config_diff",
         )
