@@ -11,7 +11,7 @@ from logscope.advice import SEED_GRPO
 from logscope.aliases import LOSS_LIKE_PREFIXES
 from logscope.detector import Detector
 from logscope.exceptions import BadDetectorParameters
-from logscope.model import Finding, Run, Severity
+from logscope.model import SEVERITY_RANK, Finding, Run, Severity
 
 from ._common import non_finite_advice
 
@@ -51,22 +51,25 @@ def _fmt(value: float) -> str:
 class NonFiniteMetric(Detector):
     """A loss, gradient norm, KL or reward value is NaN or infinite.
 
-    One finding per metric family (loss, grad-norm, kl, entropy, reward), naming the metric that
-    went non-finite first, the first step, and how many logged steps are non-finite.
+    One finding per onset: metrics that turn non-finite within `merge_within` steps of each
+    other make one finding (a NaN loss drags the grad norm, KL and entropy along), led by the
+    metric that went first (the loss on a tie), with the first step and how many logged steps
+    are non-finite.
 
     What it detects:
         Any `nan`, `inf` or `-inf` value of a watched metric (`actor/pg_loss`, `actor/grad_norm`,
         `actor/kl_loss`, `actor/ppo_kl`, `actor/entropy`, `critic/vf_loss`, `critic/grad_norm`,
         `critic/kl`, `critic/score/*`, `critic/rewards/*`, `critic/advantages/*`,
-        `critic/returns/*`, `critic/values/*`). Metrics of one family that go non-finite
-        together make one finding; evidence lists each metric's first step and count, and the
-        last finite value before the first non-finite one.
+        `critic/returns/*`, `critic/values/*`). Evidence lists each metric's first step and
+        count, its family (loss, grad-norm, kl, entropy, reward), and the last finite value
+        before the first non-finite one.
 
         Severity: `critical` when the metric is still non-finite at the end of the run for at
         least `critical_trailing` logged steps (training never recovered), or when the loss
         itself is non-finite on at least `critical_count` steps; `warning` for a gradient norm
         that was non-finite on at most `transient_max` steps and recovered (verl skipped those
-        optimizer steps); `error` otherwise.
+        optimizer steps); `error` otherwise. With several families in one finding, the most
+        severe wins.
 
     Why it matters:
         A NaN loss or gradient poisons the weights: once a NaN reaches the parameters every
@@ -114,11 +117,13 @@ class NonFiniteMetric(Detector):
         critical_trailing: int = 3,
         critical_count: int = 10,
         transient_max: int = 2,
+        merge_within: int = 2,
     ) -> None:
         for label, value in (
             ("critical_trailing", critical_trailing),
             ("critical_count", critical_count),
             ("transient_max", transient_max),
+            ("merge_within", merge_within),
         ):
             if not isinstance(value, int) or value < 0:
                 raise BadDetectorParameters(
@@ -127,6 +132,7 @@ class NonFiniteMetric(Detector):
         self.critical_trailing = critical_trailing
         self.critical_count = critical_count
         self.transient_max = transient_max
+        self.merge_within = merge_within
 
     def skip_reason(self, run: Run) -> str | None:
         if not any(family_of(m) for m in run.metric_names):
@@ -135,15 +141,16 @@ class NonFiniteMetric(Detector):
 
     def detect(self, run: Run) -> list[Finding]:
         stats = self._per_metric(run)
-        by_family: dict[str, list[dict[str, Any]]] = {}
-        for s in stats:
-            by_family.setdefault(s["family"], []).append(s)
-        findings = []
         order = {f: i for i, f in enumerate((*_FAMILY_ORDER, "other"))}
-        for family in sorted(by_family, key=order.__getitem__):
-            findings.append(self._finding(run, family, by_family[family]))
-        findings.sort(key=lambda f: (f.step if f.step is not None else -1, f.metric or ""))
-        return findings
+        stats.sort(key=lambda s: (s["first_step"], order[s["family"]], s["metric"]))
+        # One finding per onset: a NaN loss drags grad norm, KL and entropy along with it.
+        clusters: list[list[dict[str, Any]]] = []
+        for s in stats:
+            if clusters and s["first_step"] - clusters[-1][0]["first_step"] <= self.merge_within:
+                clusters[-1].append(s)
+            else:
+                clusters.append([s])
+        return [self._finding(run, cluster) for cluster in clusters]
 
     def _per_metric(self, run: Run) -> list[dict[str, Any]]:
         """Per watched metric with a non-finite value: first step, count, last finite value."""
@@ -202,7 +209,7 @@ class NonFiniteMetric(Detector):
             )
         return out
 
-    def _severity(self, family: str, lead: dict[str, Any], items: list[dict[str, Any]]) -> Severity:
+    def _severity(self, family: str, items: list[dict[str, Any]]) -> Severity:
         if any(s["at_end"] and s["trailing"] >= self.critical_trailing for s in items):
             return "critical"
         if family == "loss" and max(s["count"] for s in items) >= self.critical_count:
@@ -213,10 +220,16 @@ class NonFiniteMetric(Detector):
             return "warning"
         return "error"
 
-    def _finding(self, run: Run, family: str, items: list[dict[str, Any]]) -> Finding:
-        items = sorted(items, key=lambda s: (s["first_step"], s["metric"]))
+    def _finding(self, run: Run, items: list[dict[str, Any]]) -> Finding:
         lead = items[0]
-        severity = self._severity(family, lead, items)
+        family = lead["family"]
+        families: dict[str, list[dict[str, Any]]] = {}
+        for s in items:
+            families.setdefault(s["family"], []).append(s)
+        severity = max(
+            (self._severity(f, group) for f, group in families.items()),
+            key=SEVERITY_RANK.__getitem__,
+        )
         metric = lead["metric"]
         before = (
             f"last finite value {lead['last_finite_value']:.6g} at step {lead['last_finite_step']}"
@@ -245,6 +258,7 @@ class NonFiniteMetric(Detector):
         )
         evidence = {
             "family": family,
+            "families": list(families),
             "first_step": lead["first_step"],
             "count": lead["count"],
             "steps_logged": lead["steps_logged"],
@@ -255,6 +269,7 @@ class NonFiniteMetric(Detector):
             "trailing_non_finite_steps": lead["trailing"],
             "metrics": {
                 s["metric"]: {
+                    "family": s["family"],
                     "first_step": s["first_step"],
                     "count": s["count"],
                     "last_finite_value": s["last_finite_value"],

@@ -614,3 +614,22 @@ def test_simulated_nan_loss_through_console_log(tmp_path):
     found = [f for f in NonFiniteMetric().detect(run) if f.evidence["family"] == "loss"]
     assert found and abs(found[0].step - 70) <= 1
     assert not math.isnan(found[0].evidence["count"])
+
+
+def test_nan_cascade_at_one_onset_is_one_finding_led_by_the_loss():
+    series = L.healthy_series(100)
+    for name in ("actor/pg_loss", "actor/grad_norm", "actor/kl_loss", "actor/entropy"):
+        series[name][59:] = np.nan  # step 60
+    series["actor/grad_norm"][59] = np.inf
+    series["actor/ppo_kl"][60:] = np.nan  # one step later: same onset
+    findings = NonFiniteMetric().detect(L.make_run(series))
+    assert len(findings) == 1
+    f = findings[0]
+    assert f.metric == "actor/pg_loss" and f.step == 60
+    assert set(f.evidence["families"]) == {"loss", "grad-norm", "kl", "entropy"}
+    assert f.evidence["metrics"]["actor/ppo_kl"]["first_step"] == 61
+    assert f.severity == "critical"
+    # a later, separate onset is its own finding
+    series["critic/score/mean"][90:95] = np.nan
+    assert [x.step for x in NonFiniteMetric().detect(L.make_run(series))] == [60, 91]
+    assert len(NonFiniteMetric(merge_within=0).detect(L.make_run(series))) == 3
