@@ -42,7 +42,7 @@ _RUN_PREFIXES = ("offline-run-", "run-")
 # ---- minimal Record schema ------------------------------------------------------------------
 
 # (name, number, type, label, message type) for the fields read; numbers from wandb_internal.proto
-_STRING, _INT64, _INT32, _BOOL, _MSG = 9, 3, 5, 8, 11
+_STRING, _INT64, _INT32, _BOOL, _MSG, _BYTES = 9, 3, 5, 8, 11, 12
 _OPT, _REP = 1, 3
 _MESSAGES: dict[str, list[tuple[str, int, int, int, str | None]]] = {
     "Timestamp": [("seconds", 1, _INT64, _OPT, None), ("nanos", 2, _INT32, _OPT, None)],
@@ -85,7 +85,7 @@ _MESSAGES: dict[str, list[tuple[str, int, int, int, str | None]]] = {
     "Record": [
         ("num", 1, _INT64, _OPT, None),
         ("history", 2, _MSG, _OPT, "HistoryRecord"),
-        ("summary", 3, _MSG, _OPT, "ItemsRecord"),
+        ("summary", 3, _BYTES, _OPT, None),  # raw: merged once at the end (see _summary)
         ("output", 4, _MSG, _OPT, "OutputRecord"),
         ("config", 5, _MSG, _OPT, "ItemsRecord"),
         ("output_raw", 13, _MSG, _OPT, "OutputRecord"),
@@ -356,7 +356,7 @@ def _read_file(path: Path, progress: Any = None) -> Run:
     values: list[float] = []
     walls: list[float | None] = []
     config: dict[str, Any] = {}
-    summary: dict[str, Any] = {}
+    summaries: list[bytes] = []
     meta: dict[str, Any] = {}
     console = _Console()
     records = history_rows = 0
@@ -421,8 +421,7 @@ def _read_file(path: Path, progress: Any = None) -> Run:
             _apply_items(config, record.config.update, unwrap=True)
             _remove_items(config, record.config.remove)
         elif kind == "summary":
-            _apply_items(summary, record.summary.update, unwrap=False)
-            _remove_items(summary, record.summary.remove)
+            summaries.append(record.summary)
         elif kind == "run":
             run_rec = record.run
             _apply_items(config, run_rec.config.update, unwrap=True)
@@ -454,9 +453,7 @@ def _read_file(path: Path, progress: Any = None) -> Run:
     run.meta["state"] = "finished" if exit_code is not None else "running or killed"
     if exit_code is not None:
         run.meta["exit_code"] = exit_code
-    scalars = {
-        k: v for k, v in summary.items() if not k.startswith("_") and isinstance(v, (int, float))
-    }
+    scalars = _summary(summaries)
     if scalars:
         run.meta["wandb_summary"] = scalars
     run.events = _console_events(console.lines)
@@ -476,6 +473,30 @@ def _read_file(path: Path, progress: Any = None) -> Run:
 
 
 _STEP_LINE = re.compile(r"\bstep:(\d+)\b")
+
+
+@cache
+def _items_class() -> Any:
+    return type(_record_class()().run.config)  # ItemsRecord, via the run record's config field
+
+
+def _summary(summaries: list[bytes]) -> dict[str, float]:
+    """Final numeric summary values. wandb-core writes a summary record per step; serialized
+    protobufs concatenate into one merged message, so they are parsed in a single call."""
+    if not summaries:
+        return {}
+    merged = _items_class().FromString(b"".join(summaries))
+    raw: dict[str, str] = {}
+    for item in merged.update:
+        raw[item.key or ".".join(item.nested_key)] = item.value_json
+    for item in merged.remove:  # approximate: a later update after a remove is rare
+        raw.pop(item.key or ".".join(item.nested_key), None)
+    out: dict[str, float] = {}
+    for key, value_json in raw.items():
+        number = None if key.startswith("_") else _number(value_json)
+        if number is not None:
+            out[key] = number
+    return out
 
 
 def _console_events(lines: list[tuple[str, int | None]]) -> list[Event]:
