@@ -258,16 +258,17 @@ def check_path(
 # ---- --fix -------------------------------------------------------------------------------------
 
 
-def suggested_overrides(findings: list[Finding]) -> list[str]:
-    """Each advised override once per parameter (the most severe finding's advice wins)."""
+def suggested_overrides(findings: list[Finding]) -> dict[str, str]:
+    """{key: override} advised by `findings` (the most severe finding's advice wins a key)."""
     from logscope.model import SEVERITY_RANK
 
     chosen: dict[str, str] = {}
     for finding in sorted(findings, key=lambda f: -SEVERITY_RANK[f.severity]):
         for advice in finding.advice:
-            if advice.override and advice.parameter not in chosen:
-                chosen[advice.parameter] = advice.override
-    return list(chosen.values())
+            key = _override_key(advice.override) if advice.override else None
+            if key is not None and key not in chosen:
+                chosen[key] = advice.override  # type: ignore[assignment]
+    return chosen
 
 
 def _override_key(text: str) -> str | None:
@@ -277,20 +278,41 @@ def _override_key(text: str) -> str | None:
         return None
 
 
-def fixed_overrides(report: Report) -> list[str]:
-    """The run's overrides with every suggested value applied (in place, or appended)."""
-    fixes = suggested_overrides(report.findings)
-    by_key = {_override_key(f): f for f in fixes}
+def _relint(run: Run, fixes: list[str]) -> Report:
+    """Lint the run's (last) config with `fixes` applied."""
+    overrides = [hydra.parse_override(f) for f in fixes]
+    config = hydra.apply(run.config(), overrides)
+    meta = dict(run.meta)
+    if meta.get("explicit_keys") is not None:
+        meta["explicit_keys"] = sorted(set(meta["explicit_keys"]) | {o.key for o in overrides})
+    fixed = Run(id=run.id, source=run.source, meta=meta, config_segments=[ConfigSegment(0, config)])
+    return lint_run(fixed)
+
+
+def fixed_overrides(report: Report, rounds: int = 5) -> list[str]:
+    """The run's overrides with every suggested value applied (in place, or appended).
+
+    Fixes can interact (a new train batch changes which mini batch divides it), so the fixed
+    config is linted again and new advice applied, up to `rounds` times.
+    """
+    applied: dict[str, str] = {}
+    findings = report.findings
+    for _ in range(rounds):
+        fresh = {k: v for k, v in suggested_overrides(findings).items() if applied.get(k) != v}
+        if not fresh:
+            break
+        applied.update(fresh)
+        findings = _relint(report.run, list(applied.values())).findings
     command = report.run.meta.get("command")
     original: list[str] = list(command["args"]) if command else []
     out: list[str] = []
     for arg in original:
         key = _override_key(arg) if not arg.startswith("-") else None
-        if key is not None and key in by_key:
-            out.append(by_key.pop(key))
+        if key is not None and key in applied:
+            out.append(applied.pop(key))
         else:
             out.append(arg)
-    out.extend(f for k, f in by_key.items() if f is not None)
+    out.extend(applied.values())
     return out
 
 

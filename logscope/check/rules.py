@@ -209,6 +209,11 @@ def micro_batch_oom_risk(
         suggested = golden
         evidence["rules_fired"] = ["A1 12,000-token rule", "A2 golden formula"]
         verdict = f"Both rules say it is too large: {a1}; {a2}, so at most {golden}."
+        if golden * length > token_limit:
+            verdict += (
+                f" ({golden} still gives {fmt(golden * length)} tokens, above A1's limit: the two "
+                f"rules disagree for sequences this long; the article recommends 8–16 here.)"
+            )
     else:
         severity = "warning"
         suggested = max(1, token_limit // length)
@@ -244,6 +249,17 @@ def micro_batch_oom_risk(
         f"micro 64) peaks above 38 GB on an A100-40G and recommends 8–16.",
         f"{SEED_GRPO} §1.2",
     )
+    if severity == "warning":
+        # Only A1 fires and A2 (the source of suggested values) accepts the current value:
+        # show A1's bound, but give no override, so `--fix` does not fight the golden formula.
+        advice = Advice(
+            key,
+            micro,
+            suggested,
+            None,
+            advice.rationale + f" A1 alone asks for ≤ {suggested}.",
+            f"{SEED_GRPO} §1.3",
+        )
     return [Hit(severity, message, evidence, [advice], [f"{SEED_GRPO} §1.1–1.3"])]
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from logscope.exceptions import LogscopeError
 
@@ -44,7 +45,7 @@ def user_errors() -> Iterator[None]:
     try:
         yield
     except LogscopeError as exc:
-        err_console.print(f"[bold red]logscope:[/] {exc}", markup=True, highlight=False)
+        err_console.print(f"[bold red]logscope:[/] {escape(str(exc))}", markup=True, highlight=False)
         raise typer.Exit(2) from None
 
 

@@ -1,0 +1,149 @@
+"""`logscope check`: lint a verl launch script, command line, YAML config or log before launch."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from logscope.cli.common import FailOn, OutputFormat, user_errors, write_output
+from logscope.exceptions import LogscopeError
+
+#: Typer settings so that `logscope check -- python3 -m verl… k=v` reaches us untouched.
+CONTEXT_SETTINGS = {"allow_extra_args": True, "ignore_unknown_options": True}
+
+
+def check(
+    ctx: typer.Context,
+    target: Annotated[
+        list[str] | None,
+        typer.Argument(
+            help="A launch script, a YAML config or a log; or, after `--`, a verl command line.",
+            show_default=False,
+        ),
+    ] = None,
+    format: Annotated[
+        OutputFormat, typer.Option("--format", "-f", help="Output format.")
+    ] = OutputFormat.rich,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Write the report to FILE.")
+    ] = None,
+    fail_on: Annotated[
+        FailOn,
+        typer.Option("--fail-on", help="Exit 1 when a finding is at or above this severity."),
+    ] = FailOn.error,
+    fix: Annotated[
+        bool,
+        typer.Option(
+            "--fix",
+            help="Print the command (or override list) with every suggested value applied. "
+            "Never edits your file.",
+        ),
+    ] = False,
+    verl_version: Annotated[
+        str | None,
+        typer.Option("--verl-version", help="verl version whose defaults apply (default 0.9)."),
+    ] = None,
+) -> None:
+    """Check a verl config before launch: batch sizes, KL, GPU memory, GRPO group size, …
+
+    Exit codes: 0 nothing at or above --fail-on, 1 findings at or above it, 2 could not run.
+
+    Examples: logscope check run_grpo.sh;
+    logscope check -- python3 -m verl.trainer.main_ppo data.train_batch_size=512 …
+    """
+    from logscope.check import check_command, check_path, fix_text
+    from logscope.report import render_html, render_markdown, reports_to_json
+
+    args = list(target or []) + list(ctx.args)
+    with user_errors():
+        args, late = _own_options(args)
+        fix = fix or bool(late.get("fix"))
+        format = OutputFormat(late.get("format", format))
+        output = Path(late["output"]) if "output" in late else output
+        fail_on = FailOn(late.get("fail_on", fail_on))
+        verl_version = late.get("verl_version", verl_version)
+        if not args:
+            raise LogscopeError(
+                "nothing to check: give a script/YAML/log path, or `-- python3 -m "
+                "verl.trainer.main_ppo key=value …`"
+            )
+        if len(args) == 1 and Path(args[0]).exists():
+            if output is not None and _same_file(output, Path(args[0])):
+                raise LogscopeError(f"--output {output} is the input; refusing to overwrite it")
+            reports = check_path(args[0], version=verl_version)
+        else:
+            reports = check_command(args, version=verl_version)
+        if fix:
+            text = "\n\n".join(fix_text(r) for r in reports)
+            write_output(text, output)
+        elif format == OutputFormat.rich:
+            if output is None:
+                _print_rich(reports, Console())
+            else:
+                with output.open("w", encoding="utf-8") as fh:
+                    _print_rich(reports, Console(file=fh, width=110, force_terminal=False))
+        elif format == OutputFormat.json:
+            write_output(reports_to_json(reports), output)
+        elif format == OutputFormat.markdown:
+            write_output(render_markdown(reports), output)
+        else:
+            write_output(render_html(reports), output)
+    if any(r.fails(fail_on.value) for r in reports):
+        raise typer.Exit(1)
+
+
+_LATE_OPTIONS = {
+    "--fix": "fix",
+    "--format": "format",
+    "--output": "output",
+    "--fail-on": "fail_on",
+    "--verl-version": "verl_version",
+}
+
+
+def _own_options(args: list[str]) -> tuple[list[str], dict[str, str]]:
+    """Pull logscope's long options out of a command given after `--` (Hydra never uses them)."""
+    rest: list[str] = []
+    found: dict[str, str] = {}
+    i = 0
+    while i < len(args):
+        name, eq, value = args[i].partition("=")
+        if name in _LATE_OPTIONS:
+            if name == "--fix":
+                found["fix"] = "1"
+            elif eq:
+                found[_LATE_OPTIONS[name]] = value
+            elif i + 1 < len(args):
+                found[_LATE_OPTIONS[name]] = args[i + 1]
+                i += 1
+            else:
+                raise LogscopeError(f"{name} needs a value")
+            i += 1
+            continue
+        rest.append(args[i])
+        i += 1
+    for key, kind in (("format", OutputFormat), ("fail_on", FailOn)):
+        if key in found:
+            try:
+                kind(found[key])
+            except ValueError:
+                choices = ", ".join(m.value for m in kind)
+                raise LogscopeError(f"--{key.replace('_', '-')}: choose one of {choices}") from None
+    return rest, found
+
+
+def _print_rich(reports: list, console: Console) -> None:
+    from logscope.cli.render import render_report
+
+    for report in reports:
+        render_report(report, console)
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return a.exists() and b.exists() and a.resolve() == b.resolve()
+    except OSError:
+        return False
