@@ -267,3 +267,118 @@ def fmt(x: float, digits: int = 3) -> str:
     if x != 0 and (abs(x) < 1e-3 or abs(x) >= 1e5):
         return f"{x:.{digits - 1}e}"
     return f"{x:.{digits}g}"
+
+
+def line_rss(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """RSS of a least-squares line over every prefix x[:k] and every suffix x[k:] (k = 0..n).
+
+    Entries for fewer than 2 points are 0. O(n) with cumulative sums; x is centred first for
+    numerical stability.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    x = x - x.mean() if len(x) else x
+    y = y - y.mean() if len(y) else y
+
+    def sums(xs: np.ndarray, ys: np.ndarray) -> np.ndarray:
+        c = [
+            np.concatenate([[0.0], np.cumsum(a)])
+            for a in (np.ones_like(xs), xs, ys, xs * xs, ys * ys, xs * ys)
+        ]
+        n, sx, sy, sxx, syy, sxy = c
+        with np.errstate(invalid="ignore", divide="ignore"):
+            vxx = sxx - sx * sx / np.where(n > 0, n, 1)
+            vyy = syy - sy * sy / np.where(n > 0, n, 1)
+            vxy = sxy - sx * sy / np.where(n > 0, n, 1)
+            rss = np.where(vxx > 1e-12, vyy - vxy * vxy / np.where(vxx > 1e-12, vxx, 1), vyy)
+        rss[n < 2] = 0.0
+        return np.maximum(rss, 0.0)
+
+    prefix = sums(x, y)
+    suffix = sums(x[::-1], y[::-1])[::-1]
+    return prefix, suffix
+
+
+def line_at(x: np.ndarray, y: np.ndarray, at: float) -> tuple[float, float]:
+    """(value at `at`, slope) of the least-squares line through (x, y)."""
+    if len(x) < 2 or float(np.ptp(x)) == 0:
+        return (float(np.mean(y)) if len(y) else float("nan")), 0.0
+    slope, intercept = np.polyfit(x, y, 1)
+    return float(intercept + slope * at), float(slope)
+
+
+def poly_prefix_fit(
+    x: np.ndarray, y: np.ndarray, degree: int = 2
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Least-squares polynomial of `degree` over every prefix x[:k] (k = 0..n).
+
+    Returns (rss, value at the prefix's last point, slope there), each of length n + 1;
+    prefixes with no more points than coefficients get rss 0 and NaN value/slope.
+    Cumulative moment sums and one batched solve, so O(n · degree³).
+    """
+    x = np.asarray(x, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    n = len(x)
+    rss = np.zeros(n + 1)
+    value = np.full(n + 1, np.nan)
+    slope = np.full(n + 1, np.nan)
+    d = degree + 1
+    if n <= d:
+        return rss, value, slope
+    span = float(np.ptp(x)) or 1.0
+    mid, scale = float(x.mean()), span / 2
+    u = (x - mid) / scale
+    ym = float(y.mean())
+    yc = y - ym
+    powers = np.stack([u**j for j in range(2 * degree + 1)])
+    mom = np.concatenate([np.zeros((2 * degree + 1, 1)), np.cumsum(powers, axis=1)], axis=1)
+    rhs = np.concatenate(
+        [np.zeros((d, 1)), np.cumsum(np.stack([yc * u**j for j in range(d)]), axis=1)], axis=1
+    )
+    syy = np.concatenate([[0.0], np.cumsum(yc * yc)])
+    ks = np.arange(d + 1, n + 1)
+    a = np.empty((len(ks), d, d))
+    for i in range(d):
+        for j in range(d):
+            a[:, i, j] = mom[i + j, ks]
+    b = rhs[:, ks].T
+    a += np.eye(d) * 1e-10 * ks[:, None, None]
+    beta = np.linalg.solve(a, b[..., None])[..., 0]
+    rss[ks] = np.maximum(syy[ks] - np.sum(beta * b, axis=1), 0.0)
+    ue = u[ks - 1]
+    value[ks] = ym + sum(beta[:, j] * ue**j for j in range(d))
+    slope[ks] = sum(j * beta[:, j] * ue ** (j - 1) for j in range(1, d)) / scale
+    return rss, value, slope
+
+
+def isotonic_prefix_fit(y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Non-decreasing least-squares fit over every prefix y[:k] (k = 0..n), by incremental PAVA.
+
+    Returns (rss, fitted value at the prefix's last point), each of length n + 1 (NaN level for
+    the empty prefix). Amortised O(n).
+    """
+    y = np.asarray(y, dtype=np.float64)
+    n = len(y)
+    rss = np.zeros(n + 1)
+    level = np.full(n + 1, np.nan)
+    sums: list[float] = []
+    sqs: list[float] = []
+    counts: list[int] = []
+    total_sse = 0.0  # sum over blocks of within-block squared deviations
+
+    def sse(s: float, q: float, c: int) -> float:
+        return q - s * s / c
+
+    for k, v in enumerate(y):
+        s, q, c = float(v), float(v * v), 1
+        while sums and sums[-1] / counts[-1] >= s / c:
+            ps, pq, pc = sums.pop(), sqs.pop(), counts.pop()
+            total_sse -= sse(ps, pq, pc)
+            s, q, c = s + ps, q + pq, c + pc
+        sums.append(s)
+        sqs.append(q)
+        counts.append(c)
+        total_sse += sse(s, q, c)
+        rss[k + 1] = max(total_sse, 0.0)
+        level[k + 1] = s / c
+    return rss, level

@@ -15,6 +15,7 @@ from logscope.model import Advice, Finding, Run
 from logscope.verl_config import RO
 
 from ._signal import best_split, binned, clean_series, concept_series, fmt, moving_average
+from ._stats import mad_sigma
 
 
 def _positive(label: str, value: float) -> None:
@@ -370,8 +371,23 @@ class AdvantageCollapse(Detector):
         for a, b in _runs(flat):
             if b - a < need:
                 continue
-            return [self._finding(run, steps, a, b, size, typical, mx_name)]
+            return [
+                self._finding(run, steps, self._decay_start(size, a), b, size, typical, mx_name)
+            ]
         return []
+
+    @staticmethod
+    def _decay_start(size: np.ndarray, a: int) -> int:
+        """Walk back from the first ~0 step over the steps already decaying toward 0."""
+        before = size[:a]
+        if len(before) < 3:
+            return a
+        level = float(np.median(before[-50:]))
+        spread = max(mad_sigma(before[-50:]), 0.02 * level)
+        j = a
+        while j > 0 and size[j - 1] < level - 3 * spread and size[j - 1] > 0:
+            j -= 1
+        return j
 
     def _finding(
         self,

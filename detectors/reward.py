@@ -17,14 +17,16 @@ from logscope.model import Advice, Finding, Run
 from logscope.verl_config import ACT
 
 from ._signal import (
-    best_split,
     binned,
     clean_series,
     concept_series,
     fmt,
     hinge_fit,
+    isotonic_prefix_fit,
+    line_at,
     moving_average,
     noise_floor,
+    poly_prefix_fit,
     regular_grid,
 )
 from ._stats import mann_kendall, theil_sen
@@ -199,16 +201,47 @@ class RewardSawtooth(Detector):
         need = np.maximum(self.min_autocorr, self.noise_z / np.sqrt(lengths))
         margin = corr - need
         k = int(np.argmax(margin))
-        split, _ = best_split(a, min_side=max(3, p // 2), direction=1)
         return {
             "period": p,
             "corr": float(corr[k]),
             "tail_start": int(starts[k]),
             "significant": bool(margin[k] > 0),
-            "split": split,
             "resid": resid,
             "m": m,
         }
+
+    def _onset(self, vals: np.ndarray, resid: np.ndarray, p: int, tail_start: int) -> int:
+        """Where the oscillation starts: a matched filter with the cycle's own shape.
+
+        The cycle template is the per-phase median of the residual over the oscillating part;
+        the start is the index from which "template + noise" explains the residual better
+        than "noise alone" by the largest margin. The trend is then re-estimated with the
+        template removed (a moving average straddling the start would otherwise leak part of
+        the first cycle into the residual before it) and the start searched again.
+        """
+        m = len(vals)
+        phase = np.arange(m) % p
+        last = max(1, m - self.min_cycles * p)
+        start = tail_start
+        for _ in range(3):
+            tail, tail_phase = resid[start:], phase[start:]
+            template = np.array(
+                [
+                    np.median(tail[tail_phase == k]) if (tail_phase == k).any() else 0.0
+                    for k in range(p)
+                ]
+            )
+            template -= template.mean()
+            t = template[phase]
+            gain = 2 * resid * t - t * t
+            suffix = np.cumsum(gain[::-1])[::-1]
+            new = int(np.argmax(suffix[:last]))
+            if new == start:
+                break
+            start = new
+            shaped = np.where(np.arange(m) >= start, t, 0.0)
+            resid = vals - moving_average(vals - shaped, p)
+        return start
 
     def _finding(
         self,
@@ -221,7 +254,7 @@ class RewardSawtooth(Detector):
         cand: dict[str, Any],
     ) -> Finding:
         p = cand["period"]
-        split = cand["split"] if cand["split"] >= 0 else cand["tail_start"]
+        split = self._onset(vals, cand["resid"], p, cand["tail_start"])
         start_step = _first_step_at_or_after(steps, float(grid[split]))
         resid = cand["resid"][split:]
         cycles = len(resid) // p
@@ -555,44 +588,51 @@ class ValidationDrop(Detector):
 
     def _one(self, run: Run, metric: str) -> Finding | None:
         steps, values = clean_series(run, metric)
-        n = len(steps)
-        if n < self.min_val_points:
+        if len(steps) < self.min_val_points:
             return None
         x, y = binned(steps, values, 2000)
-        lo, hi = x[1], x[-self.min_points_after]
-        cand = np.arange(math.ceil(lo), math.floor(hi) + 1, max(1.0, (hi - lo) / 4000))
-        fit = hinge_fit(x, y, mode="free", candidates=cand, min_side=2)
-        if fit is None or fit.slope_after >= 0 or fit.slope_before <= fit.slope_after:
+        k_turn = self._turn(x, y)
+        if k_turn is None:
             return None
-        after = x >= fit.at
-        if after.sum() < self.min_points_after:
-            return None
-        dof = max(len(x) - 3, 1)
-        sigma = max(
-            math.sqrt(fit.rss / dof), (run.value_resolution or 0.0) * 2 / math.sqrt(12), 1e-12
+        xb, yb, xa, ya = x[:k_turn], y[:k_turn], x[k_turn:], y[k_turn:]
+        sigma = noise_floor(y, run.value_resolution)
+        w = max(4, min(10, len(xb) // 2))
+        level, _ = line_at(xb[-w:], yb[-w:], float(xb[-1]))
+        _, slope_before = line_at(
+            xb[-max(3, len(xb) // 3) :], yb[-max(3, len(xb) // 3) :], float(xb[-1])
         )
-        drop = -fit.slope_after * (x[-1] - fit.at)
+        _, after_start, _ = poly_prefix_fit(-xa[::-1], ya[::-1], 2)
+        start_level = float(after_start[-1]) if np.isfinite(after_start[-1]) else float(ya[0])
+        end_level, slope_after = line_at(
+            xa[-max(3, len(xa) // 3) :], ya[-max(3, len(xa) // 3) :], float(xa[-1])
+        )
+        drop = max(level - start_level, level - end_level)
         if drop < max(self.min_drop_sigma * sigma, self.min_drop):
             return None
-        ya = y[after]
-        z, p = mann_kendall(np.concatenate([[fit.level], ya]))
-        if z >= 0 or p >= self.trend_p:
+        # the points right after the turn sit below the level reached before it
+        head = ya[: max(self.min_points_after, len(ya) // 2)]
+        below = int(np.sum(head < level))
+        p = min(_binom_tail(below, len(head)), _binom_tail(int(np.sum(ya < level)), len(ya)))
+        if float(np.median(head)) >= level - sigma:
+            return None
+        if p >= self.trend_p and drop < 2 * self.min_drop_sigma * sigma:
             return None
         tmetric, tsteps, tvalues = concept_series(run, "score_mean", "reward_mean")
         train_change = None
         if tmetric is not None:
-            mask = tsteps >= fit.at
+            mask = tsteps >= xb[-1]
             if mask.sum() >= 3:
                 ts, _ = theil_sen(tsteps[mask], tvalues[mask])
                 train_change = ts * float(tsteps[mask][-1] - tsteps[mask][0])
                 if train_change < -self.train_fall_ratio * drop:
                     return None
-        turn = round(fit.at)
-        peak_i = int(np.argmax(y[: max(1, int(np.searchsorted(x, fit.at)) + 1)]))
+        turn = int(xa[0])
+        peak_i = int(np.argmax(yb))
         msg = (
-            f"{metric} turns down at step ~{turn}: from {fmt(fit.level)} to {fmt(ya[-1])} at "
-            f"step {int(x[-1])} (drop {fmt(drop)}, {fmt(drop / sigma)}σ of validation noise; "
-            f"Mann–Kendall p={p:.3f} over {len(ya)} validation points)"
+            f"{metric} turns down at step {turn}: from {fmt(level)} (fitted level at step "
+            f"{int(xb[-1])}) to {fmt(ya[-1])} at step {int(xa[-1])} (drop {fmt(drop)}, "
+            f"{fmt(drop / sigma)}σ of validation noise; {below} of the next {len(head)} "
+            "validation points below the earlier level)"
         )
         if train_change is not None:
             msg += f", while {tmetric} changed by {fmt(train_change)} over the same steps."
@@ -610,25 +650,27 @@ class ValidationDrop(Detector):
             advise(
                 run,
                 "trainer.total_training_steps",
-                f"Validation peaked around step {int(x[peak_i])}; keep that checkpoint, and for a "
-                "rerun with the same settings stop at the turn.",
+                f"Validation peaked around step {int(xb[peak_i])}; keep that checkpoint, and for "
+                "a rerun with the same settings stop before the turn.",
                 "verl:trainer/ppo/ray_trainer.py",
-                suggest=turn if run.config_segments else None,
-                rule="the step where validation turns down",
+                suggest=int(xb[-1]) if run.config_segments else None,
+                rule="the last validation step before the turn",
             ),
         ]
         evidence = {
             "turn_step": turn,
-            "level_at_turn": fit.level,
+            "last_step_before_turn": int(xb[-1]),
+            "level_before_turn": level,
             "last_value": float(ya[-1]),
-            "peak_value": float(y[peak_i]),
-            "peak_step": int(x[peak_i]),
+            "peak_value": float(yb[peak_i]),
+            "peak_step": int(xb[peak_i]),
             "drop": drop,
             "val_noise_sigma": sigma,
-            "slope_before_per_100_steps": fit.slope_before * 100,
-            "slope_after_per_100_steps": fit.slope_after * 100,
-            "mann_kendall_p_after": p,
+            "slope_before_per_100_steps": slope_before * 100,
+            "slope_after_per_100_steps": slope_after * 100,
+            "p_points_below_by_chance": p,
             "val_points_after": len(ya),
+            "val_points_below_level": below,
             "train_metric": tmetric,
             "train_change_after_turn": train_change,
             "test_freq": current_value(run, "trainer.test_freq"),
@@ -637,8 +679,45 @@ class ValidationDrop(Detector):
             message=msg,
             metric=metric,
             step=turn,
-            end_step=int(x[-1]),
+            end_step=int(xa[-1]),
             evidence=evidence,
             advice=advice,
             references=[f"{SEED_PPO} §3.3", "verl:trainer/ppo/metric_utils.py"],
         )
+
+    def _turn(self, x: np.ndarray, y: np.ndarray) -> int | None:
+        """Index of the first validation point after the turn.
+
+        Least squares over splits of "non-decreasing before (any rising or saturating
+        shape), a straight line after", among splits whose later points sit below the level
+        reached before.
+        """
+        n = len(x)
+        lo, hi = 4, n - self.min_points_after
+        if hi < lo:
+            return None
+        before, level = isotonic_prefix_fit(y)
+        after = poly_prefix_fit(-x[::-1], y[::-1], 2)[0][::-1]
+        ks = np.arange(lo, hi + 1)
+        c = np.concatenate([[0.0], np.cumsum(y)])
+        mean_after = (c[n] - c[ks]) / (n - ks)
+        ok = mean_after < level[ks]
+        if not ok.any():
+            return None
+        cost = np.where(ok, before[ks] + after[ks], np.inf)
+        return int(ks[int(np.argmin(cost))])
+
+    @staticmethod
+    def _level_before(xb: np.ndarray, yb: np.ndarray) -> float:
+        """The fitted value at the last point before the turn (quadratic when it can)."""
+        if len(xb) >= 4 and float(np.ptp(xb)) > 0:
+            coef = np.polyfit(xb - xb[-1], yb, 2)
+            return float(coef[-1])
+        return float(np.median(yb[-3:]))
+
+
+def _binom_tail(k: int, n: int) -> float:
+    """P(X ≥ k) for X ~ Binomial(n, 1/2): how unlikely this many points below by chance."""
+    if n <= 0:
+        return 1.0
+    return float(sum(math.comb(n, i) for i in range(k, n + 1)) / 2**n)
