@@ -7,8 +7,6 @@ import typer
 from logscope.cli.analyze import analyze
 from logscope.cli.check import CONTEXT_SETTINGS as CHECK_CONTEXT
 from logscope.cli.check import check
-from logscope.cli.compare import compare
-from logscope.cli.dashboard import dashboard
 from logscope.cli.rules import rules
 from logscope.cli.tail import tail
 
@@ -30,8 +28,6 @@ app.command("analyze")(analyze)
 app.command("rules")(rules)
 app.command("tail")(tail)
 app.command("check", context_settings=CHECK_CONTEXT)(check)
-app.command("dashboard")(dashboard)
-app.command("compare")(compare)
 
 
 def main() -> None:
