@@ -1,0 +1,116 @@
+"""`logscope compare A B [...]`: key-metric deltas, divergence step and config diff."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from logscope.cli.common import user_errors, write_output
+from logscope.exceptions import LogscopeError
+
+
+class CompareFormat(StrEnum):
+    rich = "rich"
+    json = "json"
+    markdown = "markdown"
+
+
+def compare(
+    runs: Annotated[
+        list[str],
+        typer.Argument(help="Two or more logs (or stored run ids); the first is the reference."),
+    ],
+    format: Annotated[
+        CompareFormat, typer.Option("--format", "-f", help="Output format.")
+    ] = CompareFormat.rich,
+    store: Annotated[
+        Path | None,
+        typer.Option(
+            "--store", envvar="LOGSCOPE_STORE", help="Store folder (default: ~/.cache/logscope)."
+        ),
+    ] = None,
+    no_cache: Annotated[
+        bool, typer.Option("--no-cache", help="Parse again; don't read or write the store.")
+    ] = False,
+) -> None:
+    """Compare runs against the first: key metrics with deltas, where they part, config diff.
+
+    Example: logscope compare verl_baseline.log verl_tuned.log --format markdown
+    """
+    import json
+
+    from logscope.compare import compare_runs
+    from logscope.store import Store
+
+    with user_errors():
+        st = Store(store)
+        loaded = []
+        for item in runs:
+            if not Path(item).exists() and (stored := st.get_run(item)) is not None:
+                loaded.append(stored)
+                continue
+            loaded += st.load(item, use_cache=not no_cache)
+        if len(loaded) < 2:
+            raise LogscopeError(
+                f"compare needs at least two runs; {', '.join(runs)} gave {len(loaded)}"
+            )
+        cmp = compare_runs(loaded)
+        if format == CompareFormat.json:
+            write_output(json.dumps(cmp.to_dict(), indent=2, allow_nan=False), None)
+        elif format == CompareFormat.markdown:
+            write_output(cmp.to_markdown(), None)
+        else:
+            render_compare(cmp, Console())
+
+
+def _num(value: float | None) -> str:
+    return "–" if value is None else f"{value:.4g}"
+
+
+def render_compare(cmp, console: Console) -> None:  # type: ignore[no-untyped-def]
+    """The compare table, divergence and config diff (log-derived text is never markup)."""
+    table = Table(title="Key metrics (median of the last 20%; validation: last value)")
+    table.add_column("metric", style="bold")
+    for i, label in enumerate(cmp.labels):
+        table.add_column(Text(label + (" (ref)" if i == 0 else "")), justify="right")
+    for row in cmp.rows:
+        cells: list[Text] = []
+        for i, value in enumerate(row.values):
+            cell = Text(_num(value))
+            delta, pct = row.deltas[i], row.pct[i]
+            if i and delta is not None:
+                change = f" {delta:+.3g}" + (f" ({pct:+.1f}%)" if pct is not None else "")
+                good = row.better * delta
+                style = "green" if good > 0 else "red" if good < 0 else "dim"
+                cell.append(change, style=style)
+            cells.append(cell)
+        table.add_row(Text(row.label), *cells)
+    console.print(table)
+    for d in cmp.divergence:
+        label = cmp.labels[cmp.run_ids.index(d.run_id)]
+        if d.step is not None:
+            console.print(
+                Text(
+                    f"{label}: {d.metric} is {d.direction} than the reference from step {d.step} on"
+                )
+            )
+        else:
+            console.print(Text(f"{label}: no divergence ({d.reason})", style="dim"))
+    if not all(cmp.config_known):
+        console.print(Text("config diff: some runs have no config dump", style="dim"))
+    elif not cmp.config_diff:
+        console.print(Text("config: identical", style="dim"))
+    else:
+        diff = Table(title="Config diff")
+        diff.add_column("key", overflow="fold")
+        for label in cmp.labels:
+            diff.add_column(Text(label), overflow="fold")
+        for r in cmp.config_diff:
+            diff.add_row(Text(r.key), *(Text(str(v)) for v in r.values))
+        console.print(diff)
