@@ -5,6 +5,8 @@ from __future__ import annotations
 import typer
 
 from logscope.cli.analyze import analyze
+from logscope.cli.check import CONTEXT_SETTINGS as CHECK_CONTEXT
+from logscope.cli.check import check
 from logscope.cli.compare import compare
 from logscope.cli.dashboard import dashboard
 from logscope.cli.rules import rules
@@ -27,6 +29,7 @@ def _root() -> None:
 app.command("analyze")(analyze)
 app.command("rules")(rules)
 app.command("tail")(tail)
+app.command("check", context_settings=CHECK_CONTEXT)(check)
 app.command("dashboard")(dashboard)
 app.command("compare")(compare)
 
