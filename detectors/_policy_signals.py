@@ -112,6 +112,20 @@ def changepoints_sigma(
     return [int(b) for b in algo.predict(pen=pen) if b < n]
 
 
+def noise_sigma(x: np.ndarray) -> float:
+    """Point-to-point noise: `robust_sigma`, or — when most differences are exactly 0 (a metric
+    pinned at a cap, or constant stretches) — the same statistic over the non-zero differences.
+    """
+    sigma = robust_sigma(x)
+    if sigma > 0:
+        return sigma
+    d = np.diff(np.asarray(x, dtype=np.float64))
+    nz = d[np.isfinite(d) & (d != 0)]
+    if len(nz) >= 3:
+        return float(MAD_TO_SIGMA * np.median(np.abs(nz - np.median(nz))) / math.sqrt(2))
+    return float(np.std(x)) if len(x) else 0.0
+
+
 @dataclass
 class Transition:
     """A level change between two plateaus, located at full resolution (indices into the series).
@@ -158,9 +172,7 @@ def transitions(
     if n < 2 * min_size:
         return []
     xb, size = bin_medians(x, max_points)
-    sigma_b = max(robust_sigma(xb), sigma_floor / math.sqrt(size))
-    if sigma_b <= 0:
-        sigma_b = float(np.std(xb))
+    sigma_b = max(noise_sigma(xb), sigma_floor / math.sqrt(size))
     bkps = changepoints_sigma(xb, sigma_b, penalty_scale, min_size)
     if not bkps:
         return []
@@ -180,9 +192,7 @@ def transitions(
             j += 1
         episodes.append((k, j))
         k = j + 1
-    sigma = max(robust_sigma(x), sigma_floor)
-    if sigma <= 0:
-        sigma = float(np.std(x)) or 1.0
+    sigma = max(noise_sigma(x), sigma_floor) or 1.0
     sm = smooth(x, 5)
     out: list[Transition] = []
     for first, last in episodes:

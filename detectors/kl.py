@@ -149,7 +149,9 @@ class KLJump(Detector):
             s = load(run, concept)
             if s is None or len(s) < self.min_points:
                 continue
-            findings.extend(self._detect_series(run, s, log_scale=concept != "ppo_kl"))
+            # ppo_kl sits near 0 and can be negative: a log scale only when it is positive
+            log_scale = concept != "ppo_kl" or float(np.mean(s.values > 0)) >= 0.9
+            findings.extend(self._detect_series(run, s, log_scale=log_scale))
         return sorted(findings, key=lambda f: (f.step or 0, f.metric or ""))
 
     def _detect_series(self, run: Run, s: Series, log_scale: bool) -> list[Finding]:
@@ -271,8 +273,8 @@ class KLOutOfBand(Detector):
     What it detects:
         After the first `warmup_steps` steps, the KL smoothed by a running median staying above
         `high_threshold` (0.05, seed 000's "too high") for at least `min_fraction` of the
-        remaining steps (and at least `min_steps` logged steps) → warning, located at the first
-        step of that stretch. KL staying below `low_threshold` (0.005) for most of the run after
+        remaining steps (and at least `min_steps` logged steps) → warning, located where the KL
+        left the band (crossed `band_high`) on its way there. KL staying below `low_threshold` (0.005) for most of the run after
         warm-up → info. Both are reported against the 0.01–0.03 target band.
 
     Why it matters:
@@ -356,7 +358,11 @@ class KLOutOfBand(Detector):
         out: list[Finding] = []
         high = self._stretch(sm > self.high_threshold, post, n_post)
         if high is not None:
-            out.append(self._high(run, s, sm, post, *high))
+            first, last = high
+            # the stretch is dated from where KL left the band on its way up
+            while first > 0 and post[first - 1] and sm[first - 1] > self.band_high:
+                first -= 1
+            out.append(self._high(run, s, sm, post, first, last))
         low_mask = (sm < self.low_threshold) & post
         if high is None and low_mask.sum() >= max(self.min_steps, self.low_fraction * n_post):
             first = int(np.nonzero(low_mask)[0][0])
@@ -376,9 +382,9 @@ class KLOutOfBand(Detector):
         seg = s.values[first : last + 1]
         level, peak = float(np.median(seg)), float(np.max(seg))
         message = (
-            f"{s.metric} is above {fmt(self.high_threshold)} from step {step} to step {end} "
-            f"(median {fmt(level)}, peak {fmt(peak)}); the target band is "
-            f"{fmt(self.band_low)}–{fmt(self.band_high)}."
+            f"{s.metric} left the {fmt(self.band_low)}–{fmt(self.band_high)} band at step "
+            f"{step} and stays above {fmt(self.high_threshold)} (median {fmt(level)}, peak "
+            f"{fmt(peak)} up to step {end})."
         )
         advice = [
             _raise_kl_coef(run, s.metric, f"KL to the reference is {fmt(level)}, above the band."),
@@ -471,8 +477,10 @@ class PPOKLTooLow(Detector):
     What it detects:
         After `warmup_steps`, the running median of `actor/ppo_kl` below `threshold` (1e-4, seed
         003) for a stretch of at least `min_fraction` of the remaining logged steps (and at least
-        `min_steps`), located at its first step. Not judged when the log rounds values to
-        `.3f` (0.000 means |x| < 5e-4, above the threshold: "cannot judge: rounded"), nor when the
+        `min_steps`), located where ppo_kl started falling into it. A `.3f` log cannot show
+        1e-4 (0.000 means |x| < 5e-4): there only an info finding ("cannot judge: rounded") is
+        given, when ppo_kl prints 0.000 on a whole stretch after printing ≥ 0.001 often enough
+        that such a stretch would be a < 0.1 % accident. Skipped when the
         config shows one optimizer update per step (`ppo_epochs` = 1 and `train_batch_size` ≤
         `ppo_mini_batch_size`): then ppo_kl is 0 by construction (on-policy).
 
@@ -529,12 +537,6 @@ class PPOKLTooLow(Detector):
         reason = super().skip_reason(run)
         if reason:
             return reason
-        res = run.value_resolution
-        if res is not None and res >= self.threshold:
-            return (
-                f"cannot judge: rounded — values are printed with .3f (0.000 means "
-                f"|x| < {res:g}), coarser than the {self.threshold:g} threshold"
-            )
         if run.config_segments:
             epochs = current_value(run, f"{ACT}.ppo_epochs")
             train = current_value(run, "data.train_batch_size")
@@ -560,16 +562,72 @@ class PPOKLTooLow(Detector):
         n_post = int(post.sum())
         if n_post < self.min_steps:
             return []
-        sm = smooth(s.values, self.smooth_steps)
-        low = (np.abs(sm) < self.threshold) & post
         need = max(self.min_steps, math.ceil(self.min_fraction * n_post))
-        found = first_stretch(low, need)
+        if s.resolution is not None and s.resolution >= self.threshold:
+            return self._rounded(s, post, n_post, need)
+        sm = smooth(s.values, self.smooth_steps)
+        found = first_stretch((np.abs(sm) < self.threshold) & post, need)
         if found is None:
             return []
-        return [self._finding(run, s, found[0], found[1], n_post)]
+        first, last = found
+        # date the stretch from where ppo_kl started falling into it, when it fell
+        for c in level_shifts(s, float(np.mean(s.values > 0)) >= 0.9, -1):
+            if first - 3 * self.smooth_steps <= c.onset <= first and post[c.onset]:
+                first = c.onset
+                break
+        return [self._finding(run, s, first, last, n_post)]
 
-    def _finding(self, run: Run, s: Series, first: int, last: int, n_post: int) -> Finding:
+    def _rounded(self, s: Series, post: np.ndarray, n_post: int, need: int) -> list[Finding]:
+        """`.3f` logs: every print 0.000 over a stretch where 0.001 used to show up."""
+        res = float(s.resolution or 0.0)
+        nonzero = np.abs(s.values) >= res
+        found = first_stretch(~nonzero & post, need)
+        while found is not None:
+            first, last = found
+            prior = nonzero[max(0, first - max(need, 50)) : first]
+            rate = float(prior.mean()) if len(prior) >= 10 else 0.0
+            # a stretch this long without a single 0.001 is unlikely (< 0.1 %) at the prior rate
+            if rate > 0 and (1 - rate) ** (last - first + 1) < 1e-3:
+                return [self._finding(None, s, first, last, n_post, rounded_rate=rate)]
+            rest = first_stretch(~nonzero & post & (np.arange(len(s)) > last), need)
+            found = rest
+        return []
+
+    def _finding(
+        self,
+        run: Run | None,
+        s: Series,
+        first: int,
+        last: int,
+        n_post: int,
+        rounded_rate: float | None = None,
+    ) -> Finding:
         step, end = s.step_at(first), s.step_at(last)
+        if rounded_rate is not None:
+            res = s.resolution or 0.0
+            return self.finding(
+                severity="info",
+                message=(
+                    f"Cannot judge: rounded. {s.metric} prints 0.000 on every step from step "
+                    f"{step} to step {end} ({last - first + 1} steps) after printing ≥ 0.001 on "
+                    f"{rounded_rate:.0%} of the steps before: it fell below {res:g}, but the "
+                    f".3f log cannot show whether it is below {fmt(self.threshold)}."
+                ),
+                metric=s.metric,
+                step=step,
+                end_step=end,
+                evidence={
+                    "first_step": step,
+                    "last_step": end,
+                    "steps_all_zero": last - first + 1,
+                    "nonzero_rate_before": round(rounded_rate, 3),
+                    "value_resolution": res,
+                    "threshold": self.threshold,
+                    "judged": False,
+                },
+                advice=[],
+                references=[f"{SEED_PPO} §4.2"],
+            )
         seg = s.values[first : last + 1]
         level = float(np.median(seg))
         before = s.values[max(0, first - 20) : first]

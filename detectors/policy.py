@@ -23,6 +23,7 @@ from ._policy_signals import (
     level_shifts,
     load,
     sig,
+    smooth,
     spike_changes,
 )
 
@@ -47,11 +48,6 @@ def _change_evidence(s: Series, c: Change, **extra: Any) -> dict[str, Any]:
     }
 
 
-def _window_ok(s: Series, c: Change, max_steps: int, fraction: float) -> bool:
-    """The change completes within max(max_steps, fraction × logged points)."""
-    return c.end - c.onset <= max(max_steps, fraction * len(s))
-
-
 class EntropyCollapse(Detector):
     """Policy entropy falling fast to a fraction of its level: exploration is gone.
 
@@ -62,8 +58,8 @@ class EntropyCollapse(Detector):
         kernel, noise-based penalty) on the log of the series (≤ 2,000 bin medians for long
         runs, then located at full resolution on a running median), kept when the level after
         is at most `max_ratio` of the level before, the drop is at least `z_threshold` noise
-        units, and it completes within max(`max_fall_steps`, `max_fall_fraction` × run length)
-        logged steps, i.e. faster than the slow decline of a healthy run. The step is where the
+        units, and entropy halves within max(`max_half_steps`, `max_half_fraction` × run length)
+        logged steps of the onset, i.e. far faster than the slow decline of a healthy run. The step is where the
         fall starts (extrapolated from its 10 % and 50 % points). Error when entropy ends below
         `error_ratio` of its level before.
 
@@ -105,8 +101,8 @@ class EntropyCollapse(Detector):
         max_ratio: float = 0.5,
         error_ratio: float = 0.1,
         z_threshold: float = 4.0,
-        max_fall_steps: int = 30,
-        max_fall_fraction: float = 0.15,
+        max_half_steps: int = 40,
+        max_half_fraction: float = 0.1,
         warmup_steps: int = 3,
         min_points: int = 20,
     ) -> None:
@@ -116,8 +112,8 @@ class EntropyCollapse(Detector):
         self.max_ratio = max_ratio
         self.error_ratio = error_ratio
         self.z_threshold = z_threshold
-        self.max_fall_steps = max_fall_steps
-        self.max_fall_fraction = max_fall_fraction
+        self.max_half_steps = max_half_steps
+        self.max_half_fraction = max_half_fraction
         self.warmup_steps = warmup_steps
         self.min_points = min_points
 
@@ -126,23 +122,25 @@ class EntropyCollapse(Detector):
         if s is None or len(s) < self.min_points:
             return []
         start = s.steps[0] + self.warmup_steps
-        cands = [
-            c
-            for c in level_shifts(s, True, -1)
-            if c.z >= self.z_threshold
-            and c.ratio <= self.max_ratio
-            and s.steps[c.onset] >= start
-            and _window_ok(s, c, self.max_fall_steps, self.max_fall_fraction)
-        ]
+        sm = smooth(s.values, 5)
+        limit = max(self.max_half_steps, self.max_half_fraction * len(s))
+        cands = []
+        for c in level_shifts(s, True, -1):
+            if c.z < self.z_threshold or c.ratio > self.max_ratio or s.steps[c.onset] < start:
+                continue
+            halved = np.nonzero(sm[c.onset :] <= 0.5 * c.before)[0]
+            if len(halved) and halved[0] <= limit:
+                cands.append((c, int(halved[0])))
         if not cands:
             return []
-        c = min(cands, key=lambda c: c.onset)  # the first collapse is the one to act on
+        c, half = min(cands, key=lambda ch: ch[0].onset)  # the first collapse is the one to act on
         step, end = s.step_at(c.onset), s.step_at(c.end)
         final = float(np.median(s.values[-max(3, len(s) // 20) :]))
         rounded = s.resolution is not None and c.after < s.resolution
         message = (
             f"{s.metric} fell from {fmt(c.before)} to {fmt(c.after)} ({c.ratio:.0%} of its level) "
-            f"starting at step {step}; 90% of the fall done by step {end}"
+            f"starting at step {step}; it halved within {half} logged steps and 90% of the fall "
+            f"(log scale) was done by step {end}"
             + (" (printed as 0.000)" if rounded else "")
             + f". Last value level {fmt(final)}."
         )
@@ -157,7 +155,12 @@ class EntropyCollapse(Detector):
                     s,
                     c,
                     final_level=sig(final),
-                    thresholds={"max_ratio": self.max_ratio, "z": self.z_threshold},
+                    steps_to_half=half,
+                    thresholds={
+                        "max_ratio": self.max_ratio,
+                        "z": self.z_threshold,
+                        "max_steps_to_half": limit,
+                    },
                 ),
                 advice=self._advice(run),
                 references=["verl:workers/actor/dp_actor.py", "verl:trainer/ppo/core_algos.py"],
@@ -212,9 +215,9 @@ class ClipRatioSpike(Detector):
     `actor/pg_clipfrac` and `actor/pg_clipfrac_lower` (tokens whose PPO ratio was clipped).
 
     What it detects:
-        Spikes: points whose robust z-score against a centred running median (window
-        `window`, noise = MAD of the residuals, never below the print resolution) is at least
-        `z_threshold`, at least `min_ratio` times the running median and at least `min_rise`
+        Spikes, on the log of the fraction (its noise is multiplicative): points whose robust
+        z-score against a centred running median (window `window`, noise = MAD of the
+        residuals, never below the print resolution) is at least `z_threshold`, at least `min_ratio` times the running median and at least `min_rise`
         above it; consecutive points are one spike. Lasting rises: a KernelCPD level shift up
         by the same factors. One finding per metric and episode (at most `max_findings`).
 
@@ -287,9 +290,9 @@ class ClipRatioSpike(Detector):
 
     def _series(self, run: Run, s: Series) -> list[Finding]:
         cands = [
-            c for c in spike_changes(s, False, self.z_threshold, self.window) if self._big(s, c)
+            c for c in spike_changes(s, True, self.z_threshold, self.window) if self._big(s, c)
         ]
-        for c in level_shifts(s, False, +1):
+        for c in level_shifts(s, True, +1):
             if (
                 c.z >= self.z_threshold
                 and self._big(s, c)
@@ -526,7 +529,8 @@ class ResponseLengthCollapse(Detector):
         then located at full resolution; the step is where the move starts): a fall to at most
         `max_ratio` of the level before (collapse), or a rise to at least `cap_fraction` of
         `data.max_response_length` from below `cap_fraction` × 0.8 of it (explosion to the cap;
-        only when the cap is known from the config), each at least `z_threshold` noise units.
+        without a config the cap is the largest `response_length/max` of a run that truncated
+        responses), each at least `z_threshold` noise units.
 
     Why it matters:
         A length collapse usually means the policy found a short degenerate answer (empty or
@@ -561,8 +565,8 @@ class ResponseLengthCollapse(Detector):
     def __init__(
         self,
         *,
-        max_ratio: float = 0.5,
-        cap_fraction: float = 0.9,
+        max_ratio: float = 0.6,
+        cap_fraction: float = 0.8,
         z_threshold: float = 4.0,
         warmup_steps: int = 3,
         min_points: int = 20,
@@ -590,6 +594,8 @@ class ResponseLengthCollapse(Detector):
         if drops:
             out.append(self._collapse(run, s, min(drops, key=lambda c: c.onset)))
         cap = current_value(run, "data.max_response_length") if run.config_segments else None
+        if not isinstance(cap, (int, float)) or cap <= 0:
+            cap = self._observed_cap(run)
         if isinstance(cap, (int, float)) and cap > 0:
             rises = [
                 c
@@ -602,6 +608,17 @@ class ResponseLengthCollapse(Detector):
             if rises:
                 out.append(self._to_cap(run, s, min(rises, key=lambda c: c.onset), float(cap)))
         return out
+
+    @staticmethod
+    def _observed_cap(run: Run) -> float | None:
+        """Without a config: the largest `response_length/max`, when responses were truncated
+        (a positive `response_length/clip_ratio`) — truncated responses have the cap's length.
+        """
+        top = load(run, "response_length_max")
+        clip = load(run, "response_clip_ratio")
+        if top is None or clip is None or not (clip.values > 0).any():
+            return None
+        return float(np.max(top.values))
 
     def _collapse(self, run: Run, s: Series, c: Change) -> Finding:
         step, end = s.step_at(c.onset), s.step_at(c.end)
