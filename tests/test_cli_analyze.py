@@ -1,0 +1,153 @@
+"""`logscope analyze` end to end: exit codes, formats, errors a user can cause, the cache."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
+from typer.testing import CliRunner
+
+from logscope.cli import app
+
+ROOT = Path(__file__).resolve().parent.parent
+TUNED = ROOT / "fixtures" / "verl_tuned.log"
+BASELINE = ROOT / "fixtures" / "verl_baseline.log"
+SCHEMA = json.loads((ROOT / "docs" / "report.schema.json").read_text())
+
+runner = CliRunner()
+
+
+def _run(*args: str, store: Path) -> tuple[int, str, str]:
+    result = runner.invoke(app, ["analyze", *args, "--store", str(store)])
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_readme_command_prints_a_report(tmp_path: Path) -> None:
+    """The quick-start command, through the installed console script."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "logscope.cli", "analyze", str(TUNED), "--store", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode in (0, 1), proc.stderr
+    out = proc.stdout
+    assert "verl_tuned.log" in out
+    assert "steps" in out and "config" in out
+    assert "parsed" in out  # parse stats
+
+
+def test_json_output_validates_and_describes_the_run(tmp_path: Path) -> None:
+    code, out, _ = _run(str(TUNED), "--format", "json", "--fail-on", "never", store=tmp_path)
+    assert code == 0
+    data = json.loads(out)
+    jsonschema.validate(data, SCHEMA)
+    assert data["run"]["source"]["kind"] == "verl-console"
+    assert data["run"]["steps"]["count"] > 100
+    assert data["run"]["config_segments"], "the config dump was recovered"
+    assert data["run"]["meta"]["algorithm"] in ("ppo", "gae")
+
+
+def test_two_inputs_give_a_json_array(tmp_path: Path) -> None:
+    code, out, _ = _run(str(BASELINE), str(TUNED), "--format", "json", "--fail-on", "never", store=tmp_path)
+    assert code == 0
+    data = json.loads(out)
+    assert isinstance(data, list) and len(data) == 2
+    for item in data:
+        jsonschema.validate(item, SCHEMA)
+
+
+def test_baseline_shows_the_problems_the_article_fixed(tmp_path: Path) -> None:
+    code, out, _ = _run(str(BASELINE), "--format", "json", "--fail-on", "never", store=tmp_path)
+    names = {f["name"] for f in json.loads(out)["findings"]}
+    assert "ppo-kl-too-low" in names or "rollout-bottleneck" in names or "grad-norm-spike" in names
+
+
+def test_not_a_verl_log_exits_2_naming_the_file(tmp_path: Path) -> None:
+    other = tmp_path / "notes.txt"
+    other.write_text("shopping list\neggs\nmilk\n")
+    code, out, err = _run(str(other), store=tmp_path / "store")
+    assert code == 2
+    assert "notes.txt" in err
+    assert "verl" in err.lower()
+
+
+def test_missing_file_exits_2(tmp_path: Path) -> None:
+    code, _, err = _run(str(tmp_path / "nope.log"), store=tmp_path)
+    assert code == 2
+    assert "nope.log" in err
+
+
+def test_crash_only_log_is_analysed(tmp_path: Path) -> None:
+    log = tmp_path / "crash.log"
+    log.write_text(
+        "(TaskRunner pid=4242) Training from scratch\n"
+        "Traceback (most recent call last):\n"
+        '  File "/verl/trainer/main_ppo.py", line 64, in main\n'
+        "    run_ppo(config)\n"
+        "ray.exceptions.RayTaskError(OutOfMemoryError): ray::WorkerDict.actor_rollout_update_actor() "
+        "(pid=5151, ip=10.0.0.2, actor_id=abc, repr=<verl.single_controller.ray.base.WorkerDict object at 0x7f>)\n"
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
+        "capacity of 79.15 GiB of which 1.02 GiB is free.\n"
+    )
+    code, out, _ = _run(str(log), "--format", "json", store=tmp_path / "s")
+    data = json.loads(out)
+    assert "cuda-oom" in {f["name"] for f in data["findings"]}
+    assert code == 1  # an error-level finding with the default --fail-on error
+
+
+def test_fail_on_thresholds(tmp_path: Path) -> None:
+    code_never, _, _ = _run(str(BASELINE), "--fail-on", "never", "--format", "json", store=tmp_path)
+    code_info, out, _ = _run(str(BASELINE), "--fail-on", "info", "--format", "json", store=tmp_path)
+    assert code_never == 0
+    assert code_info == (1 if json.loads(out)["findings"] else 0)
+
+
+def test_only_and_skip(tmp_path: Path) -> None:
+    _, out, _ = _run(str(BASELINE), "--format", "json", "--fail-on", "never", "--only", "LS001,LS010", store=tmp_path)
+    codes = {f["code"] for f in json.loads(out)["findings"]}
+    assert codes <= {"LS001", "LS010"}
+    code, _, err = _run(str(BASELINE), "--only", "LS000", store=tmp_path)
+    assert code == 2 and "LS000" in err
+
+
+def test_markdown_and_html_to_file(tmp_path: Path) -> None:
+    md = tmp_path / "r.md"
+    html = tmp_path / "r.html"
+    assert _run(str(TUNED), "-f", "markdown", "-o", str(md), "--fail-on", "never", store=tmp_path)[0] == 0
+    assert _run(str(TUNED), "-f", "html", "-o", str(html), "--fail-on", "never", store=tmp_path)[0] == 0
+    assert md.read_text().startswith("# logscope analyze")
+    assert "<html>" in html.read_text()
+
+
+def test_refuses_to_overwrite_an_input(tmp_path: Path) -> None:
+    copy = tmp_path / "in.log"
+    copy.write_bytes(TUNED.read_bytes())
+    before = copy.read_bytes()
+    code, _, err = _run(str(copy), "-o", str(copy), store=tmp_path / "s")
+    assert code == 2 and "refusing" in err
+    assert copy.read_bytes() == before
+
+
+def test_cache_is_used_and_no_cache_bypasses_it(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    _run(str(TUNED), "--fail-on", "never", store=store)
+    entries = list((store / "runs").iterdir())
+    assert len(entries) == 1
+    assert list((store / "sources").glob("*.json"))
+    fresh = tmp_path / "fresh"
+    _run(str(TUNED), "--fail-on", "never", "--no-cache", store=fresh)
+    assert not fresh.exists() or not list(fresh.rglob("*.parquet"))
+
+
+@pytest.mark.parametrize("fmt", ["rich", "json", "markdown", "html"])
+def test_input_is_never_modified(tmp_path: Path, fmt: str) -> None:
+    copy = tmp_path / "in.log"
+    copy.write_bytes(BASELINE.read_bytes())
+    before = (copy.read_bytes(), copy.stat().st_mtime_ns)
+    _run(str(copy), "-f", fmt, "--fail-on", "never", store=tmp_path / "s")
+    assert (copy.read_bytes(), copy.stat().st_mtime_ns) == before
