@@ -24,6 +24,7 @@ def write_tensorboard(
     *,
     style: str = "simple",
     wall_time0: float = 1_700_000_000.0,
+    wall_times: Mapping[int, float] | None = None,
     text: Mapping[str, str] | None = None,
 ) -> Path:
     """Event file in `logdir` through tensorboard's EventFileWriter.
@@ -63,7 +64,7 @@ def write_tensorboard(
             values.append(value)
         writer.add_event(
             event_pb2.Event(
-                wall_time=wall_time0 + step,
+                wall_time=wall_time0 + (wall_times[step] if wall_times else step),
                 step=step,
                 summary=summary_pb2.Summary(value=values),
             )
