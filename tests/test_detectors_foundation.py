@@ -18,9 +18,12 @@ from logscope.detectors.log_signatures import (
     CudaOom,
     GradNormNotFiniteStepSkipped,
     HostOomWorkerKilled,
+    MaxNumBatchedTokensTooSmall,
     NcclError,
+    PromptTooLong,
     RayWorkerRegistrationFailed,
     RunCrashed,
+    VllmKvCacheNoMemory,
     VllmModelInspectionFailed,
 )
 from logscope.detectors.non_finite import NonFiniteMetric
@@ -38,8 +41,15 @@ SIGNATURE_DETECTORS = [
     BatchSizeDivisibilityError,
     GradNormNotFiniteStepSkipped,
     RunCrashed,
+    VllmKvCacheNoMemory,
+    PromptTooLong,
+    MaxNumBatchedTokensTooSmall,
 ]
 ALL_MINE = [NonFiniteMetric, *SIGNATURE_DETECTORS]
+KV_CACHE_TEXT = (
+    "(WorkerDict pid=5521) ValueError: No available memory for the cache blocks. Try increasing "
+    "`gpu_memory_utilization` when initializing the engine.\n"
+)
 
 
 def run_from_log(text: str, config=None, series=None, steps=None):
@@ -480,6 +490,8 @@ def test_healthy_log_is_silent(cls):
         (L.NCCL_ERROR, "LS014"),
         (L.CONFIG_ERROR_09, "LS015"),
         (L.GENERIC_CRASH.split("\n", 2)[2], "LS017"),
+        ("Traceback (most recent call last):\n" + KV_CACHE_TEXT, "LS018"),
+        ("RuntimeError: Prompt length 1311 is longer than 1024.\n", "LS019"),
     ],
 )
 def test_crash_only_log_yields_exactly_its_signature(text, code):
@@ -633,3 +645,55 @@ def test_nan_cascade_at_one_onset_is_one_finding_led_by_the_loss():
     series["critic/score/mean"][90:95] = np.nan
     assert [x.step for x in NonFiniteMetric().detect(L.make_run(series))] == [60, 91]
     assert len(NonFiniteMetric(merge_within=0).detect(L.make_run(series))) == 3
+
+
+# ---- LS018–LS020: vLLM KV cache, prompt length, max_num_batched_tokens ----------------------
+
+KV_CACHE = KV_CACHE_TEXT
+
+
+def test_vllm_kv_cache_no_memory_raises_share_or_tp():
+    config = {
+        "actor_rollout_ref": {
+            "rollout": {"gpu_memory_utilization": 0.3, "tensor_model_parallel_size": 1}
+        },
+        "trainer": {"n_gpus_per_node": 2},
+    }
+    f = only(VllmKvCacheNoMemory().detect(run_from_log(KV_CACHE, config=config)), "LS018")
+    mem = advice_for(f, "actor_rollout_ref.rollout.gpu_memory_utilization")
+    assert mem.current == 0.3 and mem.suggested == 0.4
+    assert advice_for(f, "actor_rollout_ref.rollout.tensor_model_parallel_size").suggested == 2
+    config["actor_rollout_ref"]["rollout"]["gpu_memory_utilization"] = 0.7
+    f = VllmKvCacheNoMemory().detect(run_from_log(KV_CACHE, config=config))[0]
+    assert advice_for(f, "actor_rollout_ref.rollout.gpu_memory_utilization").override is None
+    assert CudaOom().detect(run_from_log(KV_CACHE)) == []
+
+
+def test_prompt_too_long():
+    text = (
+        "(TaskRunner pid=1201) RuntimeError: Prompt length 1311 is longer than 1024.\n"
+        "(TaskRunner pid=1201) RuntimeError: Prompt length 1500 is longer than 1024.\n"
+    )
+    f = only(
+        PromptTooLong().detect(run_from_log(text, config={"data": {"max_prompt_length": 1024}})),
+        "LS019",
+    )
+    assert f.evidence["prompt_length"] == 1500 and f.evidence["max_prompt_length"] == 1024
+    length = advice_for(f, "data.max_prompt_length")
+    assert length.current == 1024 and length.suggested == 1536  # 1500 rounded up to 64
+    assert (
+        advice_for(f, "data.filter_overlong_prompts").override
+        == "data.filter_overlong_prompts=true"
+    )
+
+
+def test_max_num_batched_tokens_too_small():
+    text = (
+        "(WorkerDict pid=5521) ValueError: Enable chunked prefill, max_num_batched_tokens is "
+        "smaller than max_model_len, please increase max_num_batched_tokens or disable chunked prefill\n"
+    )
+    config = {"data": {"max_prompt_length": 1024, "max_response_length": 4096}}
+    f = only(MaxNumBatchedTokensTooSmall().detect(run_from_log(text, config=config)), "LS020")
+    advice = advice_for(f, "actor_rollout_ref.rollout.max_num_batched_tokens")
+    assert advice.suggested == 5120 and advice.current == 8192  # verl default
+    assert RunCrashed().detect(run_from_log("Traceback (most recent call last):\n" + text)) == []
