@@ -136,3 +136,57 @@ def test_not_tensorboard(tmp_path):
     (tmp_path / "notes.txt").write_text("hello")
     assert not tensorboard.sniff(tmp_path)
     assert not tensorboard.sniff(tmp_path / "notes.txt")
+
+
+def test_pure_python_crc_fallback_agrees(tmp_path, monkeypatch):
+    """Without a C crc32c package, tensorboard's own pure-Python crc32c is used: same result."""
+    from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import crc32c as slow
+
+    logdir = write_tensorboard(tmp_path / "r", _rows(8))
+    (fast,) = tensorboard.read(logdir)
+    monkeypatch.setattr(tensorboard, "_crc32c_function", lambda: slow)
+    (slow_run,) = tensorboard.read(logdir)
+    assert slow_run.metrics.equals(fast.metrics, null_equal=True)
+    assert slow_run.parse_stats.skipped_lines == 0
+
+
+def test_missing_tensorboard_gives_install_hint(tmp_path, monkeypatch):
+    import builtins
+
+    from logscope.exceptions import OptionalDependencyMissing
+
+    logdir = write_tensorboard(tmp_path / "r", _rows(2))
+    real_import = builtins.__import__
+
+    def no_tensorboard(name, *args, **kwargs):
+        if name == "tensorboard" or name.startswith("tensorboard."):
+            raise ImportError("no tensorboard")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_tensorboard)
+    with pytest.raises(OptionalDependencyMissing, match=r"pip install 'logscope\[tensorboard\]'"):
+        tensorboard.read(logdir)
+
+
+def test_config_from_hparams(tmp_path):
+    """hparams written by tensorboard's own hparams API (as torch's add_hparams does) → config."""
+    from tensorboard.compat.proto import event_pb2
+    from tensorboard.plugins.hparams import summary_v2 as hp
+    from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+    logdir = write_tensorboard(tmp_path / "r", _rows(3))
+    writer = EventFileWriter(str(logdir), filename_suffix=".hparams")
+    summary = hp.hparams_pb(
+        {
+            "actor_rollout_ref.actor.kl_loss_coef": 0.001,
+            "actor_rollout_ref.actor.use_kl_loss": True,
+            "algorithm.adv_estimator": "grpo",
+        }
+    )
+    writer.add_event(event_pb2.Event(wall_time=1.0, step=0, summary=summary))
+    writer.close()
+    (run,) = tensorboard.read(logdir)
+    assert run.config_value("actor_rollout_ref.actor.kl_loss_coef") == pytest.approx(0.001)
+    assert run.config_value("actor_rollout_ref.actor.use_kl_loss") is True
+    assert run.meta["algorithm"] == "grpo"
+    assert run.n_steps == 3

@@ -37,17 +37,19 @@ _DT_BFLOAT16 = 14
 
 
 def _crc32c_function() -> Callable[[bytes], int]:
-    """The fastest crc32c at hand: crc32c / google-crc32c (C), else tensorboard's pure Python."""
+    """The fastest crc32c at hand: google-crc32c (C, in the `tensorboard` extra) or crc32c,
+    else tensorboard's pure-Python one (about 5x slower overall on big files)."""
+    try:
+        import google_crc32c  # type: ignore[import-not-found]
+
+        if google_crc32c.implementation == "c":
+            return google_crc32c.value
+    except ImportError:
+        pass
     try:
         import crc32c  # type: ignore[import-not-found]
 
         return crc32c.crc32c
-    except ImportError:
-        pass
-    try:
-        import google_crc32c  # type: ignore[import-not-found]
-
-        return google_crc32c.value
     except ImportError:
         pass
     from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import crc32c as slow
