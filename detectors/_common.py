@@ -105,13 +105,21 @@ def find_lines(run: Run, pattern: re.Pattern[str], keywords: tuple[str, ...] = (
     return hits
 
 
-def context(run: Run, line_no: int, before: int = 120, after: int = 60) -> str:
-    """Cleaned event text within `before`/`after` lines of `line_no` (for tracebacks)."""
+def window(run: Run, line_no: int, before: int, after: int) -> list[LogLine]:
+    """Cleaned lines from `line_no - before` to `line_no + after` (for tracebacks)."""
     lines = log_lines(run)
-    keys = [x.line_no for x in lines]
+    keys = run.__dict__.get("_logscope_log_keys")
+    if keys is None or len(keys) != len(lines):
+        keys = [x.line_no for x in lines]
+        run.__dict__["_logscope_log_keys"] = keys
     lo = bisect.bisect_left(keys, line_no - before)
     hi = bisect.bisect_right(keys, line_no + after)
-    return "\n".join(x.text for x in lines[lo:hi])
+    return lines[lo:hi]
+
+
+def context(run: Run, line_no: int, before: int = 120, after: int = 60) -> str:
+    """Cleaned event text within `before`/`after` lines of `line_no`, joined."""
+    return "\n".join(x.text for x in window(run, line_no, before, after))
 
 
 def quote(text: str, limit: int = 300) -> str:

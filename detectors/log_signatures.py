@@ -26,6 +26,7 @@ from logscope.verl_config import ACT, REF, RO
 from ._common import (
     Hit,
     LogLine,
+    context,
     find_lines,
     gpu_memory_advice,
     iter_windows,
@@ -35,6 +36,7 @@ from ._common import (
     quote,
     signature_evidence,
     where,
+    window,
 )
 
 RAY_OOM_DOC = "ray:ray-core/scheduling/ray-oom-prevention"
@@ -151,7 +153,7 @@ EXCEPTION_RE = re.compile(
 
 def _phase(run: Run, hit: Hit, before: int, after: int) -> str | None:
     """The training phase of a traceback near `hit`: Ray task header first, else nearest frame."""
-    near = [x for x in log_lines(run) if hit.line_no - before <= x.line_no <= hit.line_no + after]
+    near = window(run, hit.line_no, before, after)
     headers: list[tuple[int, str]] = []
     frames: list[tuple[int, str]] = []
     for line in near:
@@ -278,12 +280,7 @@ class CudaOom(_Signature):
         for hit in find_lines(run, CUDA_OOM_RE, CUDA_OOM_KEYS):
             # RayTaskError(OutOfMemoryError) alone can wrap Ray's host OOM: keep GPU ones only.
             if "CUDA" not in hit.text and "torch" not in hit.text:
-                near = [
-                    x.text
-                    for x in log_lines(run)
-                    if abs(x.line_no - hit.line_no) <= self.context_after
-                ]
-                blob = "\n".join(near)
+                blob = context(run, hit.line_no, self.context_after, self.context_after)
                 if HOST_OOM_RE.search(blob) and "CUDA" not in blob:
                     continue
             out.append(hit)
@@ -306,11 +303,11 @@ class CudaOom(_Signature):
     def build(self, run: Run, hits: list[Hit]) -> Finding:
         first = hits[0]
         phase = None
-        for hit in hits:
+        for hit in hits[:5]:  # the first tracebacks tell; later ones are repeats
             phase = _phase(run, hit, self.context_before, self.context_after)
             if phase:
                 break
-        blob = "\n".join(h.text for h in hits)
+        blob = "\n".join(h.text for h in hits[:50])
         evidence: dict[str, Any] = {"phase": phase}
         m = re.search(r"Tried to allocate ([\d.]+ ?[KMGT]i?B)", blob)
         if m:
@@ -471,7 +468,7 @@ class HostOomWorkerKilled(_Signature):
                 killed += int(m.group(1)) * hit.line.repeats
         if killed:
             evidence["workers_killed"] = killed
-        near = "\n".join(x.text for x in log_lines(run) if abs(x.line_no - hits[0].line_no) <= 20)
+        near = context(run, hits[0].line_no, 20, 20)
         m = re.search(
             r"was (\d+(?:\.\d+)?) ?GB / (\d+(?:\.\d+)?) ?GB \((\d+(?:\.\d+)?)\), which exceeds "
             r"the memory usage threshold of (\d+(?:\.\d+)?)",
@@ -825,7 +822,7 @@ class BatchSizeDivisibilityError(_Signature):
             if m:
                 kind, numbers = k, _ints(m)
                 break
-        near = "\n".join(x.text for x in log_lines(run) if abs(x.line_no - first.line_no) <= 40)
+        near = context(run, first.line_no, 40, 40)
         role = (
             "critic"
             if re.search(r"critic", near, re.I) and kind.startswith(("mini", "legacy"))
