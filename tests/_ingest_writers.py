@@ -108,6 +108,10 @@ _WANDB_SCRIPT = textwrap.dedent(
         for line in printed.get(step, []):
             print(line, flush=True)
         data = {k: (float("nan") if v == "NaN" else v) for k, v in metrics.items()}
+        if step == spec.get("table_step"):  # verl logs validation generations as a wandb.Table
+            data["val/generations"] = wandb.Table(
+                columns=["step", "input", "output", "score"], data=[[step, "1+1?", "2", 1.0]]
+            )
         wandb.log(data, step=step)
     wandb.finish()
     """
@@ -122,6 +126,7 @@ def write_wandb_offline(
     project: str = "proj",
     name: str = "exp",
     console: Mapping[int, list[str]] | None = None,
+    table_step: int | None = None,
 ) -> Path:
     """A real offline W&B run (wandb SDK in a subprocess, WANDB_MODE=offline); returns its
     run folder. `console` lines are printed before the step's wandb.log (captured by wandb)."""
@@ -132,6 +137,7 @@ def write_wandb_offline(
         "config": config,
         "rows": [[s, {k: ("NaN" if v != v else v) for k, v in m.items()}] for s, m in rows],
         "console": {str(k): v for k, v in (console or {}).items()},
+        "table_step": table_step,
     }
     spec_path = wandb_dir / f"spec-{name}.json"
     spec_path.write_text(json.dumps(spec))

@@ -55,7 +55,13 @@ def wandb_run(tmp_path_factory):
     console = {s: [f"step:{s} - actor/m0:{_value(s, 0):.3f}"] for s in (1, 2, 3, 75)}
     console[75].append("WARNING: something odd happened")
     folder = write_wandb_offline(
-        root, _rows(), config=CONFIG, project="gsm8k", name="qwen-grpo", console=console
+        root,
+        _rows(),
+        config=CONFIG,
+        project="gsm8k",
+        name="qwen-grpo",
+        console=console,
+        table_step=10,
     )
     (wandb_file,) = folder.glob("run-*.wandb")
     return root / "wandb", folder, wandb_file
@@ -69,7 +75,7 @@ def test_reads_history_config_console(wandb_run):
     assert run.meta["project"] == "gsm8k" and run.meta["experiment"] == "qwen-grpo"
     assert run.meta["algorithm"] == "grpo" and run.meta["state"] == "finished"
     assert run.meta["wandb_version"]
-    assert set(run.metric_names) == set(METRICS)
+    assert set(run.metric_names) == set(METRICS)  # the wandb.Table at step 10 is not a metric
     assert run.n_steps == N_STEPS
     for k, name in enumerate(METRICS[:3] + METRICS[-2:]):
         k = METRICS.index(name)
@@ -94,6 +100,9 @@ def test_reads_history_config_console(wandb_run):
     warning = next(e for e in run.events if "something odd" in e.text)
     assert warning.step_hint == 75
     assert run.parse_stats.skipped_lines == 0 and run.parse_stats.step_lines == N_STEPS
+    # summary: the last logged values
+    assert run.meta["wandb_summary"]["actor/m0"] == pytest.approx(_value(N_STEPS, 0))
+    assert not any(k.startswith("val/generations") for k in run.meta["wandb_summary"])
 
 
 def test_wandb_dir_and_latest_run_not_doubled(wandb_run):

@@ -491,9 +491,10 @@ def _summary(summaries: list[bytes]) -> dict[str, float]:
         raw[item.key or ".".join(item.nested_key)] = item.value_json
     for item in merged.remove:  # approximate: a later update after a remove is rare
         raw.pop(item.key or ".".join(item.nested_key), None)
+    media = tuple(k[: -len("_type")] for k in raw if k.endswith("._type"))  # tables, histograms
     out: dict[str, float] = {}
     for key, value_json in raw.items():
-        number = None if key.startswith("_") else _number(value_json)
+        number = None if key.startswith("_") or key.startswith(media) else _number(value_json)
         if number is not None:
             out[key] = number
     return out
