@@ -1029,6 +1029,13 @@ class GradNormNotFiniteStepSkipped(_Signature):
         many = distinct >= self.error_steps or longest >= self.error_consecutive
         values = sorted({h.match.group(2) for h in hits})
         count = signature_evidence(hits)["count"]
+        # A reader may keep only the first N identical events; it counts all of them in meta.
+        counted = (run.meta.get("event_counts") or {}).get("grad-norm-not-finite", 0)
+        extra: dict[str, Any] = {}
+        if isinstance(counted, int) and counted > count:
+            extra = {"count": counted, "count_kept_as_events": count}
+            count = counted
+            many = True if counted >= 2 * self.error_steps else many
         if steps:
             span = f"on {len(steps)} step(s) (step hints {steps[0]}–{steps[-1]}, longest run {longest})"
         else:
@@ -1044,6 +1051,7 @@ class GradNormNotFiniteStepSkipped(_Signature):
                 "longest_consecutive": longest,
                 "ranks": ranks,
                 "values": values,
+                **extra,
             },
             advice=non_finite_advice(run, role),
             references=["verl:workers/actor/dp_actor.py", f"{SEED_GRPO} §4.1"],

@@ -556,7 +556,8 @@ def test_signatures_through_console_reader(tmp_path, text, code, step):
     body = text if step is None else header + text
     path = tmp_path / "verl.log"
     path.write_text(body, encoding="utf-8")
-    runs = load(path)
+    # a log holding only Ray's start-up failure has no verl line to sniff: name the reader
+    runs = load(path, source=None if step is not None else "verl-console")
     assert runs
     findings = [f for f in _analyze(runs[0]) if f.code == code]
     assert len(findings) == 1, [f.code for f in _analyze(runs[0])]
@@ -567,6 +568,29 @@ def test_signatures_through_console_reader(tmp_path, text, code, step):
     # the quoted line is in the file, on the reported line
     lines = body.splitlines()
     assert f.evidence["quote"][:40] in lines[f.evidence["line"] - 1]
+
+
+@pytest.mark.skipif(not HAS_CONSOLE, reason="console reader not installed yet")
+@pytest.mark.parametrize(
+    ("text", "code"),
+    [
+        (L.OOM_UPDATE_ACTOR.split("\n", 2)[2], "LS010"),
+        (L.VLLM_INSPECT, "LS013"),
+        (L.CONFIG_ERROR_09, "LS015"),
+        (L.GENERIC_CRASH.split("\n", 2)[2], "LS017"),
+    ],
+)
+def test_crash_only_console_log_is_read_and_diagnosed(tmp_path, text, code):
+    """Acceptance: a log that only holds a crash (no step lines) reports its signature."""
+    from logscope.ingest import load
+
+    path = tmp_path / "crash.log"
+    path.write_text(text, encoding="utf-8")
+    run = load(path)[0]
+    assert run.n_steps == 0
+    codes = {f.code for f in _analyze(run)}
+    assert code in codes
+    assert not ({"LS010", "LS011", "LS012", "LS013", "LS014", "LS015", "LS017"} - {code}) & codes
 
 
 @pytest.mark.skipif(not HAS_CONSOLE, reason="console reader not installed yet")
