@@ -721,3 +721,34 @@ def test_max_num_batched_tokens_too_small():
     advice = advice_for(f, "actor_rollout_ref.rollout.max_num_batched_tokens")
     assert advice.suggested == 5120 and advice.current == 8192  # verl default
     assert RunCrashed().detect(run_from_log("Traceback (most recent call last):\n" + text)) == []
+
+
+@pytest.mark.skipif(not HAS_CONSOLE, reason="console reader not installed yet")
+@pytest.mark.xfail(
+    reason="console reader keeps only the first 4000 characters of a traceback event, so the "
+    "final exception line of a long Ray traceback is lost (reported to the lead)",
+    strict=False,
+)
+def test_long_traceback_keeps_its_final_exception_line(tmp_path):
+    from logscope.ingest import load
+
+    lines = [
+        L.step_line(1, **{"actor/pg_loss": 0.1}),
+        "(TaskRunner pid=1) Traceback (most recent call last):",
+    ]
+    for i in range(80):
+        lines.append(
+            f'(TaskRunner pid=1)   File "/usr/lib/python3.10/site-packages/verl/deep/module_{i}.py", '
+            f"line {100 + i}, in function_{i}"
+        )
+        lines.append(
+            f"(TaskRunner pid=1)     result = call_something_else_{i}(argument_one, argument_two)"
+        )
+    lines.append(
+        "(TaskRunner pid=1) torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."
+    )
+    path = tmp_path / "long.log"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    run = load(path)[0]
+    f = only(CudaOom().detect(run), "LS010")
+    assert f.evidence["line"] == len(lines)
