@@ -199,8 +199,11 @@ class CriticValueError(Detector):
         ev: np.ndarray,
     ) -> Finding:
         approx = float(x[a])
-        half = max(10.0, 3 * (float(np.median(np.diff(x))) if len(x) > 1 else 1.0))
-        if vf_name is not None and len(vs):
+        width = float(np.median(np.diff(x))) if len(x) > 1 else 1.0
+        half = max(30.0, 5 * width, 0.05 * float(x[-1] - x[0]))
+        if vf_name is not None and len(vs) and (vv > 0).all():
+            step = _refine_up(vs, np.log(vv), approx, half, +1)
+        elif vf_name is not None and len(vs):
             step = _refine_up(vs, vv, approx, half, +1)
         else:
             step = _refine_up(es, -ev, approx, half, +1)

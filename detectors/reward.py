@@ -131,9 +131,11 @@ class RewardSawtooth(Detector):
         min_cycles: int = 3,
         min_period: int = 4,
         max_period: int = 500,
-        min_autocorr: float = 0.3,
+        min_autocorr: float = 0.4,
         noise_z: float = 4.5,
+        min_amplitude_sigma: float = 0.75,
         max_points: int = 2000,
+        max_raw_steps: int = 20000,
     ) -> None:
         for label, value in (
             ("min_cycles", min_cycles),
@@ -141,7 +143,9 @@ class RewardSawtooth(Detector):
             ("max_period", max_period),
             ("min_autocorr", min_autocorr),
             ("noise_z", noise_z),
+            ("min_amplitude_sigma", min_amplitude_sigma),
             ("max_points", max_points),
+            ("max_raw_steps", max_raw_steps),
         ):
             _positive(f"reward-sawtooth: {label}", value)
         self.min_cycles = min_cycles
@@ -149,7 +153,9 @@ class RewardSawtooth(Detector):
         self.max_period = max_period
         self.min_autocorr = min_autocorr
         self.noise_z = noise_z
+        self.min_amplitude_sigma = min_amplitude_sigma
         self.max_points = max_points
+        self.max_raw_steps = max_raw_steps
 
     def detect(self, run: Run) -> list[Finding]:
         metric, steps, values = concept_series(run, *self.concepts)
@@ -177,7 +183,17 @@ class RewardSawtooth(Detector):
                 break
         if not chosen["significant"]:
             return []
-        return [self._finding(run, metric, steps, grid, vals, width, chosen)]
+        if width > 1 and steps[-1] - steps[0] <= self.max_raw_steps:
+            # binned periods are fractional: settle the period and start at full resolution
+            approx = chosen["period"] * width
+            grid, vals, width = regular_grid(steps, values, len(steps) + 1)
+            lo, hi = int(approx / width) - 2, int(approx / width) + 3
+            raw = [self._score_period(vals, p) for p in range(max(2, lo), hi + 1)]
+            raw = [c for c in raw if c is not None]
+            if raw:
+                chosen = max(raw, key=lambda c: c["corr"])
+        finding = self._finding(run, metric, steps, grid, vals, width, chosen)
+        return [finding] if finding is not None else []
 
     def _score_period(self, vals: np.ndarray, p: int) -> dict[str, Any] | None:
         """Best tail correlation of the trend-free residual with itself one period later."""
@@ -252,7 +268,7 @@ class RewardSawtooth(Detector):
         vals: np.ndarray,
         width: float,
         cand: dict[str, Any],
-    ) -> Finding:
+    ) -> Finding | None:
         p = cand["period"]
         split = self._onset(vals, cand["resid"], p, cand["tail_start"])
         start_step = _first_step_at_or_after(steps, float(grid[split]))
@@ -261,7 +277,9 @@ class RewardSawtooth(Detector):
         folded = resid[: cycles * p].reshape(cycles, p) if cycles else resid[None, :]
         profile = np.median(folded, axis=0)
         amplitude = float(profile.max() - profile.min()) / 2
-        noise = noise_floor(vals[:split], run.value_resolution) if split > 5 else float("nan")
+        noise = noise_floor(vals, run.value_resolution)
+        if amplitude < self.min_amplitude_sigma * noise:
+            return None
         period_steps = p * width
         changes = kl_coef_changes(run)
         msg = (
@@ -304,7 +322,7 @@ class RewardSawtooth(Detector):
             "cycles": cycles,
             "autocorrelation_at_period": round(cand["corr"], 3),
             "amplitude": amplitude,
-            "noise_sigma_before": noise,
+            "noise_sigma": noise,
             "kl_coef_changes": changes,
             "bin_width_steps": width,
         }
@@ -545,7 +563,7 @@ class ValidationDrop(Detector):
         *,
         min_val_points: int = 6,
         min_points_after: int = 3,
-        min_drop_sigma: float = 3.0,
+        min_drop_sigma: float = 4.0,
         min_drop: float = 0.01,
         trend_p: float = 0.05,
         train_fall_ratio: float = 0.5,
@@ -610,7 +628,7 @@ class ValidationDrop(Detector):
         if drop < max(self.min_drop_sigma * sigma, self.min_drop):
             return None
         # the points right after the turn sit below the level reached before it
-        head = ya[: max(self.min_points_after, len(ya) // 2)]
+        head = ya[: max(self.min_points_after, len(ya) // 4)]
         below = int(np.sum(head < level))
         p = min(_binom_tail(below, len(head)), _binom_tail(int(np.sum(ya < level)), len(ya)))
         if float(np.median(head)) >= level - sigma:

@@ -288,9 +288,9 @@ class MemoryLeak(Detector):
         width = span / max(self.max_points - 1, 1)
         if width <= 1.5:
             return int(steps[min(int(np.searchsorted(steps, approx - 1e-9)), len(steps) - 1)])
-        half = max(20 * width, 50.0)
+        half = max(40 * width, 50.0)
         win = (steps >= approx - half) & (steps <= approx + half)
-        cand = np.arange(approx - 3 * width, approx + 3 * width + 1)
+        cand = np.arange(approx - 15 * width, approx + 15 * width + 1)
         fit = hinge_fit(steps[win], values[win], mode="flat_before", candidates=cand)
         at = fit.at if fit is not None else approx
         return int(steps[min(int(np.searchsorted(steps, at - 1e-9)), len(steps) - 1)])
