@@ -165,7 +165,9 @@ class KLJump(Detector):
             ratio = self._ratio(c, log_scale)
             if ratio >= self.min_ratio:
                 cands.append((c, ratio))
-        for c in spike_changes(s, log_scale, self.spike_z):
+        # Short spikes only on a log scale: near 0 (or in a .3f log printing mostly 0.000) a
+        # single heavy-tailed point has no meaningful noise scale to be judged against.
+        for c in spike_changes(s, log_scale, self.spike_z) if log_scale else ():
             if s.steps[c.onset] < start:
                 continue
             if any(abs(c.onset - o.onset) <= self.max_rise_steps for o, _ in cands):
@@ -477,7 +479,8 @@ class PPOKLTooLow(Detector):
     What it detects:
         After `warmup_steps`, the running median of `actor/ppo_kl` below `threshold` (1e-4, seed
         003) for a stretch of at least `min_fraction` of the remaining logged steps (and at least
-        `min_steps`), located where ppo_kl started falling into it. A `.3f` log cannot show
+        `min_steps`), or a KernelCPD level shift down after which its median stays below
+        `threshold` to the end of the run; located where ppo_kl started falling. A `.3f` log cannot show
         1e-4 (0.000 means |x| < 5e-4): there only an info finding ("cannot judge: rounded") is
         given, when ppo_kl prints 0.000 on a whole stretch after printing ≥ 0.001 often enough
         that such a stretch would be a < 0.1 % accident. Skipped when the
@@ -567,14 +570,26 @@ class PPOKLTooLow(Detector):
             return self._rounded(s, post, n_post, need)
         sm = smooth(s.values, self.smooth_steps)
         found = first_stretch((np.abs(sm) < self.threshold) & post, need)
-        if found is None:
+        drops = [
+            c
+            for c in level_shifts(s, float(np.mean(s.values > 0)) >= 0.9, -1)
+            if post[c.onset]
+            and len(s) - c.onset >= need
+            and float(np.median(s.values[c.onset :])) < self.threshold
+        ]
+        if found is None and not drops:
             return []
-        first, last = found
-        # date the stretch from where ppo_kl started falling into it, when it fell
-        for c in level_shifts(s, float(np.mean(s.values > 0)) >= 0.9, -1):
-            if first - 3 * self.smooth_steps <= c.onset <= first and post[c.onset]:
-                first = c.onset
-                break
+        if found is None:
+            first, last = drops[0].onset, len(s) - 1
+        else:
+            first, last = found
+            # date the stretch from where ppo_kl started falling into it, when it fell
+            for c in drops:
+                if first - 3 * self.smooth_steps <= c.onset <= first:
+                    first = c.onset
+                    break
+            if drops and drops[0].onset < first:
+                first, last = drops[0].onset, max(last, len(s) - 1)
         return [self._finding(run, s, first, last, n_post)]
 
     def _rounded(self, s: Series, post: np.ndarray, n_post: int, need: int) -> list[Finding]:

@@ -54,6 +54,12 @@ def wandb_run(tmp_path_factory):
     root = tmp_path_factory.mktemp("wb")
     console = {s: [f"step:{s} - actor/m0:{_value(s, 0):.3f}"] for s in (1, 2, 3, 75)}
     console[75].append("WARNING: something odd happened")
+    console[100] = [
+        f"step:100 - actor/m0:{_value(100, 0)!r}",
+        "Traceback (most recent call last):",
+        '  File "verl/trainer/main_ppo.py", line 42, in main',
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.",
+    ]
     folder = write_wandb_offline(
         root,
         _rows(),
@@ -94,11 +100,13 @@ def test_reads_history_config_console(wandb_run):
     # wall time from _timestamp: present and non-decreasing
     _, walls = run.wall_times()
     assert len(walls) == N_STEPS and np.all(np.diff(walls) >= 0)
-    # captured console output
-    texts = [e.text for e in run.events]
-    assert "step:1 - actor/m0:" + f"{_value(1, 0):.3f}" in texts
+    # captured console output → events, classified as the console reader does, with the step
+    # hint from the printed step lines
     warning = next(e for e in run.events if "something odd" in e.text)
-    assert warning.step_hint == 75
+    assert warning.step_hint == 75 and warning.kind == "warning"
+    crash = next(e for e in run.events if "OutOfMemoryError" in e.text)
+    assert crash.step_hint == 100 and crash.kind == "traceback"
+    assert not any(e.text.startswith("step:") for e in run.events)  # step lines are not events
     assert run.parse_stats.skipped_lines == 0 and run.parse_stats.step_lines == N_STEPS
     # summary: the last logged values
     assert run.meta["wandb_summary"]["actor/m0"] == pytest.approx(_value(N_STEPS, 0))

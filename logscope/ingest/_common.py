@@ -99,6 +99,27 @@ def meta_from_config(config: dict[str, Any]) -> dict[str, Any]:
     return meta
 
 
+def version_and_algorithm(
+    names: set[str], config: dict[str, Any], *, before_08: str | None
+) -> dict[str, Any]:
+    """`verl_version` and `algorithm` meta, by the console reader's rules where it is installed.
+
+    Structured sources print no numbers, so the `.3f` evidence that dates 0.1-0.4 console logs is
+    missing: the console rules' "0.5-0.7" answer becomes `before_08` (what the source allows,
+    e.g. "0.6-0.7" for the file logger, which appeared in 0.6).
+    """
+    meta: dict[str, Any] = {}
+    try:
+        from logscope.ingest.console_run import _algorithm, guess_version
+    except ImportError:  # pragma: no cover - console reader absent
+        meta.update({k: v for k, v in meta_from_config(config).items() if k == "algorithm"})
+        return meta
+    version = guess_version(names, {}, config) if names else None
+    meta["verl_version"] = before_08 if version == "0.5-0.7" else version
+    meta.update(_algorithm(names, config))
+    return meta
+
+
 def first_step(frame: pl.DataFrame) -> int:
     """The first step with a metric, 0 for an empty frame."""
     if frame.height == 0:

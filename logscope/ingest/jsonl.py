@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from logscope.exceptions import IngestError
-from logscope.ingest._common import metrics_frame, to_float
+from logscope.ingest._common import metrics_frame, to_float, version_and_algorithm
 from logscope.model import Run, Source
 
 KIND = "verl-jsonl"
@@ -106,4 +106,5 @@ def read(path: Path, *, progress: Any = None) -> list[Run]:
         raise IngestError(str(path), "no verl file-logger records ({'step': N, 'data': {...}})")
     run.metrics = metrics_frame(steps, names, values)
     run.meta.update({"experiment": path.stem, "project": path.parent.name})
+    run.meta.update(version_and_algorithm(set(run.metric_names), {}, before_08="0.6-0.7"))
     return [run]

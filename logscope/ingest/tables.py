@@ -16,7 +16,7 @@ from typing import Any
 import polars as pl
 
 from logscope.exceptions import IngestError
-from logscope.ingest._common import metrics_frame, to_float
+from logscope.ingest._common import metrics_frame, to_float, version_and_algorithm
 from logscope.model import METRICS_SCHEMA, Run, Source, empty_metrics
 
 KIND = "table"
@@ -220,4 +220,5 @@ def read(path: Path, *, progress: Any = None) -> list[Run]:
         _read_csv(path, run)
     if run.metrics.height == 0:
         raise IngestError(str(path), "no numeric metric values with a step found")
+    run.meta.update(version_and_algorithm(set(run.metric_names), {}, before_08=None))
     return [run]

@@ -22,7 +22,13 @@ from pathlib import Path
 from typing import Any
 
 from logscope.exceptions import IngestError, OptionalDependencyMissing
-from logscope.ingest._common import first_step, meta_from_config, metrics_frame, nest_dotted
+from logscope.ingest._common import (
+    first_step,
+    meta_from_config,
+    metrics_frame,
+    nest_dotted,
+    version_and_algorithm,
+)
 from logscope.model import ConfigSegment, Run, Source
 
 KIND = "tensorboard"
@@ -361,5 +367,8 @@ def read(path: Path, *, progress: Any = None) -> list[Run]:
             run.config_segments.append(ConfigSegment(first_step(run.metrics), builder.config))
             for key, value in meta_from_config(builder.config).items():
                 run.meta.setdefault(key, value)
+        run.meta.update(
+            version_and_algorithm(set(run.metric_names), builder.config, before_08="0.3-0.7")
+        )
         runs.append(run)
     return runs

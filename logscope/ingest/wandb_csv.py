@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from logscope.exceptions import IngestError
+from logscope.ingest._common import version_and_algorithm
 from logscope.ingest.tables import _header, long_from_wide, read_csv_strings
 from logscope.model import Run, Source
 
@@ -58,6 +59,7 @@ def read(path: Path, *, progress: Any = None) -> list[Run]:
             meta={"experiment": name},
         )
         run.metrics = long_from_wide(frame, "Step", metrics)
+        run.meta.update(version_and_algorithm(set(run.metric_names), {}, before_08=None))
         run.parse_stats.lines_read = frame.height
         run.parse_stats.step_lines = run.n_steps
         if companions:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from logscope.exceptions import IngestError
-from logscope.ingest._common import meta_from_config, metrics_frame, to_float
+from logscope.ingest._common import meta_from_config, metrics_frame, to_float, version_and_algorithm
 from logscope.model import ConfigSegment, Event, Run, Source
 
 KIND = "wandb-offline"
@@ -442,9 +442,15 @@ def _read_file(path: Path, progress: Any = None) -> Run:
     run.metrics = metrics_frame(steps, names, values, walls)
     config.pop("_wandb", None)
     first = int(min(steps)) if steps else 0
+    run.events, printed = _console(console.lines)
     if config:
         run.config_segments.append(ConfigSegment(first_step=first, config=config))
-    run.meta.update(meta_from_config(config))
+    elif printed is not None and printed.config_segments:  # config only in the printed dump
+        run.config_segments = list(printed.config_segments)
+    run.meta.update(meta_from_config(run.config()))
+    run.meta.update(version_and_algorithm(set(run.metric_names), run.config(), before_08="0.1-0.7"))
+    if printed is not None and printed.metrics.height and printed.meta.get("verl_version"):
+        run.meta["verl_version"] = printed.meta["verl_version"]  # the print format dates it
     if meta.get("wandb_project"):
         run.meta["project"] = meta["wandb_project"]
     if meta.get("wandb_display_name"):
@@ -456,7 +462,6 @@ def _read_file(path: Path, progress: Any = None) -> Run:
     scalars = _summary(summaries)
     if scalars:
         run.meta["wandb_summary"] = scalars
-    run.events = _console_events(console.lines)
     stats = run.parse_stats
     stats.lines_read = records
     stats.step_lines = history_rows
@@ -500,7 +505,21 @@ def _summary(summaries: list[bytes]) -> dict[str, float]:
     return out
 
 
-def _console_events(lines: list[tuple[str, int | None]]) -> list[Event]:
+def _console(lines: list[tuple[str, int | None]]) -> tuple[list[Event], Run | None]:
+    """Events from the captured console output, classified by the console reader's parser
+    (tracebacks, OOMs, warnings, …; step hints from the printed step lines), and the Run that
+    parser read from it (its config dump and print format). Raw lines when it is absent."""
+    try:
+        from logscope.ingest.console_parser import ConsoleParser
+    except ImportError:  # pragma: no cover - console reader absent
+        return _raw_console_events(lines), None
+    parser = ConsoleParser()
+    parser.feed(text for text, _ in lines)
+    printed = parser.to_run(Source("verl-console", "<wandb output_raw>"), final=True)
+    return printed.events, printed
+
+
+def _raw_console_events(lines: list[tuple[str, int | None]]) -> list[Event]:
     """Captured console lines as events (kind "console"). The step hint is the last verl step
     line printed before (history rows are flushed later than the text they belong to)."""
     events: list[Event] = []

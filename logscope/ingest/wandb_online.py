@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from logscope.exceptions import IngestError, OptionalDependencyMissing
-from logscope.ingest._common import meta_from_config
+from logscope.ingest._common import meta_from_config, version_and_algorithm
 from logscope.ingest.tables import rows_to_frame
 from logscope.ingest.wandb_offline import unwrap_config
 from logscope.model import ConfigSegment, Run, Source
@@ -62,6 +62,7 @@ def rows_to_run(
     if cleaned:
         run.config_segments.append(ConfigSegment(first_step=first, config=cleaned))
     run.meta.update(meta_from_config(cleaned))
+    run.meta.update(version_and_algorithm(set(run.metric_names), cleaned, before_08="0.1-0.7"))
     run.meta.update({k: v for k, v in meta.items() if v is not None})
     run.parse_stats.lines_read = used + missing
     run.parse_stats.step_lines = used
