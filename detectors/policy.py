@@ -258,7 +258,7 @@ class ClipRatioSpike(Detector):
         *,
         z_threshold: float = 6.0,
         min_ratio: float = 3.0,
-        min_rise: float = 0.01,
+        min_rise: float = 0.03,
         window: int = 31,
         max_rise_steps: int = 15,
         min_points: int = 15,
