@@ -54,7 +54,7 @@ LEVEL_DEFAULTS: dict[str, float] = {
     "val_end": 0.78,
     "val_sd": 0.006,
     "kl": 0.018,  # KL to reference after warm-up (kl_loss_coef 0.001)
-    "kl_sd": 0.07,  # log-sd
+    "kl_sd": 0.06,  # log-sd
     "ppo_kl": 3e-4,
     "ppo_kl_end": 5e-4,
     "ppo_kl_sd": 0.3,
@@ -65,11 +65,12 @@ LEVEL_DEFAULTS: dict[str, float] = {
     "grad_norm_end_ratio": 0.8,
     "grad_norm_sd": 0.16,
     "pg_clipfrac": 0.002,
+    "pg_loss_sd": 0.0,  # 0 → 0.03 (PPO) / 0.012 (GRPO)
     "clip_ratio": 0.004,  # response_length/clip_ratio
     "response_length": 0.0,  # 0 → from data.max_response_length
     "response_drift": -0.12,  # relative drift of the mean response length over the run
     "prompt_length": 105.0,
-    "gen_share": 0.0,  # 0 → 0.47 (GRPO) / 0.43 (PPO)
+    "gen_share": 0.0,  # 0 → 0.52 (GRPO) / 0.48 (PPO) of the named phases
     "gen_s": 0.0,  # 0 → derived from gen_share
     "throughput": 0.0,  # tokens/s/GPU; 0 → derived from model size
     "vf_loss": 0.045,  # critic/vf_loss after warm-up
@@ -177,7 +178,8 @@ class _Sim:
         self.cfg = cfg
         self.rng = rng
         self.noise = float(noise)
-        self.L = levels
+        self.L = {**LEVEL_DEFAULTS, **levels}
+        self.user_levels = set(levels)
         self.first = first_train_step(version)
         self.steps = np.arange(self.first, self.first + n, dtype=np.int64)
         self.t = np.arange(1, n + 1, dtype=np.float64)  # 1-based position in the run
@@ -205,9 +207,11 @@ class _Sim:
 
     # ---- noise -----------------------------------------------------------------------------
     def z(self, size: int | None = None) -> np.ndarray:
-        """Standard normal noise with mildly heavy tails (t, 10 dof), clipped at ±4."""
+        """Standard-normal-like noise with mildly heavy tails (2% of draws ×1.6), clipped at ±4."""
         size = self.n if size is None else size
-        return np.clip(self.rng.standard_t(10, size) * math.sqrt(0.8), -4.0, 4.0)
+        out = self.rng.standard_normal(size)
+        out[self.rng.random(size) < 0.02] *= 1.6
+        return np.clip(out, -4.0, 4.0)
 
     def ar1(self, phi: float, size: int | None = None) -> np.ndarray:
         """Unit-variance AR(1) noise (slow wander)."""
@@ -260,13 +264,14 @@ def _base_dynamics(s: _Sim) -> None:
         coef = get(s.cfg, "algorithm.kl_ctrl.kl_coef", 0.001)
     coef = float(coef or 0.001)
     s.kl_level = L["kl"] * (0.001 / max(coef, 1e-6)) ** 0.3
-    kl_c = s.kl_level * (1 - np.exp(-t / 5.0)) * (1 + 0.12 * rise)
+    kl_c = s.kl_level * (1 - np.exp(-t / 5.0)) * (1 + 0.08 * rise)
     s.clean["kl"] = kl_c
     s.factor["kl"] = s.lognoise(L["kl_sd"], phi=0.7)
     a["kl"] = kl_c * s.factor["kl"]
 
     lr = float(get(s.cfg, "actor_rollout_ref.actor.optim.lr", 1e-6) or 1e-6)
-    ppo_c = (L["ppo_kl"] + (L["ppo_kl_end"] - L["ppo_kl"]) * rise) * (lr / 1e-6) ** 0.8
+    lr_scale = 1.0 if "ppo_kl" in s.user_levels else (lr / 1e-6) ** 0.8
+    ppo_c = (L["ppo_kl"] + (L["ppo_kl_end"] - L["ppo_kl"]) * rise) * lr_scale
     s.clean["ppo_kl"] = ppo_c
     s.factor["ppo_kl"] = s.lognoise(L["ppo_kl_sd"])
     a["ppo_kl"] = ppo_c * s.factor["ppo_kl"]
@@ -281,7 +286,8 @@ def _base_dynamics(s: _Sim) -> None:
     gn_c = g0 * (L["grad_norm_end_ratio"] + (1 - L["grad_norm_end_ratio"]) * np.exp(-t / s.tau))
     s.clean["grad_norm"] = gn_c
     a["grad_norm"] = gn_c * s.lognoise(L["grad_norm_sd"])
-    a["pg_loss"] = (-0.004 if ppo else -0.002) + (0.03 if ppo else 0.012) * s.noise * s.z()
+    pg_sd = L["pg_loss_sd"] or (0.03 if ppo else 0.012)
+    a["pg_loss"] = (-0.004 if ppo else -0.002) + pg_sd * s.noise * s.z()
     a["pg_clipfrac"] = L["pg_clipfrac"] * s.lognoise(0.3)
     a["pg_clipfrac_lower"] = 2e-5 * s.lognoise(0.8) * (s.rng.random(n) < 0.7)
 
@@ -305,19 +311,15 @@ def _base_dynamics(s: _Sim) -> None:
 
     # timings: relative jitter shared by all phases plus per-phase jitter
     tokens = s.samples * (L["prompt_length"] + resp_c)
+    share = L["gen_share"] or (0.48 if ppo else 0.52)
     if L["throughput"]:
         step_c = tokens / (L["throughput"] * s.n_gpus)
     else:
         rate = 8000.0 / math.sqrt(s.size_b)  # rough tokens/s/GPU of the non-rollout phases
         others = tokens / (rate * s.n_gpus) * (2.0 if ppo else 1.0)
-        share = L["gen_share"] or (0.43 if ppo else 0.47)
         step_c = others / (1 - share)
-    gen_c = (
-        np.full(n, L["gen_s"])
-        if L["gen_s"]
-        else step_c * (L["gen_share"] or (0.43 if ppo else 0.47))
-    )
-    gen_c = gen_c * (resp_c / resp_c[0])  # generation time follows the response length
+    gen_c = np.full(n, L["gen_s"]) if L["gen_s"] else step_c * share
+    gen_c = gen_c * (resp_c / np.median(resp_c))  # generation time follows the response length
     rest = step_c - gen_c
     weights = {
         "reward": 0.01,
@@ -459,7 +461,7 @@ def _derive_timing(s: _Sim) -> None:
     if len(s.val_steps):
         vi = s.val_steps - s.first
         # validation generates GSM8K test prompts once (n=1), greedy
-        val_gen = a["t_gen"][vi] * GSM8K_TEST_PROMPTS / s.samples * 1.3 + 3.0
+        val_gen = a["t_gen"][vi] * GSM8K_TEST_PROMPTS / s.samples * 0.9 + 3.0
         a["t_testing"] = val_gen
         testing[vi] = val_gen
     save = np.zeros(s.n)
@@ -524,8 +526,8 @@ def simulate(
             overrides["trainer.save_freq"] = test_freq if test_freq > 0 else 10
     cfg = default_config(algorithm, version, n_steps, test_freq, overrides)
 
-    rng = np.random.default_rng([int(seed), 0x5EED])
-    sim = _Sim(n_steps, algorithm, version, cfg, rng, noise, {**LEVEL_DEFAULTS, **(levels or {})})
+    rng = np.random.default_rng([int(seed), 1 if algorithm == "ppo" else 0, 0x5EED])
+    sim = _Sim(n_steps, algorithm, version, cfg, rng, noise, dict(levels or {}))
     _base_dynamics(sim)
     truth: list[Injection] = []
     ordered = sorted(injections, key=lambda i: _path.PHASE[i.kind])
@@ -688,6 +690,8 @@ def val_names(version: str) -> list[str]:
 def _val_values(name: str, acc: np.ndarray) -> np.ndarray:
     if "num_turns" in name:
         return np.full(len(acc), 2.0)
+    # accuracy over the GSM8K test set: k correct out of 1319
+    acc = np.round(np.clip(acc, 0.0, 1.0) * GSM8K_TEST_PROMPTS) / GSM8K_TEST_PROMPTS
     if name.endswith("/acc/mean@1"):
         return acc
     # reward/score: GSM8K reward = acc here (format score 0); 1319 samples → k/1319
@@ -796,16 +800,21 @@ def _long_frame(
     metric = pl.Series("metric", names, dtype=pl.Utf8).gather(
         np.repeat(np.arange(len(names)), lengths)
     )
+    step = np.concatenate(steps)
+    # sort by (step, metric name) through an integer key: much faster than a string sort
+    rank = np.argsort(np.argsort(np.array(names, dtype=object)))
+    key = step * len(names) + np.repeat(rank, lengths)
+    order = np.argsort(key, kind="stable")
     frame = pl.DataFrame(
         {
-            "step": np.concatenate(steps),
-            "metric": metric,
-            "value": np.concatenate(values),
-            "wall_time": np.concatenate(walls),
+            "step": step[order],
+            "metric": metric.gather(order),
+            "value": np.concatenate(values)[order],
+            "wall_time": np.concatenate(walls)[order],
         },
         schema=METRICS_SCHEMA,
     )
-    return frame.sort(["step", "metric"])
+    return frame
 
 
 def _restart_wall(s: _Sim, wall: np.ndarray) -> np.ndarray:
