@@ -29,7 +29,7 @@ from ._signal import (
     poly_prefix_fit,
     regular_grid,
 )
-from ._stats import mann_kendall, theil_sen
+from ._stats import mad_sigma, mann_kendall, theil_sen
 
 KL_COEF_KEYS = (f"{ACT}.kl_loss_coef", "algorithm.kl_ctrl.kl_coef")
 
@@ -349,7 +349,7 @@ class RewardPlateau(Detector):
         least `min_fraction` of the run, and over it the Theil–Sen slope must move the reward by
         less than `max_change_sigma` noise sigmas (and less than `max_change_fraction` of the
         run's overall reward range), with no Mann–Kendall trend at `p < trend_p` — or, for long
-        plateaus where Mann–Kendall sees trends of any size, a change below half that bound.
+        plateaus where Mann–Kendall sees trends of any size, a change below three quarters of it.
         Evidence: slope per 100 steps and Mann–Kendall p over the last third, the plateau level,
         and the change across the plateau.
 
@@ -391,7 +391,7 @@ class RewardPlateau(Detector):
         min_fraction: float = 0.2,
         min_points: int = 20,
         max_change_sigma: float = 2.0,
-        max_change_fraction: float = 0.1,
+        max_change_fraction: float = 0.2,
         trend_p: float = 0.01,
         max_points: int = 2000,
     ) -> None:
@@ -438,13 +438,15 @@ class RewardPlateau(Detector):
         px, py = x[plateau], y[plateau]
         slope, _ = theil_sen(px, py)
         change = slope * (px[-1] - px[0])
+        # the plateau's own spread (slow wander included), not just step-to-step noise
+        sigma = max(sigma, mad_sigma(py))
         bound = min(self.max_change_sigma * sigma, self.max_change_fraction * overall_range)
         if start == x[0]:
             bound = self.max_change_sigma * sigma
         _, p_plateau = mann_kendall(py)
         if abs(change) > bound:
             return []
-        if p_plateau < self.trend_p and abs(change) > bound / 2:
+        if p_plateau < self.trend_p and abs(change) > 0.75 * bound:
             return []
         third = x >= x[-1] - span / 3
         slope3, _ = theil_sen(x[third], y[third])
