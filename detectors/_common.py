@@ -143,14 +143,16 @@ def signature_evidence(hits: list[Hit]) -> dict[str, Any]:
     """Evidence every log-signature finding carries."""
     first = hits[0]
     steps = sorted({h.step for h in hits if h.step is not None})
-    return {
+    evidence: dict[str, Any] = {
         "line": first.line_no,
         "quote": quote(first.text),
         "count": occurrences(hits),
-        "lines": [h.line_no for h in hits[:20]],
-        "first_step_hint": first.step,
-        "steps": steps[:50],
     }
+    if len(hits) > 1:
+        evidence["lines"] = [h.line_no for h in hits[:20]]
+    if steps:
+        evidence["steps"] = steps[:50]
+    return evidence
 
 
 # ---- shared advice ----------------------------------------------------------------------------
@@ -194,10 +196,7 @@ def gpu_memory_bound(run: Run) -> tuple[float, str]:
     return 0.5, "0.4–0.5 (0.3–0.4 with 8-GPU FSDP, up to 0.65 for small models)"
 
 
-GPU_MEM_RULE = (
-    "0.4–0.5 on one GPU, 0.3–0.4 with 8-GPU FSDP, up to 0.65 for small models such as "
-    "Qwen2.5-0.5B; above 0.7 risks OOM"
-)
+GPU_MEM_RULE = "0.4–0.5 (1 GPU), 0.3–0.4 (8-GPU FSDP), ≤ 0.65 (small models)"
 
 
 def gpu_memory_advice(run: Run, why: str, always: bool = True) -> Advice | None:
@@ -219,8 +218,8 @@ def gpu_memory_advice(run: Run, why: str, always: bool = True) -> Advice | None:
         run,
         key,
         f"{why} verl gives vLLM this share of GPU memory for its KV cache; the rest must hold "
-        f"the FSDP model, gradients, optimizer state and NCCL buffers. Advised range here: "
-        f"{range_text}.",
+        f"the FSDP model, gradients, optimizer state and NCCL buffers."
+        + (f" Advised range here: {range_text}." if run.config_segments else ""),
         f"{SEED_GRPO} §4.1; {SEED_PPO} §2.1",
         suggest=suggested,
         rule=GPU_MEM_RULE,
@@ -248,7 +247,7 @@ def micro_batch_advice(run: Run, key: str, why: str, source: str) -> Advice:
         f"{why}{detail}",
         source,
         suggest=suggested,
-        rule="micro = floor(24·1024 / (max_prompt_length + max_response_length)), or half the current value",
+        rule="floor(24·1024 / (prompt + response length)), or half",
     )
 
 

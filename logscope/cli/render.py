@@ -86,10 +86,11 @@ def finding_panel(finding: Any) -> Panel:
         body.append(ev)
     if finding.advice:
         adv = Table(show_header=True, header_style="bold", box=None, padding=(0, 1), expand=True)
-        adv.add_column("parameter", overflow="fold")
-        adv.add_column("current", overflow="fold")
-        adv.add_column("suggested", overflow="fold")
-        adv.add_column("why", overflow="fold", ratio=2)
+        # ratios on every column: a long rule text in "suggested" must not starve "why"
+        adv.add_column("parameter", overflow="fold", ratio=3)
+        adv.add_column("current", overflow="fold", ratio=1)
+        adv.add_column("suggested", overflow="fold", ratio=2)
+        adv.add_column("why", overflow="fold", ratio=4)
         for a in finding.advice:
             adv.add_row(
                 Text(a.parameter),
