@@ -110,6 +110,23 @@ def label_of(root: str, run_id: str) -> str:
     return f"{run_label(run)} · {run_id[:8]}" if run is not None else run_id
 
 
+def page_setup() -> None:
+    """Call first on every page.
+
+    Streamlit starts in its legacy pages/-folder mode and leaves it only when app.py calls
+    st.navigation; if the first visit to a fresh server is a deep link (e.g. /metrics), that
+    page runs without app.py and shows the folder's file names as navigation. Leaving the mode
+    here makes every later run go through app.py. (No st.rerun: it would drop the widget
+    event of the current run.)
+    """
+    try:
+        from streamlit.runtime.pages_manager import PagesManager
+    except ImportError:  # pragma: no cover - a Streamlit without this internal
+        return
+    if getattr(PagesManager, "uses_pages_directory", False):
+        PagesManager.uses_pages_directory = False
+
+
 # ---- selection --------------------------------------------------------------------------
 def _preselected(ids: list[str]) -> list[str]:
     wanted = [r for r in os.environ.get("LOGSCOPE_RUNS", "").split(",") if r]

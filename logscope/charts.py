@@ -267,8 +267,13 @@ def _spans(
     fig: go.Figure,
     incidents: Sequence[Incident],
     step_range: tuple[int, int] | None,
+    run_span: float | None = None,
 ) -> None:
-    """Shaded incident spans (a thin band for one-step incidents) as layout shapes."""
+    """Incident spans as layout shapes: shaded full height when short, else a ribbon on top.
+
+    An incident that covers most of the run (e.g. a slow drift found from step 20 on) would
+    wash the whole chart; it is drawn as a coloured ribbon along the top edge instead.
+    """
     shapes = []
     for inc in incidents:
         if inc.step is None:
@@ -277,6 +282,7 @@ def _spans(
         x0, x1 = inc.step - 0.5, end + 0.5
         if step_range and (x1 < step_range[0] or x0 > step_range[1]):
             continue
+        long = run_span is not None and (x1 - x0) > 0.15 * max(run_span, 1.0)
         shapes.append(
             {
                 "type": "rect",
@@ -284,10 +290,10 @@ def _spans(
                 "yref": "paper",
                 "x0": x0,
                 "x1": x1,
-                "y0": 0,
+                "y0": 0.97 if long else 0,
                 "y1": 1,
                 "fillcolor": SEVERITY_COLOR.get(inc.severity, "#888"),
-                "opacity": 0.12,
+                "opacity": 0.5 if long else 0.12,
                 "line": {"width": 0},
                 "layer": "below",
                 "name": f"incident {inc.id}",
@@ -329,6 +335,8 @@ def metric_figure(
     ]
     keep_steps = sorted({int(s) for f in mine for s in (f.step, f.end_step) if s is not None})
     line_steps: dict[int, str] = {}
+    lo_step: int | None = None
+    hi_step = 0
     for i, name in enumerate(metrics):
         steps, values = run.series(name)
         if step_range is not None and steps.size:
@@ -336,6 +344,8 @@ def metric_figure(
             steps, values = steps[lo:hi], values[lo:hi]
         if steps.size == 0:
             continue
+        lo_step = int(steps[0]) if lo_step is None else min(lo_step, int(steps[0]))
+        hi_step = max(hi_step, int(steps[-1]))
         color = RUN_COLORS[i % len(RUN_COLORS)]
         ds_steps, ds_values = downsample(steps, values, max_points, keep_steps)
         if smoothing > 0:
@@ -404,7 +414,7 @@ def metric_figure(
     ]
     if shapes:
         fig.update_layout(shapes=shapes)
-    _spans(fig, incidents, step_range)
+    _spans(fig, incidents, step_range, float(hi_step - lo_step) if lo_step is not None else None)
     _layout(fig, title or ", ".join(metrics), height)
     return fig
 

@@ -9,6 +9,7 @@ tuned run has higher throughput, lower gen time and a better score from step ~10
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import numpy as np
@@ -149,17 +150,17 @@ def build_run(
     )
 
 
+@functools.cache
 def fixtures_readable() -> bool:
-    """True when the committed fixtures exist and the console reader can read them."""
+    """True when the committed fixtures exist and the console reader reads a run from each."""
     if not all(p.is_file() for p in FIXTURES):
         return False
     try:
-        from logscope.ingest import reader_modules
+        from logscope.ingest import load
 
-        reader_modules()
-    except ImportError:
+        return all(len(load(p)) >= 1 for p in FIXTURES)
+    except Exception:  # a reader still being written must not break the dashboard tests
         return False
-    return True
 
 
 def seed_store(root: str | Path, prefer_fixtures: bool = True) -> list[str]:

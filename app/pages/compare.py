@@ -6,6 +6,7 @@ from logscope.app import _common as ui
 from logscope.charts import overlay_figure
 from logscope.compare import KEY_METRICS, compare_runs
 
+ui.page_setup()
 st.title("Compare")
 root = ui.store_root()
 ids = ui.list_run_ids()

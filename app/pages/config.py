@@ -5,6 +5,7 @@ from logscope.app import _common as ui
 
 from logscope.compare import flatten, segment_diffs
 
+ui.page_setup()
 st.title("Config")
 picked = ui.require_run()
 if picked is not None:

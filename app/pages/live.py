@@ -10,6 +10,7 @@ from logscope.analyze import analyze_run
 from logscope.charts import metric_figure
 from logscope.exceptions import LogscopeError
 
+ui.page_setup()
 st.title("Live")
 path = st.text_input(
     "Log file to follow", value=os.environ.get("LOGSCOPE_LIVE", ""), key="live_path"

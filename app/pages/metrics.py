@@ -5,6 +5,7 @@ from logscope.app import _common as ui
 
 from logscope.charts import group_title, metric_figure, metric_groups
 
+ui.page_setup()
 st.title("Metrics")
 picked = ui.require_run()
 if picked is not None:

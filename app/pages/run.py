@@ -5,6 +5,7 @@ from logscope.app import _common as ui
 
 from logscope.charts import incident_timeline
 
+ui.page_setup()
 st.title("Run")
 picked = ui.require_run()
 if picked is not None:

@@ -5,6 +5,7 @@ from logscope.app import _common as ui
 
 from logscope.exceptions import LogscopeError
 
+ui.page_setup()
 st.title("Runs")
 root = ui.store_root()
 st.caption(f"Store: {root}")
