@@ -55,7 +55,7 @@ def _base() -> dict[str, Any]:
                 "ppo_epochs": 1,
                 "ppo_max_token_len_per_gpu": 16384,
                 "ppo_micro_batch_size": None,
-                "ppo_micro_batch_size_per_gpu": 16,
+                "ppo_micro_batch_size_per_gpu": 4,
                 "ppo_mini_batch_size": 256,
                 "shuffle": False,
                 "strategy": "fsdp",
@@ -81,7 +81,7 @@ def _base() -> dict[str, Any]:
                 },
                 "log_prob_max_token_len_per_gpu": 16384,
                 "log_prob_micro_batch_size": None,
-                "log_prob_micro_batch_size_per_gpu": 32,
+                "log_prob_micro_batch_size_per_gpu": 16,
                 "log_prob_use_dynamic_bsz": False,
                 "strategy": "fsdp",
                 "ulysses_sequence_parallel_size": 1,
@@ -95,12 +95,12 @@ def _base() -> dict[str, Any]:
                 "enforce_eager": True,
                 "engine_kwargs": {"swap_space": None},
                 "free_cache_engine": True,
-                "gpu_memory_utilization": 0.6,
+                "gpu_memory_utilization": 0.4,
                 "ignore_eos": False,
                 "load_format": "dummy_dtensor",
                 "log_prob_max_token_len_per_gpu": 16384,
                 "log_prob_micro_batch_size": None,
-                "log_prob_micro_batch_size_per_gpu": 32,
+                "log_prob_micro_batch_size_per_gpu": 16,
                 "log_prob_use_dynamic_bsz": False,
                 "max_model_len": None,
                 "max_num_batched_tokens": 8192,
@@ -137,7 +137,7 @@ def _base() -> dict[str, Any]:
             "cliprange_value": 0.5,
             "forward_max_token_len_per_gpu": 32768,
             "forward_micro_batch_size": None,
-            "forward_micro_batch_size_per_gpu": 32,
+            "forward_micro_batch_size_per_gpu": 4,
             "grad_clip": 1.0,
             "model": {
                 "enable_gradient_checkpointing": True,
@@ -159,7 +159,7 @@ def _base() -> dict[str, Any]:
             "ppo_epochs": 1,
             "ppo_max_token_len_per_gpu": 32768,
             "ppo_micro_batch_size": None,
-            "ppo_micro_batch_size_per_gpu": 32,
+            "ppo_micro_batch_size_per_gpu": 4,
             "ppo_mini_batch_size": 256,
             "rollout_n": 1,
             "shuffle": False,
@@ -305,7 +305,7 @@ def default_config(
     cfg = _base()
     if algorithm == "grpo":
         set_dotted(cfg, "algorithm.adv_estimator", "grpo")
-        set_dotted(cfg, "actor_rollout_ref.rollout.n", 5)
+        set_dotted(cfg, "actor_rollout_ref.rollout.n", 8)
         set_dotted(cfg, "trainer.project_name", "verl_grpo_example_gsm8k")
         set_dotted(cfg, "trainer.experiment_name", "qwen2_5_7b_function_rm")
     else:
