@@ -1,0 +1,332 @@
+"""verl console log reader (`… 2>&1 | tee train.log`), plain or gzip: verl_formats.md §1.
+
+Two paths, one meaning. `ConsoleParser` (console_parser.py) reads line by line and defines what
+every line means; it serves `logscope tail`. `read()` is the fast path for whole files: it reads
+byte chunks, splits them into lines with polars, and parses in bulk only the clean step lines
+(Ray prefix and ANSI codes before `step:`, nothing odd after it, not followed by a wrapped
+fragment). Every other line that matters — startup lines, the config dump, tracebacks, wrapped
+or garbled step lines — goes through the same `ConsoleParser`, in file order.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from logscope.exceptions import IngestError
+from logscope.ingest import verl_text as vt
+from logscope.ingest.console_parser import ConsoleParser, FastPart
+from logscope.ingest.files import ByteChunks, read_head
+from logscope.model import Run, Source
+
+__all__ = ["DESCRIPTION", "KIND", "ConsoleParser", "read", "read_text", "sniff"]
+
+KIND = "verl-console"
+DESCRIPTION = "verl console log (.log/.txt/.out, optionally .gz)"
+EXPECTED = (
+    "expected a verl console log: lines like `step:1 - actor/pg_loss:0.1 - ...` "
+    "(or verl/Ray start-up and crash output)"
+)
+CHUNK_BYTES = 64 << 20
+SNIFF_BYTES = 256 << 10
+
+Progress = Callable[[int, int], None]
+
+# Text that only a verl / Ray / Python-crash log has (for sniffing a log without step lines).
+MARKERS_RE = re.compile(
+    r"(?m)^(?:\x1b\[[0-9;]*m)*\((?:TaskRunner|TaskRunnerV1|main_task|WorkerDict|raylet)\b"
+    r"|Training Progress:|Total training steps: [0-9]+|\[validate_config\]"
+    r"|^\{'actor_rollout_ref': |ray\.exceptions\.|RayTaskError|verl\.trainer|verl/trainer"
+    r"|Traceback \(most recent call last\):"
+)
+STEP_LINE_RE = re.compile(r"(?m)(?:^|\) |\r)step:[0-9]+ - [^ :]+:")
+
+
+def sniff(path: str | Path) -> bool:
+    """A regular file (or .gz) whose first 256 KB hold a verl step line or verl/Ray markers."""
+    p = Path(path)
+    if not p.is_file():
+        return False
+    head = read_head(p, SNIFF_BYTES)
+    if not head or b"\x00" in head[:4096]:
+        return False
+    text = head.decode("utf-8", errors="replace")
+    if text.count("\ufffd") > max(16, len(text) // 100):
+        return False  # binary
+    return bool(STEP_LINE_RE.search(text) or MARKERS_RE.search(text))
+
+
+def read(path: str | Path, *, progress: Progress | None = None) -> list[Run]:
+    """Read a verl console log into one Run. Raises IngestError when it is not one."""
+    p = Path(path)
+    if not p.is_file():
+        raise IngestError(str(path), f"not a regular file; {EXPECTED}")
+    parser = ConsoleParser()
+    fast = FastPart()
+    line_no = 0
+    try:
+        chunks = ByteChunks(p, CHUNK_BYTES)
+    except OSError as exc:
+        raise IngestError(str(path), f"cannot open: {exc.strerror or exc}") from exc
+    with chunks:
+        for data, end in chunks:
+            line_no = _chunk(data, end, line_no, parser, fast)
+            if progress is not None:
+                progress(chunks.done, chunks.total)
+        tail = chunks.tail
+        if tail:  # the last line has no newline: it may have been cut off mid-write
+            parser.feed([tail.decode("utf-8", errors="replace")], first_line_no=line_no + 1)
+        run_id = chunks.hexdigest()
+        if chunks.damaged:
+            parser.stats.notes.append("the gzip stream is truncated or corrupt; read what decoded")
+        if progress is not None:
+            progress(chunks.total, chunks.total)
+    run = parser.to_run(
+        Source(KIND, str(p)), run_id, ended_mid_line=bool(tail), fast=fast, final=True
+    )
+    if not run.parse_stats.step_lines and not run.events and not run.config_segments:
+        raise IngestError(
+            str(p), f"no verl output found in {run.parse_stats.lines_read} lines; {EXPECTED}"
+        )
+    return [run]
+
+
+def read_text(text: str, source: str = "<text>") -> Run:
+    """Parse console text already in memory (line by line; for tests and small inputs)."""
+    parser = ConsoleParser()
+    parser.feed(text.splitlines(keepends=True))
+    return parser.to_run(
+        Source(KIND, source), ended_mid_line=bool(text) and not text.endswith("\n"), final=True
+    )
+
+
+# ---- the bulk path -----------------------------------------------------------------------------
+
+
+def _lines(data: bytes, end: int) -> pl.Series:
+    """The complete lines in `data[:end]` as strings, the way `verl_text.segments()` sees them."""
+    if b"\x00" in data:
+        data = data[:end].replace(b"\x00", b"")
+        end = len(data)
+    try:
+        frame = pl.read_csv(
+            data,
+            has_header=False,
+            separator="\x00",
+            quote_char=None,
+            new_columns=["raw"],
+            schema={"raw": pl.String},
+            encoding="utf8-lossy",
+            truncate_ragged_lines=True,
+        )
+        lines = frame.get_column("raw").fill_null("")
+        return lines.head(lines.len() - 1) if end < len(data) else lines
+    except Exception:  # polars' CSV reader is a fast path, not a requirement
+        text = data[:end].decode("utf-8", errors="replace")
+        rows = [x[:-1] if x.endswith("\r") else x for x in text.split("\n")[:-1]]
+        return pl.Series("raw", rows, dtype=pl.String)
+
+
+def _chunk(data: bytes, end: int, line_no: int, parser: ConsoleParser, fast: FastPart) -> int:
+    """Parse the lines in `data[:end]` (the first is line `line_no + 1`); return the last number."""
+    if b"\x00" in data:
+        parser.nul_bytes += data.count(b"\x00", 0, end)
+    raw = _lines(data, end)
+    n = raw.len()
+    parser.stats.lines_read += n
+    if raw.str.contains("\ufffd", literal=True).any():
+        parser.damage += int(raw.str.count_matches("\ufffd", literal=True).sum())
+    frame = pl.DataFrame({"ln": pl.int_range(line_no + 1, line_no + n + 1, eager=True), "raw": raw})
+    frame, progress_bar = _split_cr(frame)
+    fast.saw_progress = fast.saw_progress or progress_bar
+    frame = _classify(frame)
+
+    # Lines for the line-by-line parser, each with the last step the bulk path saw before it.
+    seq = pl.col("ln") * (1 << vt.SUB_BITS) + pl.col("sub").clip(upper_bound=vt.MAX_SUB)
+    frame = frame.with_columns(seq=seq)
+    others = frame.filter(~pl.col("fast") & ~pl.col("drop"))
+    if others.height:
+        marks = frame.filter("fast").select("seq", prev_seq="seq", prev_step="step")
+        others = others.join_asof(marks, on="seq", strategy="backward", check_sortedness=False)
+        for ln, sub, last, text, pseq, pstep in others.select(
+            "ln", "sub", "last", "raw", "prev_seq", "prev_step"
+        ).iter_rows():
+            if pseq is not None:
+                parser.sync_step(pseq, pstep)
+            parser.segment(ln, sub, last, text)
+    steps = frame.filter("fast")
+    if steps.height:
+        parser.sync_step(steps.get_column("seq")[-1], steps.get_column("step")[-1])
+        _parse_steps(steps, fast, parser)
+    return line_no + n
+
+
+def _split_cr(frame: pl.DataFrame) -> tuple[pl.DataFrame, bool]:
+    """Split lines on `\\r` (tqdm) into segments: columns ln, sub (index in line), last, raw.
+
+    Also says whether a `Training Progress` bar was seen. Segments that are surely noise (tqdm
+    bars, prefix-only, blank) are dropped here so the common case needs no re-sorting.
+    """
+    has_cr = pl.col("raw").str.contains("\r", literal=True)
+    plain = frame.filter(~has_cr) if frame.select(has_cr.any()).item() else frame
+    plain = plain.with_columns(sub=pl.lit(0, pl.Int64), last=pl.lit(True))
+    if plain.height == frame.height:
+        return plain, False
+    split = (
+        frame.filter(has_cr)
+        .with_columns(pl.col("raw").str.split("\r"))
+        .with_columns(
+            sub=pl.int_ranges(0, pl.col("raw").list.len(), dtype=pl.Int64),
+            n=pl.col("raw").list.len(),
+        )
+        .explode(["raw", "sub"])
+        .with_columns(last=pl.col("sub") == pl.col("n") - 1)
+        .select(plain.columns)
+    )
+    noise = _noise(split)
+    bar = split.filter(noise & pl.col("raw").str.contains("Training Progress", literal=True))
+    kept = split.filter(~noise)
+    if kept.height == 0:
+        return plain, bar.height > 0
+    return pl.concat([plain, kept]).sort(["ln", "sub"]), bar.height > 0
+
+
+def _noise(frame: pl.DataFrame) -> pl.Series:
+    """Segments ConsoleParser ignores for sure: blank, only a prefix, a tqdm bar."""
+    raw = pl.col("raw")
+    tqdm = (
+        ~raw.str.contains("step:", literal=True)
+        & ~raw.str.contains("\x1b", literal=True)
+        & (raw.str.contains("%|", literal=True) | raw.str.contains("it [", literal=True))
+    )
+    flags = frame.select(blank=(raw == "") | raw.str.contains(vt.EMPTYISH), tqdm=tqdm)
+    maybe = flags.get_column("tqdm")
+    if maybe.any():
+        idx = maybe.arg_true()
+        bars = frame.get_column("raw").gather(idx).str.contains(vt.TQDM)
+        maybe = maybe.scatter(idx, bars)
+    return flags.get_column("blank") | maybe
+
+
+def _classify(frame: pl.DataFrame) -> pl.DataFrame:
+    """Add `fast` (a clean step line the bulk path parses), `drop` (surely noise), `step`.
+
+    Everything here is conservative: a segment not marked fast or drop goes to ConsoleParser,
+    which decides. `fast` needs: only ANSI codes and a Ray prefix / tqdm bar before `step:N`,
+    no ANSI code or `|` after it, ASCII (polars finds byte offsets but slices characters), and
+    a next line that cannot be the wrapped rest of it. (Items are checked in `_parse_steps`.)
+    """
+    raw = pl.col("raw")
+    pos = raw.str.find("step:", literal=True)
+    head = raw.str.slice(0, pos)
+    odd = r"\x1b|\|"
+    frame = frame.with_columns(drop=_noise(frame), pos=pos)
+    cand = frame.get_column("pos").is_not_null()
+    esc = raw.str.contains("\x1b", literal=True)
+    ok = pl.Series("ok", [False] * frame.height, dtype=pl.Boolean)
+    if cand.any():
+        idx = cand.arg_true()
+        sub = frame.select("raw", "pos").gather(idx)
+        good = sub.select(
+            (raw.str.len_bytes() == raw.str.len_chars())
+            & head.str.replace_all(vt.ANSI, "").str.contains(vt.HEAD)
+            & ~head.str.contains(" - ", literal=True)
+            & raw.str.slice(pl.col("pos"), 26).str.contains(vt.STEP_START)
+            & (raw.str.count_matches(odd) == head.str.count_matches(odd))
+        ).to_series()
+        ok = ok.scatter(idx, good)
+    not_cont = frame.select(
+        raw.str.slice(0, 64).str.replace_all(vt.ANSI, "").str.starts_with("(")
+        | (~esc & (raw.str.contains(vt.STEP_START) | ~raw.str.contains(vt.CONT)))
+    ).to_series()
+    frame = frame.with_columns(ok=ok, not_cont=not_cont)
+    blocks_previous = ~pl.col("drop") & ~pl.col("not_cont")
+    nxt = (
+        pl.col("last")
+        & (pl.col("ln").shift(-1) == pl.col("ln") + 1)
+        & (pl.col("sub").shift(-1) == 0)
+        & blocks_previous.shift(-1)
+    )
+    return frame.with_columns(
+        fast=pl.col("ok") & pl.col("ln").shift(-1).is_not_null() & ~nxt.fill_null(True),
+    ).with_columns(
+        step=pl.when("fast").then(
+            raw.str.slice(pl.col("pos") + 5, 18).str.extract(r"^([0-9]{1,18})", 1).cast(pl.Int64)
+        )
+    )
+
+
+def _parse_steps(steps: pl.DataFrame, fast: FastPart, parser: ConsoleParser) -> None:
+    """Bulk-parse clean step lines into (seq, step, metric, value) rows.
+
+    Same rules as `verl_text.parse_items`; a line with any item those rules reject (truncated,
+    garbled, a Ray suffix, trailing blanks, ...) is handed to `parser` whole, so the line-by-line
+    rules decide and count it.
+    """
+    fast.step_seqs.append(steps.get_column("seq").to_numpy().astype(np.int64))
+    fast.steps.append(steps.get_column("step").to_numpy().astype(np.int64))
+    heads = steps.select(pl.col("raw").str.slice(0, pl.col("pos")).unique()).to_series()
+    for head in heads.to_list():
+        name = vt.prefix_name(vt.split_prefix(vt.strip_ansi(head))[0])
+        if name:
+            fast.names.add(name)
+
+    body = pl.col("raw")
+    has_np = steps.select(body.str.contains("np.", literal=True).any()).item()
+    has_bool = steps.select(
+        (body.str.contains("True", literal=True) | body.str.contains("False", literal=True)).any()
+    ).item()
+    item = pl.col("item")
+    lf = (
+        steps.lazy()
+        .select("seq", "step", item=body.str.split(" - ").list.slice(1))
+        .explode("item")
+        .filter(item.is_not_null())
+        .with_columns(cp=item.str.find(":", literal=True))
+        .with_columns(key=item.str.slice(0, pl.col("cp")), v=item.str.slice(pl.col("cp") + 1))
+    )
+    value = pl.col("v")
+    if has_np:
+        value = value.str.replace(vt.NP_WRAP, "$1").str.replace(vt.NP_BOOL, "$1")
+    lf = lf.with_columns(u=value)
+    number = pl.col("u").cast(pl.Float64, strict=False)
+    if has_bool:
+        number = (
+            pl.when(pl.col("u") == "True")
+            .then(1.0)
+            .when(pl.col("u") == "False")
+            .then(0.0)
+            .otherwise(number)
+        )
+    columns = [
+        "seq",
+        "step",
+        pl.col("key").alias("metric"),
+        number.alias("value"),
+        ((pl.col("cp") > 0) & pl.col("u").str.contains(vt.VALUE)).alias("ok"),
+    ]
+    if has_np:
+        columns.append((pl.col("u") != pl.col("v")).alias("np"))
+    need_three = fast.not_three == 0 and parser._not_three == 0
+    if need_three:
+        columns.append(pl.col("u").str.contains(vt.THREE_DECIMALS).alias("three"))
+    items = lf.select(columns).collect(engine="streaming")
+
+    ok = items.get_column("ok")
+    if not ok.all():
+        bad = items.filter(~ok).get_column("seq").unique()
+        items = items.filter(~pl.col("seq").is_in(bad))
+        for ln_seq, text in steps.filter(pl.col("seq").is_in(bad)).select("seq", "raw").iter_rows():
+            parser.step_line(ln_seq >> vt.SUB_BITS, ln_seq & vt.MAX_SUB, text)
+        fast.step_lines -= bad.len()  # counted by the parser
+    fast.step_lines += steps.height
+    fast.n_values += items.height
+    if has_np:
+        fast.n_np += int(items.get_column("np").sum())
+    if need_three:
+        fast.not_three += int((~items.get_column("three")).sum())
+    fast.frames.append(items.select("seq", "step", "metric", "value"))

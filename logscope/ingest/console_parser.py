@@ -1,0 +1,389 @@
+"""Line-by-line verl console parser: the reference semantics, used for tailing a live log.
+
+`ConsoleParser.feed(lines)` takes physical lines in file order; `to_run(source)` builds the Run.
+`logscope.ingest.console.read` runs the same parser over the lines its bulk (polars) path does not
+handle itself, so both give the same Run (tests/test_console_reader.py checks this).
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from logscope.ingest import verl_text as vt
+from logscope.model import Event, ParseStats, Run, Source
+
+PER_SIGNATURE = 2000  # events kept per (kind, text with digits masked)
+MAX_EVENTS = 50_000
+MAX_EVENT_TEXT = 4000
+MAX_BLOCK_LINES = 400  # traceback lines kept (more are counted)
+MAX_DUMP_LINES = 50_000
+CONFIG_KEYS = ("actor_rollout_ref", "trainer", "data", "algorithm")
+DIGITS_RE = re.compile(r"[0-9]+")
+NOTICE_RE = re.compile(r"[ \t]*\(Ray deduplicates logs by default\..*$")
+
+
+@dataclass
+class _Pending:
+    """A step line held back until the next segment shows whether it was wrapped."""
+
+    seq: int
+    line_no: int
+    sub: int
+    last: bool
+    text: str
+    step: int
+
+
+@dataclass
+class _Traceback:
+    start: int
+    step_hint: int | None
+    lines: list[tuple[int, str]] = field(default_factory=list)
+    state: str = "frames"
+    extra: int = 0
+
+    def take(self, line_no: int, text: str) -> bool:
+        """Consume a line of the same Ray actor if it belongs to this traceback."""
+        if text.startswith((" ", "\t")) or text.startswith("Traceback (most recent call last)"):
+            self.state = "frames"
+        elif self.state == "frames":
+            self.state = "exception"  # the first unindented line after frames
+        elif text.startswith(
+            ("During handling of the above exception", "The above exception was the direct")
+        ):
+            self.state = "chain"
+        else:
+            return False
+        if len(self.lines) < MAX_BLOCK_LINES:
+            self.lines.append((line_no, text.rstrip()))
+        else:
+            self.extra += 1
+        return True
+
+
+@dataclass
+class _Dump:
+    start: int
+    seq: int
+    step_hint: int | None
+    lines: list[str] = field(default_factory=list)
+    brackets: vt.Brackets = field(default_factory=vt.Brackets)
+    done: bool = False
+
+    def take(self, text: str) -> bool:
+        self.lines.append(text)
+        self.done = self.brackets.feed(text) or len(self.lines) >= MAX_DUMP_LINES
+        return True
+
+
+@dataclass
+class FastPart:
+    """What the bulk path parsed itself: metric rows and step marks, plus a few flags."""
+
+    frames: list[pl.DataFrame] = field(default_factory=list)
+    step_seqs: list[np.ndarray] = field(default_factory=list)
+    steps: list[np.ndarray] = field(default_factory=list)
+    names: set[str] = field(default_factory=set)
+    saw_progress: bool = False
+    n_np: int = 0
+    not_three: int = 0
+    n_values: int = 0
+    step_lines: int = 0
+
+
+class ConsoleParser:
+    """Incremental verl console parser (verl_formats.md §1)."""
+
+    def __init__(self) -> None:
+        self.stats = ParseStats()
+        self.events: list[Event] = []
+        self.names: set[str] = set()
+        self.saw_progress = False
+        self.logger_lines = False
+        self.total_training_steps: int | None = None
+        self.damage = 0
+        self.nul_bytes = 0
+        self._line_no = 0
+        self._last_seq = -1
+        self._rows_seq: list[int] = []
+        self._rows_step: list[int] = []
+        self._rows_key: list[str] = []
+        self._rows_value: list[float] = []
+        self._marks: list[tuple[int, int]] = []
+        self._pending: _Pending | None = None
+        self._last_step: int | None = None
+        self._last_step_seq = -1
+        self._blocks: dict[str | None, _Traceback | _Dump] = {}
+        self._dumps: list[tuple[int, int, dict[str, Any], int | None]] = []
+        self._kind_counts: Counter[str] = Counter()
+        self._sig_counts: Counter[tuple[str, str]] = Counter()
+        self._dropped: Counter[str] = Counter()
+        self._n_np = 0
+        self._not_three = 0
+        self._n_values = 0
+        self._truncated = 0
+        self._step_lines = 0
+        self._bad: list[tuple[int, str]] = []
+        self._bad_count = 0
+        self._unparsed_dumps = 0
+
+    # ---- input ---------------------------------------------------------------------------
+    def feed(self, lines: Iterable[str], first_line_no: int | None = None) -> None:
+        """Consume physical lines (with or without their newline) in file order."""
+        line_no = self._line_no if first_line_no is None else first_line_no - 1
+        for line in lines:
+            line_no += 1
+            self.stats.lines_read += 1
+            if "\ufffd" in line:
+                self.damage += line.count("\ufffd")
+            if "\x00" in line:
+                self.nul_bytes += line.count("\x00")
+            segs = vt.segments(line)
+            last = len(segs) - 1
+            for sub, raw in enumerate(segs):
+                self.segment(line_no, sub, sub == last, raw)
+        self._line_no = line_no
+
+    def sync_step(self, seq: int, step: int) -> None:
+        """The bulk path logged `step` at `seq` (so later events get it as their step hint)."""
+        if seq > self._last_step_seq:
+            self._last_step, self._last_step_seq = step, seq
+
+    def segment(self, line_no: int, sub: int, last: bool, raw: str) -> None:
+        """Consume one `\\r`-separated segment of a physical line."""
+        seq = vt.seq_of(line_no, sub)
+        self._last_seq = seq
+        text = vt.strip_ansi(raw)
+        prefix, rest = vt.split_prefix(text)
+        clean = vt.strip_tail(rest)
+        if "step:" in clean:
+            m = vt.STEP_RE.match(clean)
+            if m is not None:
+                self._flush()
+                self._note_name(prefix)
+                step = int(m.group(1))
+                self._pending = _Pending(seq, line_no, sub, last, clean, step)
+                self._set_step(seq, step)
+                return
+        if vt.is_tqdm(raw):
+            self.saw_progress = self.saw_progress or "Training Progress" in raw
+            self._flush()
+            return
+        if not clean:
+            self._flush()
+            return
+        p = self._pending
+        if (
+            p is not None
+            and p.last
+            and sub == 0
+            and line_no == p.line_no + 1
+            and prefix is None
+            and vt.looks_like_continuation(text)
+            and self._join(p, line_no, sub, last, vt.strip_tail(text))
+        ):
+            return
+        self._flush()
+        if clean.startswith("step:"):
+            self._skip(line_no, clean)  # looks like a step line but is not one
+            return
+        self._other(line_no, seq, prefix, rest, clean)
+
+    def step_line(self, line_no: int, sub: int, raw: str) -> None:
+        """Parse a whole step line now (the bulk path found an item it does not accept).
+
+        Its step mark and the step hint were already recorded by the bulk path."""
+        clean = vt.strip_tail(vt.split_prefix(vt.strip_ansi(raw))[1])
+        m = vt.STEP_RE.match(clean)
+        if m is None:  # pragma: no cover - the bulk path only hands over step lines
+            return
+        held = self._pending
+        self._pending = _Pending(
+            vt.seq_of(line_no, sub), line_no, sub, True, clean, int(m.group(1))
+        )
+        self._flush()
+        self._pending = held
+
+    # ---- step lines ----------------------------------------------------------------------
+    def _set_step(self, seq: int, step: int) -> None:
+        self._last_step, self._last_step_seq = step, seq
+        self._marks.append((seq, step))
+
+    def _join(self, p: _Pending, line_no: int, sub: int, last: bool, tail: str) -> bool:
+        joined = vt.join_wrapped(p.text, tail)
+        m = vt.STEP_RE.match(joined)
+        if m is None:
+            return False
+        items = vt.parse_items(m.group(2))
+        if items.bad_middle or (items.bad_last and " - " not in tail):
+            return False
+        p.text, p.line_no, p.sub, p.last = joined, line_no, sub, last
+        step = int(m.group(1))
+        if step != p.step:
+            p.step = step
+            self._marks[-1] = (p.seq, step)
+            self._last_step = step
+        return True
+
+    def _flush(self, drop_last: bool = False) -> None:
+        p = self._pending
+        if p is None:
+            return
+        self._pending = None
+        m = vt.STEP_RE.match(p.text)
+        assert m is not None
+        items = vt.parse_items(m.group(2), drop_last=drop_last)
+        self._step_lines += 1
+        n = len(items.pairs)
+        self._rows_seq.extend([p.seq] * n)
+        self._rows_step.extend([p.step] * n)
+        for key, value in items.pairs:
+            self._rows_key.append(key)
+            self._rows_value.append(value)
+        self._n_values += n
+        self._n_np += items.n_np
+        self._not_three += items.not_three
+        if items.bad_last:
+            self._truncated += 1
+        if items.bad_middle:
+            self._skip(p.line_no, p.text)
+
+    def _skip(self, line_no: int, text: str) -> None:
+        self._bad_count += 1
+        if len(self._bad) < ParseStats.MAX_EXAMPLES:
+            self._bad.append((line_no, text[:200]))
+
+    def _note_name(self, prefix: str | None) -> None:
+        name = vt.prefix_name(prefix)
+        if name is not None:
+            self.names.add(name)
+
+    # ---- other lines ---------------------------------------------------------------------
+    def _other(self, line_no: int, seq: int, prefix: str | None, rest: str, clean: str) -> None:
+        self._note_name(prefix)
+        block = self._blocks.get(prefix)
+        if block is not None:
+            if isinstance(block, _Dump):
+                block.take(rest)
+                if block.done:
+                    self._close(prefix)
+                return
+            if block.take(line_no, rest):
+                return
+            self._close(prefix)
+        body = clean
+        m = vt.LOGGER_RE.match(clean)
+        if m is not None:
+            self.logger_lines = True
+            body = clean[m.end() :]
+        if body.startswith("{'"):
+            dump = _Dump(line_no, seq, self._last_step)
+            self._blocks[prefix] = dump
+            dump.take(rest)
+            if dump.done:
+                self._close(prefix)
+            return
+        if body.startswith("Traceback (most recent call last)"):
+            tb = _Traceback(line_no, self._last_step)
+            tb.lines.append((line_no, clean))
+            self._blocks[prefix] = tb
+            return
+        kind = vt.classify(body)
+        if kind is None:
+            return
+        if kind == "total-training-steps":
+            t = vt.TOTAL_STEPS_RE.search(body)
+            if t:
+                self.total_training_steps = int(t.group(1))
+        text = NOTICE_RE.sub("", rest).rstrip() if "(Ray dedup" in rest else rest.rstrip()
+        self._event(line_no, kind, text, vt.repeats(rest), self._last_step)
+
+    def _close(self, key: str | None) -> None:
+        block = self._blocks.pop(key)
+        if isinstance(block, _Dump):
+            self._close_dump(block)
+            return
+        # One event per run of consecutive lines, so line numbers stay exact.
+        runs: list[list[tuple[int, str]]] = []
+        for line_no, text in block.lines:
+            if runs and runs[-1][-1][0] == line_no - 1:
+                runs[-1].append((line_no, text))
+            else:
+                runs.append([(line_no, text)])
+        for part in runs:
+            text = "\n".join(t for _, t in part)
+            self._event(part[0][0], "traceback", text, 0, block.step_hint)
+        if block.extra:
+            self.stats.notes.append(
+                f"traceback at line {block.start}: {block.extra} more lines not kept"
+            )
+
+    def _close_dump(self, dump: _Dump) -> None:
+        try:
+            value = vt.literal("\n".join(dump.lines))
+        except (SyntaxError, ValueError, TypeError, MemoryError, RecursionError):
+            value = None
+        if isinstance(value, dict) and any(k in value for k in CONFIG_KEYS):
+            if self._dumps:
+                self._event(
+                    dump.start, "restart", "config printed again (restart)", 0, dump.step_hint
+                )
+            self._dumps.append((dump.seq, dump.start, value, dump.step_hint))
+            return
+        if isinstance(value, dict):
+            return  # some other dict that verl pprinted
+        self._unparsed_dumps += 1
+        self._event(dump.start, "config-dump-unparsed", dump.lines[0], 0, dump.step_hint)
+
+    def _event(self, line_no: int, kind: str, text: str, rep: int, hint: int | None) -> None:
+        self._kind_counts[kind] += 1 + rep
+        sig = (kind, DIGITS_RE.sub("#", text[:160]))
+        self._sig_counts[sig] += 1
+        if self._sig_counts[sig] > PER_SIGNATURE or len(self.events) >= MAX_EVENTS:
+            self._dropped[kind] += 1
+            return
+        self.events.append(Event(line_no, hint, kind, text[:MAX_EVENT_TEXT]))
+
+    # ---- output --------------------------------------------------------------------------
+    def finish(self, ended_mid_line: bool = False) -> None:
+        """Flush what is held back (end of input). `ended_mid_line`: no final newline."""
+        p = self._pending
+        self._flush(drop_last=ended_mid_line and p is not None and p.seq == self._last_seq)
+        for key in list(self._blocks):
+            self._close(key)
+
+    def to_run(
+        self,
+        source: Source | None = None,
+        run_id: str | None = None,
+        *,
+        ended_mid_line: bool = False,
+        fast: FastPart | None = None,
+        final: bool = False,
+    ) -> Run:
+        """The Run read so far. Unless `final`, the parser can keep being fed afterwards
+        (what is held back — a step line that may continue, an open traceback — is flushed in a
+        copy)."""
+        from logscope.ingest.console_run import build_run
+
+        parser = self if final else self._snapshot()
+        parser.finish(ended_mid_line)
+        return build_run(parser, source or Source("verl-console", "<stream>"), run_id, fast)
+
+    def _snapshot(self) -> ConsoleParser:
+        twin = copy.copy(self)
+        for name, value in vars(self).items():
+            if isinstance(value, (list, set, dict, Counter)):
+                setattr(twin, name, copy.copy(value))
+        twin.stats = copy.deepcopy(self.stats)
+        twin._pending = copy.copy(self._pending)
+        twin._blocks = copy.deepcopy(self._blocks)
+        return twin

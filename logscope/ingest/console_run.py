@@ -1,0 +1,204 @@
+"""Assemble a Run from what the console parser (and the bulk path) collected; guess the metadata."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import polars as pl
+
+from logscope.model import ConfigSegment, ParseStats, Run, Source
+
+if TYPE_CHECKING:
+    from logscope.ingest.console_parser import ConsoleParser, FastPart
+
+ROWS_SCHEMA: dict[str, pl.DataType] = {
+    "seq": pl.Int64(),
+    "step": pl.Int64(),
+    "metric": pl.String(),
+    "value": pl.Float64(),
+}
+THREE_DECIMALS_RESOLUTION = 0.0005
+
+
+def build_run(
+    parser: ConsoleParser, source: Source, run_id: str | None, fast: FastPart | None
+) -> Run:
+    from logscope.ingest.console_parser import FastPart
+
+    fast = fast or FastPart()
+    slow = pl.DataFrame(
+        {
+            "seq": parser._rows_seq,
+            "step": parser._rows_step,
+            "metric": parser._rows_key,
+            "value": parser._rows_value,
+        },
+        schema=ROWS_SCHEMA,
+    )
+    frames = [f for f in fast.frames if f.height]
+    rows = pl.concat([*frames, slow]) if frames else slow
+    if frames and slow.height:
+        rows = rows.sort("seq", maintain_order=True)
+
+    mark_seq = np.concatenate(
+        [*fast.step_seqs, np.array([s for s, _ in parser._marks], dtype=np.int64)]
+    ).astype(np.int64)
+    mark_step = np.concatenate(
+        [*fast.steps, np.array([s for _, s in parser._marks], dtype=np.int64)]
+    ).astype(np.int64)
+    order = np.argsort(mark_seq, kind="stable")
+    mark_seq, mark_step = mark_seq[order], mark_step[order]
+
+    uniq, counts = np.unique(mark_step, return_counts=True)
+    if (counts > 1).any():
+        # A restart logged some steps again: the latest value of each (step, metric) wins.
+        again = pl.col("step").is_in(pl.Series(uniq[counts > 1]))
+        rows = pl.concat(
+            [
+                rows.filter(~again),
+                rows.filter(again).unique(["step", "metric"], keep="last", maintain_order=True),
+            ]
+        ).sort(["step", "seq"])
+    metrics = rows.select(
+        "step", "metric", "value", pl.lit(None, dtype=pl.Float64).alias("wall_time")
+    )
+
+    segments = []
+    for seq, line_no, config, _hint in parser._dumps:
+        i = int(np.searchsorted(mark_seq, seq, side="right"))
+        if i < len(mark_step):
+            first = int(mark_step[i])
+        elif i > 0:
+            first = int(mark_step[i - 1]) + 1
+        else:
+            first = 0
+        segments.append(ConfigSegment(first, config, line_no))
+
+    run = Run(
+        id=run_id or "",
+        source=source,
+        config_segments=segments,
+        metrics=metrics,
+        events=sorted(parser.events, key=lambda e: e.line_no),
+        parse_stats=_stats(parser, fast),
+    )
+    run.meta = _meta(run, parser, fast)
+    return run
+
+
+def _stats(parser: ConsoleParser, fast: FastPart) -> ParseStats:
+    stats = ParseStats(
+        lines_read=parser.stats.lines_read,
+        step_lines=parser._step_lines + fast.step_lines,
+        skipped_lines=parser._bad_count,
+        skipped_examples=sorted(parser._bad)[: ParseStats.MAX_EXAMPLES],
+        notes=list(parser.stats.notes),
+    )
+    truncated = parser._truncated
+    if truncated:
+        stats.notes.append(f"{truncated} step line(s) ended in an incomplete item (ignored)")
+    if parser.damage:
+        stats.notes.append(f"{parser.damage} undecodable byte sequence(s) replaced (not UTF-8)")
+    if parser.nul_bytes:
+        stats.notes.append(f"{parser.nul_bytes} NUL byte(s) removed")
+    if parser._unparsed_dumps:
+        stats.notes.append(f"{parser._unparsed_dumps} config dump(s) could not be parsed")
+    for kind, n in sorted(parser._dropped.items()):
+        stats.notes.append(f"{n} more '{kind}' event(s) not kept (repeated)")
+    return stats
+
+
+def _meta(run: Run, parser: ConsoleParser, fast: FastPart) -> dict[str, Any]:
+    names = set(run.metric_names)
+    n_values = parser._n_values + fast.n_values
+    three = n_values > 0 and parser._not_three + fast.not_three == 0
+    config = run.config()
+    step0 = run.metrics.filter(pl.col("step") == 0).get_column("metric").to_list()
+    signals = {
+        "three_decimals": three,
+        "numpy_wrappers": parser._n_np + fast.n_np > 0,
+        "ray_actors": sorted(parser.names | fast.names),
+        "training_progress": parser.saw_progress or fast.saw_progress,
+        "logger_lines": parser.logger_lines,
+        "trains_from_step_0": any(m.startswith("actor/") for m in step0),
+    }
+    meta: dict[str, Any] = {
+        "verl_version": guess_version(names, signals, config),
+        "ray_actors": signals["ray_actors"],
+    }
+    if three:
+        meta["value_resolution"] = THREE_DECIMALS_RESOLUTION
+    meta.update(_algorithm(names, config))
+    trainer = config.get("trainer") if isinstance(config.get("trainer"), dict) else {}
+    for key, field in (("project", "project_name"), ("experiment", "experiment_name")):
+        if trainer.get(field) is not None:
+            meta[key] = trainer[field]
+    if parser.total_training_steps is not None:
+        meta["total_training_steps"] = parser.total_training_steps
+    if parser._kind_counts:
+        meta["event_counts"] = dict(sorted(parser._kind_counts.items()))
+    return meta
+
+
+def guess_version(names: set[str], signals: dict[str, Any], config: dict[str, Any]) -> str | None:
+    """verl version range from what the log shows (verl_formats.md §1.0)."""
+
+    def has(prefix: str) -> bool:
+        return any(n.startswith(prefix) for n in names)
+
+    actors = set(signals.get("ray_actors", ()))
+    if names and signals.get("three_decimals"):
+        if (
+            "actor/lr(1e-4)" in names
+            or "critic/lr(1e-4)" in names
+            or has("timing/")
+            or signals.get("trains_from_step_0")
+        ):
+            return "0.1"
+        if (
+            has("val-core/")
+            or has("val-aux/")
+            or "training/global_step" in names
+            or "actor/entropy" in names
+        ):
+            return "0.4"
+        return "0.2-0.3"
+    if names:
+        if (
+            signals.get("numpy_wrappers")
+            or "TaskRunnerV1" in actors
+            or signals.get("logger_lines")
+            or has("training/off_policy/")
+            or has("training/num_turns/")
+            or has("response_length_non_aborted/")
+            or "response/aborted_ratio" in names
+        ):
+            return "0.9"
+        if has("actor/perf/") or has("critic/perf/") or "actor/loss" in names:
+            return "0.8"
+        return "0.5-0.7"
+    # No step values: only the start-up lines and the config can tell.
+    if "TaskRunnerV1" in actors or signals.get("logger_lines") or "distillation" in config:
+        return "0.9"
+    if "main_task" in actors:
+        return "0.1-0.2"
+    if "TaskRunner" in actors:
+        return "0.3-0.8"
+    return None
+
+
+def _algorithm(names: set[str], config: dict[str, Any]) -> dict[str, Any]:
+    algorithm = config.get("algorithm") if isinstance(config.get("algorithm"), dict) else {}
+    adv = algorithm.get("adv_estimator")
+    if isinstance(adv, str) and adv:
+        return {
+            "algorithm": "ppo" if adv == "gae" else adv,
+            "adv_estimator": adv,
+            "algorithm_source": "config",
+        }
+    if "critic/vf_loss" in names or any(n.startswith("critic/values/") for n in names):
+        return {"algorithm": "ppo", "algorithm_source": "metrics"}
+    if any(n.startswith("actor/") for n in names):
+        return {"algorithm": "grpo", "algorithm_source": "metrics"}
+    return {"algorithm": None}

@@ -1,0 +1,361 @@
+"""What a verl console line is: the patterns and small pure functions both console paths share.
+
+verl_formats.md §1. The regexes are written in the common subset of Python `re` and Rust `regex`
+(polars), with explicit ASCII classes (`[0-9]`, `[ \\t]`), so the bulk polars path and the
+line-by-line path classify a line the same way.
+
+A physical line is split on `\\r` (tqdm) into segments; a segment is cleaned by removing ANSI
+codes, the Ray prefix `(Name pid=…, ip=…) ` and the trailing blanks / Ray dedup suffix.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import re
+from typing import Any
+
+# ---- patterns (shared with the polars path) ----------------------------------------------------
+
+ANSI = r"\x1b\[[0-9;?]*[A-Za-z]"
+PREFIX_BODY = (
+    r"(?:[A-Za-z_][A-Za-z0-9_.\-]*(?: \+[0-9A-Za-z.]+)?(?: pid=[0-9]+)?|pid=[0-9]+)"
+    r"(?:, ip=[0-9A-Fa-f.:]+)?"
+)
+PREFIX = r"^\(" + PREFIX_BODY + r"\) ?"
+TAIL = r"[ \t]*(?:(?:\[repeated [0-9]+x across cluster\]|\(Ray deduplicates logs by default\.).*)?$"
+# A tqdm bar glued in front of a step line (stdout and stderr in one file without Ray).
+BAR = r"[^|]*[0-9]{1,3}%\|[^|]*\|[^\[]*\[[^\]]*\]"
+STEP = r"^(?:" + BAR + r")?step:([0-9]{1,18})(?: - (.*))?$"
+STEP_START = r"^step:[0-9]{1,18}(?: - |$)"
+# What may stand before `step:` on a step line once ANSI codes are gone.
+HEAD = r"^(?:\(" + PREFIX_BODY + r"\) ?)?(?:" + BAR + r")?$"
+TQDM = r"[0-9]{1,3}%\|[^|]*\||[0-9]+it \[[0-9:]+(?:<[0-9:?]+)?, *[0-9.?]+(?:it/s|s/it)\]"
+# A raw segment that is only ANSI codes, a Ray prefix and blanks (cleans to nothing).
+EMPTYISH = r"^(?:" + ANSI + r")*(?:\(" + PREFIX_BODY + r"\))?(?:" + ANSI + r"|[ \t])*$"
+# A terminal-wrapped fragment of a step line: items and ` - ` separators, no other blanks.
+CONT = r"^[ -]{0,3}[^ \t]+(?: - [^ \t]+)*[ -]{0,3}$"
+NUMBER = r"-?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|nan|-?inf|True|False"
+VALUE = r"^(?:" + NUMBER + r")$"
+NP_WRAP = r"^np\.(?:float|int|uint)[0-9]+\((.*)\)$"
+NP_BOOL = r"^np\.(True|False)_$"
+# `.3f` shape (verl 0.1–0.4); nan/inf print the same in both eras.
+THREE_DECIMALS = r"^(?:-?[0-9]+\.[0-9]{3}|nan|-?inf)$"
+REPEATED = r"\[repeated ([0-9]+)x across cluster\]"
+LOGGER = r"^(DEBUG|INFO|WARNING|ERROR|CRITICAL):([0-9]{4}-[0-9]{2}-[0-9]{2} [0-9:,.]+):"
+
+ANSI_RE = re.compile(ANSI)
+PREFIX_RE = re.compile(PREFIX)
+TAIL_RE = re.compile(TAIL)
+STEP_RE = re.compile(STEP)
+STEP_START_RE = re.compile(STEP_START)
+TQDM_RE = re.compile(TQDM)
+CONT_RE = re.compile(CONT)
+VALUE_RE = re.compile(VALUE)
+NP_WRAP_RE = re.compile(NP_WRAP)
+NP_BOOL_RE = re.compile(NP_BOOL)
+THREE_DECIMALS_RE = re.compile(THREE_DECIMALS)
+REPEATED_RE = re.compile(REPEATED)
+LOGGER_RE = re.compile(LOGGER)
+PREFIX_NAME_RE = re.compile(r"^\(([A-Za-z_][A-Za-z0-9_.\-]*)")
+
+SUB_BITS = 20  # seq = line_no << SUB_BITS | segment index within the line
+MAX_SUB = (1 << SUB_BITS) - 1
+
+
+def seq_of(line_no: int, sub: int) -> int:
+    """Order key of a segment: physical line, then position after `\\r` splits."""
+    return (line_no << SUB_BITS) | min(sub, MAX_SUB)
+
+
+def segments(line: str) -> list[str]:
+    """A physical line (with or without its newline) → its `\\r`-separated segments.
+
+    NUL bytes are dropped and one `\\r` before the newline is removed (what polars' line reader
+    does), so both paths see the same segments.
+    """
+    if line.endswith("\n"):
+        line = line[:-1]
+    if "\x00" in line:
+        line = line.replace("\x00", "")
+    if line.endswith("\r"):
+        line = line[:-1]
+    return line.split("\r")
+
+
+def strip_ansi(raw: str) -> str:
+    return ANSI_RE.sub("", raw) if "\x1b" in raw else raw
+
+
+def split_prefix(text: str) -> tuple[str | None, str]:
+    """(Ray prefix without the trailing blank, rest) of an ANSI-free segment."""
+    if not text.startswith("("):
+        return None, text
+    m = PREFIX_RE.match(text)
+    if m is None:
+        return None, text
+    return m.group(0).rstrip(" "), text[m.end() :]
+
+
+def prefix_name(prefix: str | None) -> str | None:
+    """`(TaskRunner pid=1)` → `TaskRunner`."""
+    if not prefix:
+        return None
+    m = PREFIX_NAME_RE.match(prefix)
+    return m.group(1) if m else None
+
+
+def strip_tail(text: str) -> str:
+    """Drop trailing blanks and Ray's dedup suffix/notice."""
+    return TAIL_RE.sub("", text, count=1)
+
+
+def repeats(text: str) -> int:
+    """How many extra times Ray says it saw the line (`[repeated Nx across cluster]`)."""
+    m = REPEATED_RE.search(text) if "[repeated " in text else None
+    return int(m.group(1)) if m else 0
+
+
+def is_tqdm(raw: str) -> bool:
+    return ("%|" in raw or "it [" in raw) and TQDM_RE.search(raw) is not None
+
+
+def looks_like_continuation(ansi_free: str) -> bool:
+    """Could this segment be the rest of a step line wrapped by a terminal?"""
+    return not ansi_free.startswith("(") and CONT_RE.match(ansi_free) is not None
+
+
+def join_wrapped(head: str, tail: str) -> str:
+    """Rejoin a step line cut by a terminal; blanks at the cut may have been trimmed."""
+    if head.endswith(" -") and not tail.startswith(" "):
+        return head + " " + tail
+    if tail.startswith("- ") and not head.endswith(" "):
+        return head + " " + tail
+    return head + tail
+
+
+# ---- values and items -----------------------------------------------------------------------
+
+
+def unwrap(text: str) -> str:
+    """`np.float64(0.5)` → `0.5`, `np.True_` → `True`; anything else unchanged."""
+    if text.startswith("np."):
+        m = NP_WRAP_RE.match(text) or NP_BOOL_RE.match(text)
+        if m:
+            return m.group(1)
+    return text
+
+
+def value_of(text: str) -> float | None:
+    """An unwrapped printed value → float (None when it is not a verl value)."""
+    if VALUE_RE.match(text) is None:
+        return None
+    if text == "True":
+        return 1.0
+    if text == "False":
+        return 0.0
+    return float(text)
+
+
+def parse_value(text: str) -> float | None:
+    """A printed verl value (`0.5`, `nan`, `True`, `np.float64(0.5)`, …) → float or None."""
+    return value_of(unwrap(text))
+
+
+class Items:
+    """The parsed body of one step line."""
+
+    __slots__ = ("bad_last", "bad_middle", "n_np", "not_three", "pairs")
+
+    def __init__(self) -> None:
+        self.pairs: list[tuple[str, float]] = []
+        self.bad_middle = 0
+        self.bad_last = False
+        self.n_np = 0
+        self.not_three = 0
+
+
+def parse_items(body: str | None, drop_last: bool = False) -> Items:
+    """`k:v - k:v - …` → pairs. An unparseable last item is a truncation; others are garbage.
+
+    A key is everything before the first `:` (verl keys have none) and may not be empty.
+    `drop_last`: the line was cut off (end of file without a newline): ignore its last item.
+    """
+    out = Items()
+    if body is None:
+        return out
+    items = body.split(" - ")
+    last = len(items) - 1
+    for i, item in enumerate(items):
+        if drop_last and i == last:
+            out.bad_last = True
+            break
+        key, colon, value = item.partition(":")
+        plain = unwrap(value)
+        parsed = value_of(plain) if colon and key else None
+        if parsed is None:
+            if i == last:
+                out.bad_last = True
+            else:
+                out.bad_middle += 1
+            continue
+        if plain is not value:
+            out.n_np += 1
+        if THREE_DECIMALS_RE.match(plain) is None:
+            out.not_three += 1
+        out.pairs.append((key, parsed))
+    return out
+
+
+# ---- events ----------------------------------------------------------------------------------
+
+# (kind, pattern), first match wins; searched in the cleaned text of lines that are not steps.
+EVENT_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (kind, re.compile(pattern))
+    for kind, pattern in (
+        ("grad-norm-not-finite", r"grad_norm is not finite"),
+        (
+            "cuda-oom",
+            r"CUDA out of memory|CUDA error: out of memory|torch\.(?:cuda\.)?OutOfMemoryError"
+            r"|RayTaskError\(OutOfMemoryError\)|OutOfMemoryError: CUDA",
+        ),
+        (
+            "host-oom",
+            r"killed due to memory pressure|ray\.exceptions\.OutOfMemoryError"
+            r"|running low on memory|Out of memory: Killed process|oom-kill",
+        ),
+        (
+            "nccl-error",
+            r"NCCL (?:operation failed|error|timeout|watchdog)|nccl(?:InternalError"
+            r"|UnhandledCudaError|SystemError|InvalidUsage|InvalidArgument|RemoteError)"
+            r"|Watchdog caught collective operation timeout|NCCL communicator was aborted"
+            r"|ProcessGroupNCCL.*(?:[Tt]imeout|[Ee]rror)",
+        ),
+        (
+            "vllm-error",
+            r"failed to be inspected|No available memory for the cache blocks"
+            r"|EngineDeadError|EngineCore (?:encountered|failed)"
+            r"|model context length should be greater|max_num_batched_tokens is smaller",
+        ),
+        (
+            "config-error",
+            r"must be divisible by|only support equal chunk|Please set at least one of"
+            r"|You have set both|should be larger than 0 after normalization"
+            r"|should be divisible by|should be larger than|must be >= |Invalid loss_agg_mode"
+            r"|is not supported|Error executing job with overrides|ConfigAttributeError"
+            r"|ConfigKeyError|Could not override|has been removed\. Please set"
+            r"|tensor parallel size should be|is not divisible by infer_world_size"
+            r"|Expected all tensors to be on the same device|must enable use_remove_padding"
+            r"|should be greater than 0 when enabling do_sample",
+        ),
+        (
+            "ray-error",
+            r"(?:Failed|Unable) to register worker|ray\.exceptions\.\w+|RayActorError"
+            r"|ActorDiedError|RaySystemError|The actor died|actor died unexpectedly"
+            r"|WorkerCrashedError|GCS (?:server )?(?:failed|died|connection)",
+        ),
+        ("total-training-steps", r"^Total training steps: [0-9]+"),
+        (
+            "checkpoint-load",
+            r"Load from checkpoint folder|^Resuming from |Setting global step to"
+            r"|[Ll]oading checkpoint|[Ll]oaded checkpoint",
+        ),
+        ("checkpoint-save", r"^local_global_step_folder: |[Ss]aving checkpoint"),
+        ("validation-metrics", r"^\(?['\"](?:Initial|Final) validation metrics: "),
+        ("killed", r"\bKilled\b|SIGKILL|SIGTERM|[Ss]egmentation fault|core dumped"),
+        (
+            "warning",
+            r"^WARN(?:ING)?\b|\bWARNING\b|Warning:|^\[W |UserWarning|DeprecationWarning"
+            r"|FutureWarning|RuntimeWarning|^NOTICE:",
+        ),
+        (
+            "error",
+            r"^(?:[A-Za-z_][\w.]*)?(?:Error|Exception)(?:\([^)]*\))?: |^ERROR\b|\bERROR\b"
+            r"|^\[E |\bFATAL\b|^Error ",
+        ),
+    )
+)
+EVENT_KINDS: tuple[str, ...] = (
+    "traceback",
+    *(kind for kind, _ in EVENT_PATTERNS),
+    "restart",
+    "config-dump-unparsed",
+)
+TOTAL_STEPS_RE = re.compile(r"Total training steps: ([0-9]+)")
+
+
+def classify(text: str) -> str | None:
+    """Event kind of a cleaned non-step line, or None when it does not matter."""
+    for kind, pattern in EVENT_PATTERNS:
+        if pattern.search(text):
+            return kind
+    return None
+
+
+# ---- pprinted literals (the config dump) -----------------------------------------------------
+
+
+class Brackets:
+    """Tracks bracket depth over lines of Python literal text, skipping string contents."""
+
+    __slots__ = ("depth", "quote", "started")
+
+    def __init__(self) -> None:
+        self.depth = 0
+        self.quote = ""
+        self.started = False
+
+    def feed(self, text: str) -> bool:
+        """Consume one line; True once every opened bracket is closed."""
+        i, n = 0, len(text)
+        while i < n:
+            c = text[i]
+            if self.quote:
+                if c == "\\":
+                    i += 2
+                    continue
+                if c == self.quote:
+                    self.quote = ""
+            elif c in "'\"":
+                self.quote = c
+            elif c in "([{":
+                self.depth += 1
+                self.started = True
+            elif c in ")]}":
+                self.depth -= 1
+            i += 1
+        self.quote = ""  # pprint never continues a string literal across lines
+        return self.started and self.depth <= 0
+
+
+_NAMES = {"inf": math.inf, "nan": math.nan, "None": None, "True": True, "False": False}
+
+
+def literal(text: str) -> Any:
+    """`ast.literal_eval` that also takes bare `inf`/`nan` and keeps unknown objects as text."""
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        pass
+    tree = ast.parse(text.strip(), mode="eval")  # SyntaxError propagates to the caller
+    return _convert(tree.body, text)
+
+
+def _convert(node: ast.AST, source: str) -> Any:
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.Dict):
+        return {
+            _convert(k, source) if k is not None else None: _convert(v, source)
+            for k, v in zip(node.keys, node.values, strict=True)
+        }
+    if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+        items = [_convert(e, source) for e in node.elts]
+        return tuple(items) if isinstance(node, ast.Tuple) else items
+    if isinstance(node, ast.Name) and node.id in _NAMES:
+        return _NAMES[node.id]
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        value = _convert(node.operand, source)
+        if isinstance(value, (int, float)):
+            return -value if isinstance(node.op, ast.USub) else value
+    return ast.get_source_segment(source, node) or ast.dump(node)
