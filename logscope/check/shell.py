@@ -122,7 +122,7 @@ class _Lexer:
         if op in (">&", "<&") and re.match(r"\d+-?|-", self.s[self.i :]):
             self.i += len(re.match(r"\d+-?|-", self.s[self.i :]).group(0))  # type: ignore[union-attr]
         else:
-            while self.peek() in " \t":
+            while self.peek() and self.peek() in " \t":
                 self.i += 1
             if self.i >= len(self.s) or self.peek() in "\n;&|()<>":
                 raise self.error(f"redirection {op!r} without a target", op)
@@ -198,7 +198,7 @@ class _Lexer:
             if c == '"':
                 self.i += 1
                 break
-            if c == "\\" and self.peek(1) in '$`"\\\n':
+            if c == "\\" and self.peek(1) and self.peek(1) in '$`"\\\n':
                 if self.peek(1) == "\n":
                     self.line += 1
                 else:
