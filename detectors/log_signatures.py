@@ -852,6 +852,18 @@ class BatchSizeDivisibilityError(_Signature):
         tbs = tbs if isinstance(tbs, int) and tbs > 0 else None
         n = n if isinstance(n, int) and n > 0 else None
         source = "verl:trainer/ppo/ray_trainer.py"
+        if any(x <= 0 for x in numbers):
+            # a zero size in the message: nothing to compute, point at the batch settings
+            return [
+                advise(
+                    run,
+                    "data.train_batch_size",
+                    "verl's batch-size check failed with a zero size; check the train, mini and "
+                    "micro batch sizes against rollout.n and the number of GPUs.",
+                    source,
+                    rule="train_batch_size ≥ ppo_mini_batch_size ≥ micro batch, all > 0",
+                )
+            ], ""
         if kind in ("real-batch-minimal", "real-batch-n-gpus", "equal-chunk"):
             real, unit = numbers
             evidence.update(real_train_batch_size=real, divisor=unit)

@@ -752,3 +752,52 @@ def test_long_traceback_keeps_its_final_exception_line(tmp_path):
     run = load(path)[0]
     f = only(CudaOom().detect(run), "LS010")
     assert f.evidence["line"] == len(lines)
+
+
+# ---- property: log-signature detectors never raise on arbitrary text ------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+FRAGMENTS = [
+    "Traceback (most recent call last):",
+    "ray.exceptions.RayTaskError(OutOfMemoryError): ray::WorkerDict.actor_rollout_(",
+    "CUDA out of memory. Tried to allocate GiB",
+    "real_train_batch_size (",
+    ") must be divisible by minimal possible batch size (",
+    "only support equal chunk. Got size of DataProto 7 and chunk 0",
+    "normalized ppo_mini_batch_size 0 should be divisible by ppo_micro_batch_size_per_gpu 0",
+    "ppo_mini_batch_size (0) must be divisible by ppo_micro_batch_size (0)",
+    "train_batch_size (0) must be divisible by parameter_sync_step (0)",
+    "WARN: rank x grad_norm is not finite: ",
+    "Prompt length 0 is longer than 0",
+    "Workers (tasks / actors) killed due to memory pressure (OOM)",
+    "(WorkerDict pid=1) ",
+    "\x1b[36m",
+    " [repeated 3x across cluster]",
+    "KeyboardInterrupt",
+    "ValueError: ",
+]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(min_value=0, max_value=10_000),
+            st.one_of(st.none(), st.integers(min_value=-5, max_value=500)),
+            st.lists(st.one_of(st.sampled_from(FRAGMENTS), st.text(max_size=40)), max_size=6),
+        ),
+        max_size=12,
+    )
+)
+def test_signature_detectors_never_raise_on_arbitrary_events(raw):
+    from logscope.model import Event
+
+    events = [Event(line, hint, "x", "".join(parts)) for line, hint, parts in raw]
+    config = {"data": {"train_batch_size": 0}, "actor_rollout_ref": {"rollout": {"n": 0}}}
+    for cfg in (None, config, L.CONFIG_7B_8GPU):
+        run = L.make_run(events=events, config=cfg)
+        for cls in SIGNATURE_DETECTORS:
+            for f in cls().detect(run):
+                assert f.code == cls.code
