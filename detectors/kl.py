@@ -120,7 +120,7 @@ class KLJump(Detector):
         self,
         *,
         min_ratio: float = 2.0,
-        z_threshold: float = 8.0,
+        z_threshold: float = 4.0,
         spike_z: float = 10.0,
         max_rise_steps: int = 15,
         warmup_steps: int = 10,

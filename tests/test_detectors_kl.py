@@ -1,0 +1,224 @@
+"""LS101 kl-jump, LS102 kl-out-of-band, LS103 ppo-kl-too-low on simulated and hand-built runs.
+
+Injected pathologies must be found under the right name within STEP_TOLERANCE steps of the
+simulator's ground truth (the step where the injection first shows); healthy runs must stay
+silent at warning and above.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from logscope.detectors.kl import KLJump, KLOutOfBand, PPOKLTooLow
+
+from logscope.exceptions import BadDetectorParameters
+from tests._ls1xx import (
+    check_finding_shape,
+    nearest,
+    rounded,
+    truncated,
+    warnings_of,
+    with_gaps,
+)
+from tests.helpers import make_run
+
+synthetic = pytest.importorskip("logscope.synthetic")
+Injection, simulate = synthetic.Injection, synthetic.simulate
+
+STEP_TOLERANCE = 5
+DETECTORS = {"kl-jump": KLJump, "kl-out-of-band": KLOutOfBand, "ppo-kl-too-low": PPOKLTooLow}
+KL_CONCEPTS = ("actor/kl_loss", "critic/kl")
+
+
+def _inject(kind: str, n: int, algorithm: str, seed: int, magnitude: float, **kw):
+    step = int(n * (0.3 + 0.3 * ((seed * 7919) % 100) / 100))
+    sim = simulate(n, algorithm, seed=seed, inject=[Injection(kind, step, magnitude)], **kw)
+    return sim, sim.truth[0].step
+
+
+@pytest.mark.parametrize("kind", sorted(DETECTORS))
+@pytest.mark.parametrize("algorithm", ["grpo", "ppo"])
+@pytest.mark.parametrize("n", [150, 2000])
+@pytest.mark.parametrize(("seed", "magnitude"), [(1, 0.8), (2, 1.3), (3, 2.0)])
+def test_injected_found_at_the_right_step(kind, algorithm, n, seed, magnitude):
+    det = DETECTORS[kind]()
+    sim, truth = _inject(kind, n, algorithm, seed, magnitude)
+    run = sim.to_run()
+    findings = det.detect(run)
+    hit = nearest(findings, kind, truth)
+    assert hit is not None, f"{kind} not found (truth step {truth})"
+    assert abs(hit.step - truth) <= STEP_TOLERANCE, (hit.step, truth, hit.message)
+    assert hit.severity != "info" or kind == "kl-out-of-band"
+    for f in findings:
+        check_finding_shape(det, f)
+
+
+@pytest.mark.parametrize("algorithm", ["grpo", "ppo"])
+@pytest.mark.parametrize("seed", range(10))
+def test_healthy_runs_are_silent(algorithm, seed):
+    n = (150, 400, 1200)[seed % 3]
+    run = simulate(n, algorithm, seed=100 + seed, noise=0.7 + 0.07 * seed).to_run()
+    for cls in DETECTORS.values():
+        assert warnings_of(cls().detect(run)) == []
+
+
+@pytest.mark.parametrize("kind", ["kl-jump", "kl-out-of-band"])
+def test_found_in_a_3f_rounded_log(kind):
+    sim, truth = _inject(kind, 400, "grpo", 5, 1.2, version="0.4")
+    run = rounded(sim.to_run())
+    hit = nearest(DETECTORS[kind]().detect(run), kind, truth)
+    assert hit is not None and abs(hit.step - truth) <= STEP_TOLERANCE
+
+
+def test_ppo_kl_too_low_never_warns_on_rounded_zeros():
+    """A .3f log prints healthy ppo_kl (3e-4..5e-4) as 0.000 mostly: not a reason to warn."""
+    for seed in range(6):
+        run = rounded(simulate(300, "grpo", seed=seed, version="0.4").to_run())
+        assert run.value_resolution == 0.0005
+        assert warnings_of(PPOKLTooLow().detect(run)) == []
+
+
+def test_ppo_kl_too_low_on_rounded_log_is_info_cannot_judge():
+    sim, truth = _inject("ppo-kl-too-low", 600, "grpo", 4, 1.5, version="0.4")
+    findings = PPOKLTooLow().detect(rounded(sim.to_run()))
+    assert findings, "a drop to all-0.000 prints after 0.001s should be reported as info"
+    assert all(f.severity == "info" for f in findings)
+    assert "cannot judge" in findings[0].message.lower()
+    assert findings[0].evidence["judged"] is False
+    assert abs(findings[0].step - truth) <= 3 * STEP_TOLERANCE
+
+
+def test_hand_built_ppo_kl_all_zero_rounded_series_is_not_judged():
+    run = make_run({"actor/ppo_kl": np.zeros(200)}, meta={"value_resolution": 0.0005})
+    assert PPOKLTooLow().detect(run) == []
+
+
+@pytest.mark.parametrize("kind", sorted(DETECTORS))
+def test_nan_gaps_and_irregular_logging(kind):
+    sim, truth = _inject(kind, 800, "ppo", 6, 1.3)
+    run = with_gaps(sim.to_run(), seed=1, drop=0.1, nan=0.05)
+    hit = nearest(DETECTORS[kind]().detect(run), kind, truth)
+    assert hit is not None and abs(hit.step - truth) <= STEP_TOLERANCE + 2
+
+
+@pytest.mark.parametrize("n_steps", [0, 1, 3, 8])
+def test_short_runs_never_raise(n_steps):
+    sim, _ = _inject("kl-jump", 200, "grpo", 1, 1.0)
+    run = truncated(sim.to_run(), n_steps)
+    for cls in DETECTORS.values():
+        assert cls().detect(run) == []
+
+
+def test_all_nan_and_constant_series():
+    run = make_run({"actor/kl_loss": [np.nan] * 50, "actor/ppo_kl": [0.0003] * 50})
+    for cls in DETECTORS.values():
+        cls().detect(run)  # no exception
+    assert KLJump().detect(run) == []
+
+
+def test_kl_jump_hand_built_level_shift_and_evidence():
+    rng = np.random.default_rng(0)
+    kl = 0.015 * np.exp(rng.normal(0, 0.08, 300))
+    kl[180:] *= 3.0
+    run = make_run({"actor/kl_loss": kl})
+    (f,) = KLJump().detect(run)
+    assert abs(f.step - 181) <= 1  # index 180 is step 181
+    ev = f.evidence
+    assert ev["level_before"] == pytest.approx(0.015, rel=0.1)
+    assert ev["level_after"] == pytest.approx(0.045, rel=0.1)
+    assert ev["ratio"] >= KLJump().min_ratio
+
+
+def test_kl_jump_advice_follows_the_mechanics():
+    """KL to the reference too high → raise the coefficient (never lower), and lower the LR."""
+    sim, _ = _inject("kl-jump", 300, "grpo", 2, 1.5)
+    run = sim.to_run()
+    found = [f for f in KLJump().detect(run) if f.metric == "actor/kl_loss"]
+    assert found
+    by_key = {a.parameter: a for a in found[0].advice}
+    coef = by_key["actor_rollout_ref.actor.kl_loss_coef"]
+    assert coef.current == run.config_value("actor_rollout_ref.actor.kl_loss_coef")
+    assert coef.suggested > coef.current
+    lr = by_key["actor_rollout_ref.actor.optim.lr"]
+    assert lr.suggested < lr.current
+
+
+def test_ppo_kl_jump_advice_tightens_clip_and_lr():
+    sim, _ = _inject("kl-jump", 300, "ppo", 3, 1.0)
+    f = next(f for f in KLJump().detect(sim.to_run()) if f.metric == "actor/ppo_kl")
+    by_key = {a.parameter: a for a in f.advice}
+    clip = by_key["actor_rollout_ref.actor.clip_ratio"]
+    assert clip.current == 0.2 and clip.suggested == pytest.approx(0.15)
+    assert "kl_ctrl" not in " ".join(by_key)  # not the article's kl_coef/target_kl advice
+
+
+def test_kl_out_of_band_high_is_warning_and_raises_coef():
+    sim, _ = _inject("kl-out-of-band", 400, "grpo", 8, 1.0)
+    (f,) = KLOutOfBand().detect(sim.to_run())
+    assert f.severity == "warning" and f.evidence["direction"] == "high"
+    coef = next(a for a in f.advice if a.parameter.endswith("kl_loss_coef"))
+    assert coef.current == 0.001 and coef.suggested == pytest.approx(0.0014)
+    assert coef.override == "actor_rollout_ref.actor.kl_loss_coef=0.0014"
+
+
+def test_kl_out_of_band_low_is_info_only():
+    """A policy that barely moves (KL below 0.005 after warm-up) is info, not a warning."""
+    rng = np.random.default_rng(3)
+    kl = 0.002 * np.exp(rng.normal(0, 0.1, 200))
+    cfg = {"actor_rollout_ref": {"actor": {"use_kl_loss": True, "kl_loss_coef": 0.001}}}
+    (f,) = KLOutOfBand().detect(make_run({"actor/kl_loss": kl}, config=cfg))
+    assert f.severity == "info" and f.evidence["direction"] == "low"
+    (advice,) = f.advice
+    assert advice.suggested < advice.current  # by the mechanics: loosen, not tighten
+
+
+def test_kl_out_of_band_early_low_kl_is_warmup():
+    """KL rising from 0 into the band within the warm-up steps gives nothing."""
+    t = np.arange(200)
+    kl = 0.02 * (1 - np.exp(-t / 5.0))
+    assert KLOutOfBand().detect(make_run({"actor/kl_loss": kl})) == []
+
+
+def test_ppo_kl_too_low_skipped_when_one_update_per_step():
+    cfg = {
+        "data": {"train_batch_size": 256},
+        "actor_rollout_ref": {"actor": {"ppo_mini_batch_size": 256, "ppo_epochs": 1}},
+    }
+    run = make_run({"actor/ppo_kl": np.full(100, 1e-6)}, config=cfg)
+    det = PPOKLTooLow()
+    assert "by construction" in det.skip_reason(run)
+    assert det.detect(run) == []
+
+
+def test_ppo_kl_too_low_advice_raises_lr():
+    sim, _ = _inject("ppo-kl-too-low", 300, "grpo", 9, 1.0)
+    (f,) = PPOKLTooLow().detect(sim.to_run())
+    lr = next(a for a in f.advice if a.parameter.endswith("optim.lr"))
+    assert lr.suggested == pytest.approx(lr.current * 1.5)
+
+
+def test_config_change_mid_run_is_named():
+    """A restart with a new LR right before a KL jump: the finding names the change (A16)."""
+    from logscope.model import ConfigSegment
+
+    rng = np.random.default_rng(4)
+    ppo_kl = 3e-4 * np.exp(rng.normal(0, 0.2, 300))
+    ppo_kl[150:] *= 6
+    run = make_run({"actor/ppo_kl": ppo_kl})
+    old = {"actor_rollout_ref": {"actor": {"optim": {"lr": 1e-6}}}}
+    new = {"actor_rollout_ref": {"actor": {"optim": {"lr": 4e-6}}}}
+    run.config_segments = [ConfigSegment(0, old), ConfigSegment(149, new)]
+    (f,) = KLJump().detect(run)
+    assert f.evidence["config_change"]["actor_rollout_ref.actor.optim.lr"] == [1e-6, 4e-6]
+    assert "config changed at step 149" in f.message
+    lr = next(a for a in f.advice if a.parameter.endswith("optim.lr"))
+    assert lr.current == 4e-6 and lr.suggested == 2e-6
+
+
+def test_bad_parameters_rejected():
+    with pytest.raises(BadDetectorParameters):
+        KLJump(min_ratio=0.5)
+    with pytest.raises(BadDetectorParameters):
+        KLOutOfBand(band_low=0.05, band_high=0.03)
+    with pytest.raises(BadDetectorParameters):
+        PPOKLTooLow(threshold=-1)
