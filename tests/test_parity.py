@@ -1,10 +1,13 @@
-"""Parity across sources (issue 5): one simulated verl run with three injected pathologies is
+"""Parity across sources (issue 5): one simulated verl run with four injected pathologies is
 written through each real writer — verl's console text, verl's file-logger JSONL (orjson), the
-wandb SDK in offline mode, TensorBoard's EventFileWriter — and read back by logscope.
+wandb SDK in offline mode, TensorBoard's EventFileWriter — and read back by `logscope.ingest.load`
+(so each file is also recognised as what it is).
 
 Each source must give back the simulated metrics (TensorBoard: to float32 precision) and the
-same metric findings. Config-lint findings (LS5xx) need the run's config, which only the console
-dump and W&B carry, so they are compared between those two only.
+same metric findings. Findings that need the log text (detectors reading events: verl's
+`grad_norm is not finite` warnings) or the config (config lint, LS5xx) can only come from sources
+that carry them — the console log, and W&B, which captures the console and the config — so those
+are compared between the console, W&B and the simulated truth only.
 """
 
 from __future__ import annotations
@@ -18,8 +21,10 @@ import pytest
 pytest.importorskip("tensorboard")
 pytest.importorskip("wandb")
 
+from logscope.detectors.registry import find
+
 from logscope.analyze import analyze_run
-from logscope.ingest import jsonl, load, tensorboard, wandb_offline
+from logscope.ingest import load
 from logscope.synthetic import Injection, format_step_line, simulate
 
 try:
@@ -33,7 +38,9 @@ INJECT = [
     Injection("kl-jump", 50),
     Injection("grad-norm-spike", 80),
     Injection("response-length-collapse", 115),
+    Injection("grad-norm-not-finite", 135),  # NaN grad norms + WARN lines in the log
 ]
+TEXT_SOURCES = ("wandb", "console")
 
 
 def _rows(sim) -> list[tuple[int, dict[str, float]]]:
@@ -57,11 +64,11 @@ def parity(tmp_path_factory):
     walls = sim.metrics.group_by("step").agg(pl.col("wall_time").max()).sort("step").rows()
     runs = {}
     # verl file logger (0.7+ writes with orjson; NaN → null)
-    runs["jsonl"] = jsonl.read(write_verl_jsonl(root / "files" / "proj" / "exp.jsonl", rows))[0]
+    (runs["jsonl"],) = load(write_verl_jsonl(root / "files" / "proj" / "exp.jsonl", rows))
     # TensorBoard, as torch's SummaryWriter.add_scalar (simple_value) called by verl
     tb_dir = root / "tensorboard_log" / "proj" / "exp"
     write_tensorboard(tb_dir, rows, wall_times={s: w or 0.0 for s, w in walls})
-    (runs["tensorboard"],) = tensorboard.read(root / "tensorboard_log")
+    (runs["tensorboard"],) = load(root / "tensorboard_log")
     # W&B offline: verl's wandb.init(config=...) + wandb.log(data, step); the console logger's
     # step line is printed in the same process, so wandb captures it
     console = {step: [format_step_line(step, data, VERSION)] for step, data in rows}
@@ -70,7 +77,7 @@ def parity(tmp_path_factory):
     folder = write_wandb_offline(
         root / "wb", rows, config=sim.config, project="proj", name="exp", console=console
     )
-    (runs["wandb"],) = wandb_offline.read(folder)
+    (runs["wandb"],) = load(folder.parent)  # the wandb/ directory
     if HAS_CONSOLE:
         from logscope.synthetic import write_console_log
 
@@ -89,6 +96,8 @@ def test_same_metrics(parity, source):
     if source not in runs:
         pytest.skip("console reader not available")
     run = runs[source]
+    kind = {"jsonl": "verl-jsonl", "wandb": "wandb-offline", "console": "verl-console"}
+    assert run.source.kind == kind.get(source, source)
     want = sim.metrics.select("step", "metric", "value").sort("step", "metric")
     got = run.metrics.select("step", "metric", "value").sort("step", "metric")
     assert got.select("step", "metric").equals(want.select("step", "metric"))
@@ -99,22 +108,35 @@ def test_same_metrics(parity, source):
     np.testing.assert_allclose(a[finite], b[finite], rtol=rtol, atol=1e-30)
 
 
-def _metric_findings(run) -> set[tuple[str, str, str | None, int | None]]:
+def _findings(run, reads: set[str]) -> set[tuple[str, str, str | None, int | None]]:
+    """(code, name, metric, step) of the findings of detectors that read `reads`."""
     report = analyze_run(run)
     assert not report.errors, report.errors
     return {
-        (f.code, f.name, f.metric, f.step) for f in report.findings if not f.code.startswith("LS5")
+        (f.code, f.name, f.metric, f.step)
+        for f in report.findings
+        if find(f.code).reads in reads and not f.code.startswith("LS5")
     }
 
 
-def test_same_findings(parity):
+def test_same_metric_findings(parity):
     sim, runs = parity
-    expected = _metric_findings(sim.to_run())
+    expected = _findings(sim.to_run(), {"metrics"})
     names = {name for _, name, _, _ in expected}
-    for inj in INJECT:  # the pathologies are found in the first place
+    for inj in INJECT[:3]:  # the metric pathologies are found in the first place
         assert inj.kind in names, (inj.kind, sorted(names))
+    assert "non-finite-metric" in names  # the NaN grad norms of the 4th
     for source, run in runs.items():
-        assert _metric_findings(run) == expected, source
+        assert _findings(run, {"metrics"}) == expected, source
+
+
+def test_same_log_findings_where_the_log_is_carried(parity):
+    sim, runs = parity
+    expected = _findings(sim.to_run(), {"events"})
+    assert any(name.startswith("grad-norm-not-finite") for _, name, _, _ in expected), expected
+    for source in TEXT_SOURCES:
+        if source in runs:
+            assert _findings(runs[source], {"events"}) == expected, source
 
 
 def test_config_findings_where_config_is_carried(parity):
@@ -123,7 +145,7 @@ def test_config_findings_where_config_is_carried(parity):
         (f.code, f.name) for f in analyze_run(sim.to_run()).findings if f.code.startswith("LS5")
     }
     assert lint, "the simulated config should trip at least one config rule"
-    for source in ("wandb", "console"):
+    for source in TEXT_SOURCES:
         if source in runs:
             got = {
                 (f.code, f.name)
