@@ -26,8 +26,12 @@ def test_quotes_are_removed_like_a_shell_does():
         """"trainer.experiment_name=my run" 'x=a b' y=\\$HOME"""
     )
     # single quotes inside a word are shell quotes: Hydra receives [console,wandb]
-    assert cmd.args == ["trainer.logger=[console,wandb]", "trainer.experiment_name=my run",
-                        "x=a b", "y=$HOME"]
+    assert cmd.args == [
+        "trainer.logger=[console,wandb]",
+        "trainer.experiment_name=my run",
+        "x=a b",
+        "y=$HOME",
+    ]
 
 
 def test_comments_are_ignored_but_hash_inside_words_is_kept():
@@ -42,7 +46,7 @@ def test_variables_assigned_in_the_script_are_substituted():
         "MODEL=/models/Qwen2.5-7B-Instruct\n"
         "export N=8\n"
         "python3 -m verl.trainer.main_ppo actor_rollout_ref.model.path=$MODEL "
-        "actor_rollout_ref.rollout.n=${N} data.x=\"${MODEL}/tok\"\n"
+        'actor_rollout_ref.rollout.n=${N} data.x="${MODEL}/tok"\n'
     )
     cmd = only_verl(text)
     assert cmd.args == [

@@ -1,0 +1,402 @@
+"""The config rules on the seed articles' own examples, with the values the articles compute."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from logscope.check import check_command, check_path, check_yaml, fixed_overrides
+from logscope.exceptions import ConfigParseError
+from logscope.report import Report
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "check"
+GRPO = "algorithm.adv_estimator=grpo"
+ACT = "actor_rollout_ref.actor"
+RO = "actor_rollout_ref.rollout"
+
+
+def lint(*overrides: str, version: str | None = None) -> Report:
+    [report] = check_command(
+        ["python3", "-m", "verl.trainer.main_ppo", *overrides], version=version
+    )
+    return report
+
+
+def named(report: Report, name: str):
+    return [f for f in report.findings if f.name == name]
+
+
+def one(report: Report, name: str):
+    found = named(report, name)
+    assert len(found) == 1, [f.message for f in report.findings]
+    return found[0]
+
+
+def overrides_of(finding) -> list[str]:
+    return [a.override for a in finding.advice if a.override]
+
+
+# ---- seed 000 §1: micro batch -------------------------------------------------------------------
+
+
+def test_seed000_s1_micro_64_on_7b_is_an_oom_risk_with_golden_16():
+    report = lint(
+        f"{ACT.rsplit('.', 1)[0]}.model.path=/models/Qwen2-7B-Instruct",
+        "data.max_prompt_length=512",
+        "data.max_response_length=1024",
+        f"{ACT}.ppo_micro_batch_size_per_gpu=64",
+    )
+    f = one(report, "micro-batch-oom-risk")
+    assert f.code == "LS501" and f.severity == "error" and f.step is None
+    ev = f.evidence
+    assert ev["tokens_per_micro_step"] == 64 * 1536 == 98_304
+    assert ev["golden_micro_batch"] == 24 * 1024 // 1536 == 16
+    assert ev["rules_fired"] == ["A1 12,000-token rule", "A2 golden formula"]
+    assert "12,000-token rule" in f.message and "golden formula" in f.message
+    assert "98,304" in f.message
+    # A3 with the article's hidden size for Qwen2-7B (4096)
+    assert ev["model_size_b"] == 7 and ev["hidden_size"] == 4096
+    assert ev["a3_estimate"] == pytest.approx(64 * 1536 * 4096 * 2.5)
+    assert overrides_of(f) == [f"{ACT}.ppo_micro_batch_size_per_gpu=16"]
+    assert f.advice[0].current == 64
+
+
+def test_model_size_from_a_qwen25_path():
+    report = lint(
+        "actor_rollout_ref.model.path=/hf/Qwen/Qwen2.5-7B-Instruct",
+        "data.max_response_length=1024",
+        f"{ACT}.ppo_micro_batch_size_per_gpu=64",
+    )
+    ev = one(report, "micro-batch-oom-risk").evidence
+    assert ev["model_size_b"] == 7.0
+    assert ev["hidden_size"] == 3584  # Qwen2.5-7B's real hidden size
+
+
+def test_only_a1_fires_for_golden_value_on_long_sequences():
+    # 16 × 1536 = 24,576 > 12,000 (A1), yet 16 is A2's own value: the rules disagree
+    report = lint("data.max_response_length=1024", f"{ACT}.ppo_micro_batch_size_per_gpu=16")
+    f = one(report, "micro-batch-oom-risk")
+    assert f.severity == "warning"
+    assert f.evidence["rules_fired"] == ["A1 12,000-token rule"]
+    assert f.advice[0].suggested == 12_000 // 1536 - 12_000 // 1536 % 2  # A1 bound, TP multiple
+    assert overrides_of(f) == []  # --fix keeps the golden formula's value
+
+
+def test_small_micro_batch_is_quiet():
+    report = lint("data.max_response_length=1024", f"{ACT}.ppo_micro_batch_size_per_gpu=4")
+    assert named(report, "micro-batch-oom-risk") == []
+
+
+def test_unset_actor_micro_batch_is_verls_error():
+    f = one(lint(), "micro-batch-oom-risk")
+    assert f.severity == "error" and "Please set at least one of" in f.message
+    assert overrides_of(f) == [f"{ACT}.ppo_micro_batch_size_per_gpu=24"]  # golden for 512+512
+    dynamic = lint(f"{ACT}.use_dynamic_bsz=true")
+    assert named(dynamic, "micro-batch-oom-risk") == []
+
+
+def test_micro_batch_not_multiple_of_tp():
+    f = one(lint(f"{ACT}.ppo_micro_batch_size_per_gpu=3"), "micro-batch-tp-mismatch")  # TP 2
+    assert f.severity == "warning" and overrides_of(f) == [f"{ACT}.ppo_micro_batch_size_per_gpu=2"]
+    report = lint(f"{ACT}.ppo_micro_batch_size_per_gpu=3", f"{RO}.tensor_model_parallel_size=1")
+    assert named(report, "micro-batch-tp-mismatch") == []
+
+
+# ---- seed 000 §2: rollout.n ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "n, severity, suggested",
+    [(1, "error", 4), (2, "warning", 4), (5, "warning", 4), (16, "warning", 8), (32, "warning", 8)],
+)
+def test_seed000_s2_group_size(n, severity, suggested):
+    f = one(lint(GRPO, f"{RO}.n={n}"), "grpo-group-size")
+    assert f.severity == severity
+    assert f.evidence["rollout_n"] == n
+    assert f"{RO}.n={suggested}" in overrides_of(f)
+
+
+@pytest.mark.parametrize("n", [4, 8])
+def test_seed000_s2_recommended_group_sizes_are_quiet(n):
+    assert named(lint(GRPO, f"{RO}.n={n}"), "grpo-group-size") == []
+
+
+def test_group_size_rule_is_for_grpo_only():
+    assert named(lint(f"{RO}.n=1"), "grpo-group-size") == []  # gae (PPO) default
+
+
+def test_seed000_s2_train_batch_500_with_n_8():
+    report = lint(GRPO, f"{RO}.n=8", "data.train_batch_size=500")
+    [f] = named(report, "batch-not-divisible-by-n")
+    assert f.code == "LS504" and f.severity == "warning"
+    assert f.evidence["remainder"] == 500 % 8 == 4
+    assert overrides_of(f) == ["data.train_batch_size=496"]
+    # verl's own check passes: 500 × 8 = 4000 is divisible by 8 GPUs
+    assert "real_train_batch_size" not in f.message.split("verl checks")[0]
+
+
+def test_verl_real_train_batch_size_check():
+    report = lint("data.train_batch_size=500", "trainer.n_gpus_per_node=8")  # n = 1
+    [f] = named(report, "batch-not-divisible-by-n")
+    assert f.severity == "error"
+    assert "real_train_batch_size (500) must be divisible by minimal possible batch size (8)" in (
+        f.message
+    )
+    assert overrides_of(f) == ["data.train_batch_size=496"]
+    # with dynamic batch size verl skips the check
+    dyn = lint("data.train_batch_size=500", f"{ACT}.use_dynamic_bsz=true")
+    assert named(dyn, "batch-not-divisible-by-n") == []
+
+
+# ---- seed 000 §3: KL ---------------------------------------------------------------------------
+
+
+def test_seed000_s3_kl_loss_coef_zero():
+    report = lint(
+        GRPO,
+        f"{RO}.n=8",
+        f"{ACT}.use_kl_loss=True",
+        f"{ACT}.kl_loss_coef=0",
+        "actor_rollout_ref.model.path=Qwen2-7B-Instruct",
+    )
+    f = one(report, "kl-coef-zero")
+    assert f.code == "LS507" and f.severity == "error"
+    assert overrides_of(f) == [f"{ACT}.kl_loss_coef=0.001"]
+
+
+def test_kl_loss_coef_zero_without_kl_loss_is_a_warning_for_grpo():
+    f = one(lint(GRPO, f"{ACT}.kl_loss_coef=0"), "kl-coef-zero")
+    assert f.severity == "warning"
+    assert f"{ACT}.use_kl_loss=true" in overrides_of(f)
+
+
+@pytest.mark.parametrize(
+    "model, suggested",
+    [("Qwen2-0.5B-Instruct", 0.0005), ("Qwen2-72B-Instruct", 0.002)],
+)
+def test_seed000_s3_default_coefficient_vs_model_size(model, suggested):
+    report = lint(f"actor_rollout_ref.model.path=/m/{model}", f"{ACT}.use_kl_loss=true")
+    f = one(report, "kl-coef-scale-mismatch")
+    assert f.severity == "info" and f.advice[0].suggested == suggested
+    assert (
+        named(
+            lint("actor_rollout_ref.model.path=/m/Qwen2-7B", f"{ACT}.use_kl_loss=true"),
+            "kl-coef-scale-mismatch",
+        )
+        == []
+    )
+
+
+# ---- seed 000 §4: gpu_memory_utilization ---------------------------------------------------------
+
+
+def test_seed000_s4_gpu_memory_09_on_8_gpus():
+    f = one(
+        lint(f"{RO}.gpu_memory_utilization=0.9", "trainer.n_gpus_per_node=8"),
+        "gpu-memory-utilization-risk",
+    )
+    assert f.code == "LS509" and f.severity == "error"
+    assert f.evidence["recommended_range"] == [0.3, 0.4]
+    assert f.advice[0].suggested == 0.4
+    assert "0.3–0.4" in f.message
+
+
+def test_gpu_memory_range_depends_on_gpus_and_model_size():
+    single = one(
+        lint(f"{RO}.gpu_memory_utilization=0.6", "trainer.n_gpus_per_node=1"),
+        "gpu-memory-utilization-risk",
+    )
+    assert single.severity == "warning" and single.evidence["recommended_range"] == [0.4, 0.5]
+    small = lint(
+        f"{RO}.gpu_memory_utilization=0.65",
+        "trainer.n_gpus_per_node=2",
+        "actor_rollout_ref.model.path=/m/Qwen2.5-0.5B-Instruct",
+    )
+    assert named(small, "gpu-memory-utilization-risk") == []
+    assert named(lint(f"{RO}.gpu_memory_utilization=0.35"), "gpu-memory-utilization-risk") == []
+
+
+# ---- seed 000 §5: shuffle, seed ----------------------------------------------------------------
+
+
+def test_seed000_s5_shuffle_mismatch():
+    f = one(lint("data.shuffle=True", f"{ACT}.shuffle=False"), "shuffle-mismatch")
+    assert f.severity == "warning"
+    assert overrides_of(f) == [f"{ACT}.shuffle=true"]
+    assert named(lint("data.shuffle=True", f"{ACT}.shuffle=True"), "shuffle-mismatch") == []
+    assert one(lint(), "shuffle-mismatch").severity == "info"  # verl's defaults differ
+
+
+def test_seed_unset():
+    f = one(lint(), "seed-unset")
+    assert f.severity == "info" and overrides_of(f) == ["++data.seed=42"]
+    assert named(lint("++data.seed=1"), "seed-unset") == []
+
+
+# ---- seed 003 §5 --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("tbs, mini", [(256, 64), (512, 128)])
+def test_seed003_s51_article_batches_use_all_data(tbs, mini):
+    # The article reports 92% → 99.7% data use for 256/64 → 512/128, but both divide exactly
+    # (256/64 = 4, 512/128 = 4): by A7's arithmetic neither leaves a remainder, so no finding.
+    report = lint(f"data.train_batch_size={tbs}", f"{ACT}.ppo_mini_batch_size={mini}")
+    assert named(report, "mini-batch-not-divisor") == []
+
+
+def test_seed003_s51_remainder_share_is_reported():
+    f = one(
+        lint("data.train_batch_size=500", f"{ACT}.ppo_mini_batch_size=128"),
+        "mini-batch-not-divisor",
+    )
+    assert f.evidence["remainder"] == 500 - 3 * 128 == 116
+    assert f.evidence["data_used_share"] == pytest.approx(384 / 500)
+    assert "76.8%" in f.message
+    assert overrides_of(f) == [f"{ACT}.ppo_mini_batch_size=125"]  # largest divisor of 500 ≤ 128
+
+
+def test_mini_batch_larger_than_batch():
+    f = one(
+        lint("data.train_batch_size=128", f"{ACT}.ppo_mini_batch_size=256"),
+        "mini-batch-larger-than-batch",
+    )
+    assert f.severity == "error" and overrides_of(f) == [f"{ACT}.ppo_mini_batch_size=128"]
+    assert "must be >= actor.ppo_mini_batch_size" in f.message
+
+
+def test_seed003_s52_response_length_mismatch():
+    f = one(
+        lint(f"{RO}.response_length=256", "data.max_response_length=200"),
+        "response-length-mismatch",
+    )
+    assert f.code == "LS512" and f.severity == "warning"
+    assert f.evidence["difference"] == 56  # the article says 64; 256 − 200 = 56
+    assert overrides_of(f) == ["data.max_response_length=256"]  # what the article did
+    # unset response_length follows data.max_response_length (verl's interpolation)
+    assert named(lint("data.max_response_length=200"), "response-length-mismatch") == []
+    interp = lint(
+        f"{RO}.response_length=${{oc.select:data.max_response_length,512}}",
+        "data.max_response_length=200",
+    )
+    assert named(interp, "response-length-mismatch") == []
+
+
+def test_rollout_batching():
+    f = one(lint(f"{RO}.max_num_seqs=1896"), "rollout-batching-mismatch")
+    assert f.severity == "warning"
+    assert overrides_of(f) == [f"{RO}.max_num_batched_tokens=15168"]  # 8192 × 1896/1024
+    bad = lint(f"{RO}.max_num_batched_tokens=512", f"{RO}.max_num_seqs=1024")
+    messages = " ".join(f.message for f in named(bad, "rollout-batching-mismatch"))
+    assert "must be greater than or equal to max_num_seqs" in messages
+    assert "smaller than max_model_len" in messages  # 512 < 512 + 512
+
+
+def test_log_prob_micro_batch():
+    f = one(lint(f"{RO}.log_prob_micro_batch_size_per_gpu=8"), "log-prob-micro-batch")
+    assert f.severity == "info" and overrides_of(f) == [
+        f"{RO}.log_prob_micro_batch_size_per_gpu=16"
+    ]
+    f = one(lint(f"{RO}.log_prob_micro_batch_size_per_gpu=32"), "log-prob-micro-batch")
+    assert "padding" in f.message
+    unset = [f for f in named(lint(), "log-prob-micro-batch") if f.severity == "error"]
+    assert len(unset) == 1  # rollout only: no reference model without a KL term
+    with_ref = lint(f"{ACT}.use_kl_loss=true", f"{RO}.log_prob_micro_batch_size_per_gpu=16")
+    [ref] = named(with_ref, "log-prob-micro-batch")
+    assert "ref.log_prob_micro_batch_size_per_gpu" in ref.message
+
+
+# ---- seed 003 §6: the tuned command and its baseline ----------------------------------------------
+
+
+def test_seed003_s6_tuned_script_has_no_error():
+    [report] = check_path(FIXTURES / "run_ppo_tuned.sh")
+    assert report.run.source.kind == "verl-command"
+    assert report.run.meta["entry"] == "verl.trainer.main_ppo"
+    config = report.run.config()
+    assert config["data"]["train_batch_size"] == 512
+    assert config["trainer"]["logger"] == ["console"]
+    assert config["actor_rollout_ref"]["actor"]["optim"]["lr"] == 1.5e-6
+    assert not report.fails("warning"), [(f.name, f.message) for f in report.findings]
+
+
+def test_seed003_baseline_script_gets_the_findings_the_article_fixed():
+    [report] = check_path(FIXTURES / "run_ppo_baseline.sh")
+    assert report.run.config()["actor_rollout_ref"]["model"]["path"] == (
+        "/models/Qwen2.5-0.5B-Instruct"  # from $MODEL
+    )
+    fixes = set(fixed_overrides(report))
+    article = {
+        f"{RO}.gpu_memory_utilization=0.65",  # §2.1
+        f"{RO}.max_num_batched_tokens=16384",  # §2.2
+        f"{RO}.max_num_seqs=1896",  # §2.2
+        f"{RO}.log_prob_micro_batch_size_per_gpu=16",  # §2.3
+        "algorithm.kl_ctrl.kl_coef=0.0005",  # §4.2
+        "data.max_response_length=256",  # §5.2
+    }
+    assert article <= fixes
+    names = {f.name for f in report.findings}
+    assert {
+        "gpu-memory-utilization-risk",
+        "rollout-batching-mismatch",
+        "log-prob-micro-batch",
+        "kl-coef-scale-mismatch",
+        "response-length-mismatch",
+    } <= names
+    # after the fixes, nothing the article fixed is flagged again
+    relinted = lint(*fixed_overrides(report))
+    assert not relinted.fails("warning")
+
+
+# ---- YAML input ---------------------------------------------------------------------------------
+
+
+def test_yaml_config_and_flat_override_file(tmp_path):
+    nested = tmp_path / "ppo.yaml"
+    nested.write_text(
+        "defaults:\n  - ppo_trainer\n  - _self_\n"
+        "algorithm:\n  adv_estimator: grpo\n"
+        "actor_rollout_ref:\n  rollout:\n    n: 1\n    gpu_memory_utilization: 0.9\n"
+    )
+    [report] = check_yaml(nested)
+    assert report.run.source.kind == "verl-yaml"
+    assert {"grpo-group-size", "gpu-memory-utilization-risk"} <= {f.name for f in report.findings}
+    flat = tmp_path / "overrides.yml"
+    flat.write_text("data.shuffle: true\nactor_rollout_ref.actor.shuffle: false\n")
+    [report] = check_path(flat)
+    assert one(report, "shuffle-mismatch").severity == "warning"
+
+
+def test_bad_yaml_names_the_line(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("data:\n  train_batch_size: [1, 2\n")
+    with pytest.raises(ConfigParseError) as info:
+        check_path(bad)
+    assert "bad.yaml:" in str(info.value)
+    scalar = tmp_path / "scalar.yaml"
+    scalar.write_text("just a string\n")
+    with pytest.raises(ConfigParseError):
+        check_path(scalar)
+
+
+def test_script_without_verl_is_an_error(tmp_path):
+    script = tmp_path / "prep.sh"
+    script.write_text("python3 examples/data_preprocess/gsm8k.py --local_dir ~/data\n")
+    with pytest.raises(ConfigParseError) as info:
+        check_path(script)
+    assert "no verl trainer command" in str(info.value)
+
+
+def test_config_name_yaml_next_to_the_script_is_the_base(tmp_path):
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config" / "my_grpo.yaml").write_text(
+        "algorithm:\n  adv_estimator: grpo\nactor_rollout_ref:\n  rollout:\n    n: 2\n"
+    )
+    script = tmp_path / "run.sh"
+    script.write_text(
+        "python3 -m verl.trainer.main_ppo --config-path=config --config-name=my_grpo "
+        "data.train_batch_size=64\n"
+    )
+    [report] = check_path(script)
+    assert one(report, "grpo-group-size").evidence["rollout_n"] == 2
+    assert report.run.config()["data"]["train_batch_size"] == 64
