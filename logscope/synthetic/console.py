@@ -47,37 +47,30 @@ def format_step_line(step: int, data: dict[str, Any], version: str) -> str:
 
 
 # --------------------------------------------------------------------------------------------
-def _column_strings(name: str, values: np.ndarray, version: str) -> list[str]:
-    """`name:value` pieces for one metric, formatted as `format_step_line` would (fast path)."""
+def _spec(name: str, version: str) -> str:
+    """%-format spec printing a value of `name` as `format_step_line` does for `version`."""
     if not repr_era(version):
-        return [f"{name}:{x:.3f}" for x in values.tolist()]
+        return "%.3f"
     v09 = at_least(version, "0.9")
-    if v09 and (name.startswith(("val-core/", "val-aux/"))):
+    if v09 and name.startswith(("val-core/", "val-aux/")):
         if name.startswith("val-aux/num_turns/") and name[-4:] in ("/min", "/max"):
-            return [f"{name}:np.int64({int(x)})" for x in values.tolist()]
-        return [f"{name}:np.float64({x!r})" for x in values.tolist()]
-    is_int = name in INT_METRICS and not (v09 and name.startswith("global_seqlen/"))
-    if is_int:
-        return [
-            f"{name}:{int(x)}" if math.isfinite(x) else f"{name}:{x!r}" for x in values.tolist()
-        ]
-    return [f"{name}:{x!r}" for x in values.tolist()]
+            return "np.int64(%d)"
+        return "np.float64(%r)"
+    if name in INT_METRICS and not (v09 and name.startswith("global_seqlen/")):
+        return "%d"
+    return "%r"
 
 
 def step_value(name: str, value: float, version: str) -> Any:
     """The Python/numpy object verl would have in its metrics dict for this value."""
-    if (
-        repr_era(version)
-        and at_least(version, "0.9")
-        and name.startswith(("val-core/", "val-aux/"))
-    ):
-        if name.startswith("val-aux/num_turns/") and name[-4:] in ("/min", "/max"):
-            return np.int64(int(value))
+    spec = _spec(name, version)
+    if not math.isfinite(value):
+        return float(value)
+    if spec.startswith("np.int64"):
+        return np.int64(int(value))
+    if spec.startswith("np.float64"):
         return np.float64(value)
-    is_int = name in INT_METRICS and not (
-        at_least(version, "0.9") and name.startswith("global_seqlen/")
-    )
-    if is_int and math.isfinite(value):
+    if spec == "%d":
         return int(value)
     return float(value)
 
@@ -85,52 +78,55 @@ def step_value(name: str, value: float, version: str) -> Any:
 def step_lines(
     frame: pl.DataFrame, order: list[str], version: str
 ) -> Iterator[tuple[int, str, float]]:
-    """(step, line body without prefix, wall_time) for every step in a long metrics frame."""
+    """(step, line body without prefix, wall_time) for every step in a long metrics frame.
+
+    Equivalent to `format_step_line(step, {name: step_value(...)}, version)` per step, but one
+    %-template per set of present metrics, so 100k-step logs format in seconds.
+    """
     if frame.height == 0:
         return
     rank = {name: i for i, name in enumerate(order)}
     parts = frame.partition_by("metric", as_dict=True)
-    names = sorted((k[0] for k in parts), key=lambda n: rank.get(n, len(rank)))
-    all_steps = np.sort(frame.get_column("step").unique().to_numpy())
-    counts = {name: parts[(name,)].height for name in names}
-    full = max(counts.values())
-    dense = [n for n in names if counts[n] == full]
-    dense_steps = parts[(dense[0],)].sort("step").get_column("step").to_numpy()
-    cols: dict[str, tuple[np.ndarray, list[str]]] = {}
+    names = sorted((k[0] for k in parts), key=lambda n: (rank.get(n, len(rank)), n))
+    steps = np.sort(frame.get_column("step").unique().to_numpy())
+    size = len(steps)
+    values: dict[str, np.ndarray] = {}
+    masks: dict[str, np.ndarray] = {}
     for name in names:
-        sub = parts[(name,)].sort("step")
-        cols[name] = (
-            sub.get_column("step").to_numpy(),
-            _column_strings(name, sub.get_column("value").to_numpy(), version),
-        )
+        sub = parts[(name,)]
+        pos = np.searchsorted(steps, sub.get_column("step").to_numpy())
+        arr = np.full(size, np.nan)
+        arr[pos] = sub.get_column("value").to_numpy()
+        mask = np.zeros(size, dtype=bool)
+        mask[pos] = True
+        values[name], masks[name] = arr, mask
+    sparse = [n for n in names if not masks[n].all()]
+    code = np.zeros(size, dtype=np.int64)
+    groups: dict[bytes, np.ndarray] = {}
+    if sparse:
+        bits = np.stack([masks[n] for n in sparse], axis=1)
+        keys = np.packbits(bits, axis=1)
+        _, code = np.unique(keys, axis=0, return_inverse=True)
+        code = code.reshape(-1)
+    for c in np.unique(code):
+        groups[bytes([int(c) % 256, int(c) // 256])] = np.nonzero(code == c)[0]
     walls = frame.group_by("step").agg(pl.col("wall_time").max()).sort("step")
-    wall_by_step = dict(
-        zip(
-            walls.get_column("step").to_list(), walls.get_column("wall_time").to_list(), strict=True
-        )
-    )
-    sparse = [n for n in names if n not in dense]
-    sparse_at: dict[int, dict[str, str]] = {}
-    for name in sparse:
-        st, strs = cols[name]
-        for s, piece in zip(st.tolist(), strs, strict=True):
-            sparse_at.setdefault(s, {})[name] = piece
-    dense_pos = {int(s): i for i, s in enumerate(dense_steps.tolist())}
-    dense_rows = list(zip(*(cols[n][1] for n in dense), strict=True))
-    for step in all_steps.tolist():
-        i = dense_pos.get(step)
-        extra = sparse_at.get(step)
-        if extra is None and i is not None:
-            body = " - ".join(dense_rows[i])
-        else:
-            pieces = []
-            for name in names:
-                if name in extra:
-                    pieces.append(extra[name])
-                elif i is not None and name in dense:
-                    pieces.append(cols[name][1][i])
-            body = " - ".join(pieces)
-        yield step, f"step:{step} - {body}", float(wall_by_step.get(step) or 0.0)
+    wall = walls.get_column("wall_time").fill_null(0.0).to_numpy()
+    lines: list[str | None] = [None] * size
+    for idx in groups.values():
+        present = [n for n in names if masks[n][idx[0]]]
+        specs = []
+        for n in present:
+            spec = _spec(n, version)
+            if "%d" in spec and not np.isfinite(values[n][idx]).all():
+                spec = "%r"
+            specs.append(n.replace("%", "%%") + ":" + spec)
+        template = " - ".join(["step:%d", *specs])
+        columns = [steps[idx].tolist()] + [values[n][idx].tolist() for n in present]
+        for i, row in zip(idx.tolist(), zip(*columns, strict=True), strict=True):
+            lines[i] = template % row
+    for i, step in enumerate(steps.tolist()):
+        yield step, lines[i] or f"step:{step}", float(wall[i])
 
 
 # --------------------------------------------------------------------------------------------
@@ -173,6 +169,8 @@ class _Writer:
         self.pid = 3000 + (sim.seed * 7919) % 60000
         self.worker_pids = [self.pid + 1200 + 37 * r for r in range(8)]
         self.out: list[str] = []
+        self._driver_pre: str | None = None
+        self._driver_pid = self.pid
 
     def prefix(self, name: str, pid: int) -> str:
         if not self.ray_prefix:
@@ -181,7 +179,13 @@ class _Writer:
         return f"{CYAN}{text}{RESET} " if self.ansi else f"{text} "
 
     def driver(self, text: str) -> None:
-        pre = self.prefix(driver_name(self.version), self.pid)
+        if self._driver_pre is None or self._driver_pid != self.pid:
+            self._driver_pre = self.prefix(driver_name(self.version), self.pid)
+            self._driver_pid = self.pid
+        pre = self._driver_pre
+        if "\n" not in text:
+            self.out.append(pre + text)
+            return
         for line in text.split("\n"):
             self.out.append(pre + line)
 
