@@ -17,6 +17,7 @@ from logscope.model import Advice, Finding, Run
 from logscope.verl_config import ACT
 
 from ._signal import (
+    bin_width,
     binned,
     clean_series,
     concept_series,
@@ -135,7 +136,7 @@ class RewardSawtooth(Detector):
         noise_z: float = 4.5,
         min_amplitude_sigma: float = 0.75,
         max_points: int = 2000,
-        max_raw_steps: int = 20000,
+        max_raw_steps: int = 200000,
     ) -> None:
         for label, value in (
             ("min_cycles", min_cycles),
@@ -161,39 +162,64 @@ class RewardSawtooth(Detector):
         metric, steps, values = concept_series(run, *self.concepts)
         if metric is None or len(steps) < 4 * self.min_cycles * 2:
             return []
+        # one grid per resolution: the binned one for long periods, finer ones (×8 apart) for
+        # periods too short to survive binning; each searches periods of 4..32 of its points
         grid, vals, width = regular_grid(steps, values, self.max_points)
+        levels = [
+            (
+                grid,
+                vals,
+                width,
+                self._search(
+                    vals, max(2, math.ceil(self.min_period / width)), self.max_period / width
+                ),
+            )
+        ]
+        raw_width = bin_width(steps, len(steps) + 1)
+        w = raw_width
+        while w < width:
+            if (steps[-1] - steps[0]) / w <= self.max_raw_steps:
+                g, v, gw = regular_grid(steps, values, int((steps[-1] - steps[0]) / w) + 2)
+                lo = max(2, math.ceil(self.min_period / gw))
+                levels.append((g, v, gw, self._search(v, lo, min(32, 4 * width / gw))))
+            w *= 8
+        found = [lv for lv in levels if lv[3] is not None and lv[3]["significant"]]
+        if not found:
+            return []
+        grid, vals, width, chosen = max(found, key=lambda lv: lv[3]["corr"])
+        if width > raw_width and steps[-1] - steps[0] <= self.max_raw_steps:
+            # coarse periods are fractional: settle the period and start at full resolution
+            approx = chosen["period"] * width / raw_width
+            grid, vals, width = regular_grid(steps, values, len(steps) + 1)
+            around = [
+                self._score_period(vals, p) for p in range(max(2, int(approx) - 2), int(approx) + 4)
+            ]
+            around = [c for c in around if c is not None]
+            if not around:
+                return []
+            chosen = max(around, key=lambda c: c["corr"])
+        if chosen is None or not chosen["significant"]:
+            return []
+        finding = self._finding(run, metric, steps, grid, vals, width, chosen)
+        return [finding] if finding is not None else []
+
+    def _search(self, vals: np.ndarray, p_lo: int, p_max: float) -> dict[str, Any] | None:
+        """The best period in [p_lo, p_max] (in grid points), preferring the fundamental."""
         m = len(vals)
-        p_lo = max(2, math.ceil(self.min_period / width))
-        p_hi = min(int(self.max_period / width), (m - 1) // (self.min_cycles + 1))
+        p_hi = min(int(p_max), (m - 1) // (self.min_cycles + 1))
         best: dict[str, Any] | None = None
         for p in range(p_lo, p_hi + 1):
             cand = self._score_period(vals, p)
-            if cand is None:
-                continue
-            if best is None or cand["corr"] > best["corr"]:
+            if cand is not None and (best is None or cand["corr"] > best["corr"]):
                 best = cand
         if best is None:
-            return []
+            return None
         # prefer the fundamental over its multiples: the shortest period close to the best
-        chosen = best
         for p in range(p_lo, best["period"]):
             cand = self._score_period(vals, p)
             if cand is not None and cand["corr"] >= 0.85 * best["corr"]:
-                chosen = cand
-                break
-        if not chosen["significant"]:
-            return []
-        if width > 1 and steps[-1] - steps[0] <= self.max_raw_steps:
-            # binned periods are fractional: settle the period and start at full resolution
-            approx = chosen["period"] * width
-            grid, vals, width = regular_grid(steps, values, len(steps) + 1)
-            lo, hi = int(approx / width) - 2, int(approx / width) + 3
-            raw = [self._score_period(vals, p) for p in range(max(2, lo), hi + 1)]
-            raw = [c for c in raw if c is not None]
-            if raw:
-                chosen = max(raw, key=lambda c: c["corr"])
-        finding = self._finding(run, metric, steps, grid, vals, width, chosen)
-        return [finding] if finding is not None else []
+                return cand
+        return best
 
     def _score_period(self, vals: np.ndarray, p: int) -> dict[str, Any] | None:
         """Best tail correlation of the trend-free residual with itself one period later."""
