@@ -21,7 +21,14 @@ from logscope.model import SEVERITY_RANK, Finding, Run
 from logscope.report import Report
 from logscope.store import Store, default_root
 
-SEVERITY_ICON = {"critical": "🟥", "error": "🔴", "warning": "🟠", "info": "🔵", None: "🟢"}
+# Material icons ship with Streamlit (emoji need a system font a headless server may lack).
+SEVERITY_ICON = {
+    "critical": ":red[:material/dangerous:]",
+    "error": ":red[:material/error:]",
+    "warning": ":orange[:material/warning:]",
+    "info": ":blue[:material/info:]",
+    None: ":green[:material/check_circle:]",
+}
 UPLOADS = "uploads"
 
 
@@ -266,7 +273,7 @@ def show_finding(f: Finding, run_id: str, index: int) -> None:
             st.page_link(
                 "pages/metrics.py",
                 label=f"Chart of {f.metric} at step {f.step}",
-                icon="📈",
+                icon=":material/show_chart:",
                 query_params={"run": run_id, "metric": f.metric, "step": str(f.step)},
             )
 

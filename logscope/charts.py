@@ -54,11 +54,26 @@ class MetricGroup:
     def names(self) -> set[str]:
         return {name for c in self.concepts for name in ALIASES.get(c, ())}
 
+    def primary_names(self) -> set[str]:
+        """Names of the metrics drawn by default (the rest start hidden in the legend)."""
+        return {name for c in PRIMARY.get(self.key, ()) for name in ALIASES.get(c, ())}
+
     def matches(self, metric: str) -> bool:
         if self.exclude and metric.startswith(self.exclude):
             return False
         return metric in self.names() or (bool(self.prefixes) and metric.startswith(self.prefixes))
 
+
+# Concepts each group draws by default; its other metrics start hidden (click the legend).
+PRIMARY: dict[str, tuple[str, ...]] = {
+    "reward": ("score_mean", "reward_mean"),
+    "kl": ("kl_ref", "ppo_kl", "pg_clipfrac", "response_clip_ratio"),
+    "lengths": ("response_length_mean", "response_length_max"),
+    "timing": ("time_gen", "time_step"),
+    "memory": ("gpu_mem_reserved", "gpu_mem_allocated"),
+    "throughput": ("throughput",),
+    "losses": ("pg_loss", "actor_grad_norm", "vf_loss"),
+}
 
 # Order matters: a metric goes to the first group that claims it.
 GROUPS: tuple[MetricGroup, ...] = (
@@ -147,6 +162,23 @@ def metric_groups(metrics: Iterable[str]) -> dict[str, list[str]]:
     for name in metrics:
         out[group_of(name).key].append(name)
     return {k: sorted(v) for k, v in out.items() if v}
+
+
+def group_by_key(key: str) -> MetricGroup:
+    for group in (*GROUPS, OTHER):
+        if group.key == key:
+            return group
+    raise KeyError(key)
+
+
+def visible_by_default(
+    key: str, names: Sequence[str], findings: Sequence[Finding] = ()
+) -> set[str]:
+    """The metrics of a group drawn at first: its primary ones plus any a finding points at
+    (all of them when the group has no primary metric in this run)."""
+    primary = group_by_key(key).primary_names() & set(names)
+    flagged = {f.metric for f in findings if f.metric in names}
+    return (primary | flagged) if primary else set(names)
 
 
 def group_title(key: str) -> str:
@@ -314,6 +346,7 @@ def metric_figure(
     max_points: int = DEFAULT_MAX_POINTS,
     step_range: tuple[int, int] | None = None,
     height: int = 320,
+    visible: Iterable[str] | None = None,
 ) -> go.Figure:
     """One panel: `metrics` of `run` with finding markers, changepoint lines, incident spans.
 
@@ -334,6 +367,7 @@ def metric_figure(
         and (step_range is None or step_range[0] <= f.step <= step_range[1])
     ]
     keep_steps = sorted({int(s) for f in mine for s in (f.step, f.end_step) if s is not None})
+    shown = set(metrics) if visible is None else set(visible)
     line_steps: dict[int, str] = {}
     lo_step: int | None = None
     hi_step = 0
@@ -376,6 +410,10 @@ def metric_figure(
                     line={"color": color, "width": 1.5},
                 )
             )
+        if name not in shown:
+            for trace in fig.data:
+                if trace.name in (name, f"{name} (raw)"):
+                    trace.visible = "legendonly"
         marks = [f for f in mine if f.metric == name]
         if marks:
             xs, ys, texts, colors = [], [], [], []
@@ -445,6 +483,7 @@ def group_figures(
             smoothing=smoothing,
             max_points=max_points,
             step_range=step_range,
+            visible=visible_by_default(key, names, findings),
         )
     return out
 
@@ -526,8 +565,9 @@ def incident_timeline(report: Report, height: int | None = None) -> go.Figure:
                 hovertemplate="%{y}: step %{base:.0f}, %{text}<extra></extra>",
             )
         )
-    _spans(fig, report.incidents, None)
     last = report.run.steps[-1] if report.run.n_steps else None
+    first = report.run.steps[0] if report.run.n_steps else None
+    _spans(fig, report.incidents, None, float(last - first) if last is not None else None)
     _layout(fig, "Findings on the step axis (incidents shaded)", height or 80 + 28 * len(names))
     fig.update_layout(hovermode="closest", barmode="overlay", showlegend=True)
     fig.update_yaxes(categoryorder="array", categoryarray=names[::-1])

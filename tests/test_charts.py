@@ -177,3 +177,29 @@ def test_group_figures_one_per_group_with_step_range() -> None:
     assert set(figs) == {"reward", "entropy", "timing"}
     xs = figs["reward"].data[0].x
     assert min(xs) == 100 and max(xs) == 200
+
+
+def test_groups_draw_headline_metrics_and_flagged_ones_by_default() -> None:
+    x = np.linspace(0, 1, 100)
+    run = make_run(
+        {
+            "critic/score/mean": x,
+            "critic/score/max": x + 1,
+            "critic/advantages/max": x * 4,
+            "critic/advantages/min": -x * 4,
+        }
+    )
+    flagged = _finding("critic/advantages/max", 50)
+    fig = group_figures(run)["reward"]
+    visible = {t.name for t in fig.data if t.visible is not False and t.visible != "legendonly"}
+    assert visible == {"critic/score/mean"}
+    figs = group_figures(run, _Report(run, [flagged]))  # type: ignore[arg-type]
+    shown = {
+        t.name for t in figs["reward"].data if t.visible != "legendonly" and t.name != "findings"
+    }
+    assert shown == {"critic/score/mean", "critic/advantages/max"}
+
+
+class _Report:
+    def __init__(self, run, findings) -> None:  # type: ignore[no-untyped-def]
+        self.run, self.findings, self.incidents = run, findings, []

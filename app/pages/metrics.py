@@ -3,7 +3,7 @@
 import streamlit as st
 from logscope.app import _common as ui
 
-from logscope.charts import group_title, metric_figure, metric_groups
+from logscope.charts import group_title, metric_figure, metric_groups, visible_by_default
 
 ui.page_setup()
 st.title("Metrics")
@@ -56,6 +56,12 @@ if picked is not None:
 
     if not groups:
         st.info("This run has no metrics.")
+    else:
+        st.caption(
+            "Each group draws its headline metrics and any metric a finding points at; click a "
+            "name in a legend to show the others. An x marks a finding at its step; shaded spans "
+            "and top ribbons are incidents."
+        )
     for key in shown:
         names = groups[key]
         fig = metric_figure(
@@ -67,5 +73,6 @@ if picked is not None:
             smoothing=smoothing,
             max_points=max_points,
             height=340 if len(names) < 8 else 440,
+            visible=visible_by_default(key, names, findings),
         )
         st.plotly_chart(fig, key=f"chart-{key}")

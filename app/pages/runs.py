@@ -41,5 +41,7 @@ else:
     )
     st.session_state["selected_runs"] = chosen
     c1, c2 = st.columns(2)
-    c1.page_link("pages/run.py", label="Open the current run", icon="🩺")
-    c2.page_link("pages/compare.py", label="Compare the selected runs", icon="⚖️")
+    c1.page_link("pages/run.py", label="Open the current run", icon=":material/stethoscope:")
+    c2.page_link(
+        "pages/compare.py", label="Compare the selected runs", icon=":material/compare_arrows:"
+    )

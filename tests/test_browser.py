@@ -1,0 +1,82 @@
+"""A real browser on a real server: `logscope dashboard LOGS --port P`, headless Chromium.
+
+Uses the system chromium through Playwright (no browser download). Saves screenshots to
+artifacts/ (gitignored) as test artifacts.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parent.parent
+ARTIFACTS = ROOT / "artifacts"
+
+if not Path("/usr/bin/chromium").exists():
+    pytest.skip(
+        "/usr/bin/chromium is missing (apt-get install -y chromium; .ci/run does this)",
+        allow_module_level=True,
+    )
+pytest.importorskip("playwright", reason="playwright (python package) is not installed")
+pytest.importorskip("streamlit")
+
+_spec = importlib.util.spec_from_file_location(
+    "screenshot_dashboard", ROOT / "scripts" / "screenshot_dashboard.py"
+)
+shot = importlib.util.module_from_spec(_spec)  # type: ignore[arg-type]
+_spec.loader.exec_module(shot)  # type: ignore[union-attr]
+
+
+def _expected(store: Path) -> tuple[str, str, list[str]]:
+    """A finding title and an override the Run page must show, and the run labels."""
+    from logscope.analyze import analyze_run
+    from logscope.store import Store
+
+    st = Store(store)
+    ids = st.run_ids()
+    reports = [analyze_run(st.get_run(i)) for i in ids]  # type: ignore[arg-type]
+    # The app opens the first preselected run (the baseline fixture) or the first id.
+    first = next((r for r in reports if "baseline" in r.run.source.path), reports[0])
+    incident = first.incidents[0]
+    finding = first.findings[incident.findings[0]]
+    override = next(
+        a.override for k in incident.findings[:3] for a in first.findings[k].advice if a.override
+    )
+    return finding.title, override, [r.run.id[:8] for r in reports]
+
+
+def test_dashboard_in_chromium(tmp_path: Path) -> None:
+    ARTIFACTS.mkdir(exist_ok=True)
+    store = tmp_path / "store"
+    paths = shot.input_paths(store)  # the fixtures, or a seeded store until they are readable
+    with shot.serve(paths, store) as url:
+        title, override, short_ids = _expected(store)
+        with shot.browser_page(1400, 1100) as page:
+            # Run page: a finding title and its override are visible.
+            shot.open_page(page, url, "run")
+            page.get_by_text(title, exact=True).first.wait_for(state="visible", timeout=60_000)
+            page.get_by_text(override).first.wait_for(state="visible", timeout=60_000)
+            page.screenshot(path=str(ARTIFACTS / "browser_run.png"), full_page=True)
+
+            # Metrics page: the plotly charts render (svg drawn), with finding markers.
+            shot.open_page(page, url, "metrics")
+            assert page.locator(shot.CHART).count() >= 3
+            page.screenshot(path=str(ARTIFACTS / "browser_metrics.png"))
+
+            # Compare page: both runs are shown (labels carry the first 8 chars of the id).
+            shot.open_page(page, url, "compare")
+            main = page.locator('[data-testid="stMain"]')
+            text = main.inner_text()
+            for short in short_ids[:2]:
+                assert short in text, short
+            assert "Key metrics" in text and "Config diff" in text
+            legend = page.eval_on_selector_all(
+                f"{shot.CHART} .legendtext", "els => els.map(e => e.textContent)"
+            )
+            assert len(set(legend)) >= 2, legend
+            page.screenshot(path=str(ARTIFACTS / "browser_compare.png"), full_page=True)
+    assert (ARTIFACTS / "browser_compare.png").stat().st_size > 10_000
