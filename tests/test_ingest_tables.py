@@ -51,7 +51,7 @@ def test_wandb_csv_export_two_runs(tmp_path):
         steps,
     )
     assert wandb_csv.sniff(path)
-    runs = {r.id: r for r in wandb_csv.read(path)}
+    runs = {r.meta["experiment"]: r for r in wandb_csv.read(path)}
     assert set(runs) == {"qwen-grpo-a", "qwen-grpo-b"}
     a, b = runs["qwen-grpo-a"], runs["qwen-grpo-b"]
     assert a.source.kind == "wandb-csv"
@@ -183,7 +183,7 @@ def test_rows_to_run_from_recorded_api_rows():
         {"run_id": "a1b2c3d4", "project": "verl_grpo_gsm8k", "experiment": "qwen2_5_3b"},
         source="wandb://team/verl_grpo_gsm8k/a1b2c3d4",
     )
-    assert run.id == "a1b2c3d4" and run.source.kind == "wandb-online"
+    assert run.meta["run_id"] == "a1b2c3d4" and run.source.kind == "wandb-online"
     assert "val/generations" not in run.metric_names and "_runtime" not in run.metric_names
     assert list(run.steps) == [0, 1, 2, 3]
     _, gn = run.series("actor/grad_norm")

@@ -34,8 +34,9 @@ def test_directory_with_two_runs(tmp_path):
     write_tensorboard(root / "proj" / "exp_a", _rows(20))
     write_tensorboard(root / "proj" / "exp_b", _rows(15, offset=1.0))
     assert tensorboard.sniff(root)
-    runs = sorted(tensorboard.read(root), key=lambda r: r.id)
-    assert [r.id for r in runs] == ["proj/exp_a", "proj/exp_b"]
+    runs = sorted(tensorboard.read(root), key=lambda r: r.meta["run_name"])
+    assert [r.meta["run_name"] for r in runs] == ["proj/exp_a", "proj/exp_b"]
+    assert len({r.id for r in runs}) == 2  # content hashes, the store's keys
     a, b = runs
     assert a.source.kind == "tensorboard"
     assert a.meta["project"] == "proj" and a.meta["experiment"] == "exp_a"

@@ -5,6 +5,7 @@ Readers collect columns in plain Python lists and build the polars frame once he
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -14,6 +15,16 @@ import polars as pl
 from logscope.model import METRICS_SCHEMA, empty_metrics
 
 NAN = float("nan")
+
+
+def content_hash(*chunks: bytes | str) -> str:
+    """A run id from the bytes it was read from (16 hex digits, like the console reader's): the
+    store keys runs by it, so two different files never share an id and a re-read one keeps it."""
+    digest = hashlib.blake2b(digest_size=8)
+    for chunk in chunks:
+        digest.update(chunk.encode("utf-8", "surrogateescape") if isinstance(chunk, str) else chunk)
+        digest.update(b"\0")
+    return digest.hexdigest()
 
 
 def to_float(value: Any) -> float | None:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from logscope.exceptions import IngestError
-from logscope.ingest._common import metrics_frame, to_float, version_and_algorithm
+from logscope.ingest._common import content_hash, metrics_frame, to_float, version_and_algorithm
 from logscope.model import Run, Source
 
 KIND = "verl-jsonl"
@@ -62,7 +62,7 @@ def read(path: Path, *, progress: Any = None) -> list[Run]:
         raw = path.read_bytes()
     except OSError as exc:
         raise IngestError(str(path), f"cannot read: {exc.strerror or exc}") from exc
-    run = Run(id=path.stem, source=Source(KIND, str(path)))
+    run = Run(id=content_hash(KIND, raw), source=Source(KIND, str(path)))
     stats = run.parse_stats
     steps: list[int] = []
     names: list[str] = []

@@ -16,7 +16,7 @@ from typing import Any
 import polars as pl
 
 from logscope.exceptions import IngestError
-from logscope.ingest._common import metrics_frame, to_float, version_and_algorithm
+from logscope.ingest._common import content_hash, metrics_frame, to_float, version_and_algorithm
 from logscope.model import METRICS_SCHEMA, Run, Source, empty_metrics
 
 KIND = "table"
@@ -209,7 +209,11 @@ def read(path: Path, *, progress: Any = None) -> list[Run]:
     path = Path(path)
     if not path.is_file():
         raise IngestError(str(path), "not a file")
-    run = Run(id=path.stem, source=Source(KIND, str(path)), meta={"experiment": path.stem})
+    run = Run(
+        id=content_hash(KIND, path.read_bytes()),
+        source=Source(KIND, str(path)),
+        meta={"experiment": path.stem},
+    )
     if path.suffix in JSONL_SUFFIXES:
         frame, used, missing = rows_to_frame(_iter_jsonl(path, run), none_is_nan=True)
         run.metrics = frame

@@ -14,6 +14,7 @@ folder (restarts) are merged in file-name (= creation time) order, the later val
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import struct
@@ -122,12 +123,15 @@ class _Damage:
         self.notes: list[str] = []
 
 
-def _records(path: Path, masked_crc: Callable[[bytes], int], damage: _Damage) -> list[bytes]:
+def _records(
+    path: Path, masked_crc: Callable[[bytes], int], damage: _Damage, digest: Any
+) -> list[bytes]:
     """Payloads of the TFRecord file at `path`, stopping at the first untrustworthy length."""
     try:
         data = path.read_bytes()
     except OSError as exc:
         raise IngestError(str(path), f"cannot read: {exc.strerror or exc}") from exc
+    digest.update(data)
     out: list[bytes] = []
     pos, end = 0, len(data)
     unpack_q, unpack_i = struct.Struct("<Q").unpack_from, struct.Struct("<I").unpack_from
@@ -338,8 +342,9 @@ def read(path: Path, *, progress: Any = None) -> list[Run]:
         builder = _RunBuilder()
         damage = _Damage()
         records = 0
+        digest = hashlib.blake2b(KIND.encode(), digest_size=8)
         for file in files:
-            payloads = _records(file, masked_crc, damage)
+            payloads = _records(file, masked_crc, damage, digest)
             records += len(payloads)
             try:
                 builder.add_file(payloads, event_pb2)
@@ -349,9 +354,10 @@ def read(path: Path, *, progress: Any = None) -> list[Run]:
             done += 1
             if progress is not None:
                 progress(done, total)
-        run_id, meta = _meta_from_path(path, folder)
+        name, meta = _meta_from_path(path, folder)
+        meta["run_name"] = name
         run = Run(
-            id=run_id,
+            id=digest.hexdigest(),
             source=Source(KIND, str(folder if path.is_dir() else path)),
             meta=meta,
         )

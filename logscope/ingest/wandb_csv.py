@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from logscope.exceptions import IngestError
-from logscope.ingest._common import version_and_algorithm
+from logscope.ingest._common import content_hash, version_and_algorithm
 from logscope.ingest.tables import _header, long_from_wide, read_csv_strings
 from logscope.model import Run, Source
 
@@ -52,9 +52,10 @@ def read(path: Path, *, progress: Any = None) -> list[Run]:
         raise IngestError(str(path), "no '<run> - <metric>' columns: not a W&B chart export")
     companions = sum(c.endswith(_COMPANIONS) for c in frame.columns)
     runs: list[Run] = []
+    raw = path.read_bytes()
     for name, metrics in by_run.items():
         run = Run(
-            id=name,
+            id=content_hash(KIND, raw, name),
             source=Source(KIND, str(path)),
             meta={"experiment": name},
         )

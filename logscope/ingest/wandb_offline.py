@@ -24,7 +24,13 @@ from pathlib import Path
 from typing import Any
 
 from logscope.exceptions import IngestError
-from logscope.ingest._common import meta_from_config, metrics_frame, to_float, version_and_algorithm
+from logscope.ingest._common import (
+    content_hash,
+    meta_from_config,
+    metrics_frame,
+    to_float,
+    version_and_algorithm,
+)
 from logscope.model import ConfigSegment, Event, Run, Source
 
 KIND = "wandb-offline"
@@ -437,8 +443,7 @@ def _read_file(path: Path, progress: Any = None) -> Run:
         elif kind == "header":
             meta["wandb_version"] = record.header.version_info.producer.split("+")[0]
     console.close(last_step)
-    run_id = meta.get("wandb_run_id") or path.stem.removeprefix("run-")
-    run = Run(id=run_id, source=Source(KIND, str(path)))
+    run = Run(id=content_hash(KIND, data), source=Source(KIND, str(path)))
     run.metrics = metrics_frame(steps, names, values, walls)
     config.pop("_wandb", None)
     first = int(min(steps)) if steps else 0
@@ -544,9 +549,4 @@ def read(path: Path, *, progress: Any = None) -> list[Run]:
         raise IngestError(
             str(path), "no W&B run here (expected run-*.wandb, offline-run-*/ or run-*/ folders)"
         )
-    runs = [_read_file(file, progress) for file in files]
-    ids = [r.id for r in runs]
-    for run in runs:  # the same wandb run id synced twice: keep ids unique
-        if ids.count(run.id) > 1:
-            run.id = f"{run.id}@{Path(run.source.path).parent.name}"
-    return runs
+    return [_read_file(file, progress) for file in files]

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from logscope.exceptions import IngestError, OptionalDependencyMissing
-from logscope.ingest._common import meta_from_config, version_and_algorithm
+from logscope.ingest._common import content_hash, meta_from_config, version_and_algorithm
 from logscope.ingest.tables import rows_to_frame
 from logscope.ingest.wandb_offline import unwrap_config
 from logscope.model import ConfigSegment, Run, Source
@@ -55,7 +55,7 @@ def rows_to_run(
     """
     frame, used, missing = rows_to_frame(rows, none_is_nan=False)
     run_id = str(meta.get("run_id") or meta.get("id") or "wandb-run")
-    run = Run(id=run_id, source=Source(KIND, source or run_id))
+    run = Run(id=content_hash(KIND, source or run_id), source=Source(KIND, source or run_id))
     run.metrics = frame
     cleaned = {k: unwrap_config(v) for k, v in (config or {}).items() if k != "_wandb"}
     first = int(frame.get_column("step").min()) if frame.height else 0
