@@ -20,13 +20,18 @@ def rounded(run: Run, decimals: int = 3) -> Run:
     return Run(run.id, run.source, meta, run.config_segments, metrics, run.events)
 
 
-def with_gaps(run: Run, seed: int = 0, drop: float = 0.1, nan: float = 0.05) -> Run:
-    """Irregular logging: drop a share of (step, metric) rows and turn some values into NaN."""
+def with_gaps(
+    run: Run, seed: int = 0, drop: float = 0.1, nan: float = 0.05, keep_step: int | None = None
+) -> Run:
+    """Irregular logging: drop a share of (step, metric) rows and turn some values into NaN
+    (except at `keep_step`, e.g. the one step an isolated spike lives on)."""
     rng = np.random.default_rng(seed)
     m = run.metrics
-    keep = rng.random(m.height) >= drop
+    spared = (m.get_column("step") == keep_step).to_numpy()
+    keep = (rng.random(m.height) >= drop) | spared
     m = m.filter(pl.Series(keep))
-    make_nan = pl.Series(rng.random(m.height) < nan)
+    spared = (m.get_column("step") == keep_step).to_numpy()
+    make_nan = pl.Series((rng.random(m.height) < nan) & ~spared)
     m = m.with_columns(
         pl.when(make_nan).then(float("nan")).otherwise(pl.col("value")).alias("value")
     )

@@ -96,7 +96,7 @@ def test_hand_built_ppo_kl_all_zero_rounded_series_is_not_judged():
 @pytest.mark.parametrize("kind", sorted(DETECTORS))
 def test_nan_gaps_and_irregular_logging(kind):
     sim, truth = _inject(kind, 800, "ppo", 6, 1.3)
-    run = with_gaps(sim.to_run(), seed=1, drop=0.1, nan=0.05)
+    run = with_gaps(sim.to_run(), seed=1, drop=0.1, nan=0.05, keep_step=truth)
     hit = nearest(DETECTORS[kind]().detect(run), kind, truth)
     assert hit is not None and abs(hit.step - truth) <= STEP_TOLERANCE + 2
 

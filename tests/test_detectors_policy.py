@@ -1,0 +1,252 @@
+"""LS110 entropy-collapse, LS120 clip-ratio-spike, LS130 grad-norm-spike, LS140
+response-length-collapse on simulated and hand-built runs.
+
+Injected pathologies must be found under the right name within STEP_TOLERANCE steps of the
+simulator's ground truth; healthy runs must stay silent at warning and above.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+from logscope.detectors.kl import KLJump, KLOutOfBand, PPOKLTooLow
+from logscope.detectors.policy import (
+    ClipRatioSpike,
+    EntropyCollapse,
+    GradNormSpike,
+    ResponseLengthCollapse,
+)
+
+from logscope.exceptions import BadDetectorParameters
+from tests._ls1xx import (
+    check_finding_shape,
+    nearest,
+    rounded,
+    truncated,
+    warnings_of,
+    with_gaps,
+)
+from tests.helpers import make_run
+
+synthetic = pytest.importorskip("logscope.synthetic")
+Injection, simulate = synthetic.Injection, synthetic.simulate
+
+STEP_TOLERANCE = 5
+DETECTORS = {
+    "entropy-collapse": EntropyCollapse,
+    "clip-ratio-spike": ClipRatioSpike,
+    "grad-norm-spike": GradNormSpike,
+    "response-length-collapse": ResponseLengthCollapse,
+}
+ALL_LS1XX = (KLJump, KLOutOfBand, PPOKLTooLow, *DETECTORS.values())
+CONFIG = {
+    "actor_rollout_ref": {
+        "actor": {"optim": {"lr": 1e-6}, "grad_clip": 1.0, "clip_ratio": 0.2, "entropy_coeff": 0}
+    },
+    "data": {"max_response_length": 1024},
+}
+
+
+def _inject(kind: str, n: int, algorithm: str, seed: int, magnitude: float, **kw):
+    step = int(n * (0.3 + 0.3 * ((seed * 7919) % 100) / 100))
+    sim = simulate(n, algorithm, seed=seed, inject=[Injection(kind, step, magnitude)], **kw)
+    return sim, sim.truth[0].step
+
+
+@pytest.mark.parametrize("kind", sorted(DETECTORS))
+@pytest.mark.parametrize("algorithm", ["grpo", "ppo"])
+@pytest.mark.parametrize("n", [150, 2000])
+@pytest.mark.parametrize(("seed", "magnitude"), [(1, 0.8), (2, 1.3), (3, 2.0)])
+def test_injected_found_at_the_right_step(kind, algorithm, n, seed, magnitude):
+    det = DETECTORS[kind]()
+    sim, truth = _inject(kind, n, algorithm, seed, magnitude)
+    findings = det.detect(sim.to_run())
+    hit = nearest(findings, kind, truth)
+    assert hit is not None, f"{kind} not found (truth step {truth})"
+    assert abs(hit.step - truth) <= STEP_TOLERANCE, (hit.step, truth, hit.message)
+    assert hit.severity in ("warning", "error")
+    for f in findings:
+        check_finding_shape(det, f)
+
+
+@pytest.mark.parametrize("algorithm", ["grpo", "ppo"])
+@pytest.mark.parametrize("seed", range(10))
+def test_healthy_runs_are_silent(algorithm, seed):
+    n = (150, 400, 1200)[seed % 3]
+    version = ("0.4", "0.5", "0.8", "0.9")[seed % 4]
+    run = simulate(n, algorithm, seed=200 + seed, noise=0.7 + 0.07 * seed, version=version)
+    run = run.to_run()
+    if version == "0.4":
+        run = rounded(run)
+    for cls in DETECTORS.values():
+        assert warnings_of(cls().detect(run)) == []
+
+
+@pytest.mark.parametrize("kind", sorted(DETECTORS))
+def test_found_in_a_3f_rounded_log(kind):
+    sim, truth = _inject(kind, 500, "grpo", 5, 1.2, version="0.4")
+    run = rounded(sim.to_run())
+    assert run.value_resolution == 0.0005
+    hit = nearest(DETECTORS[kind]().detect(run), kind, truth)
+    assert hit is not None and abs(hit.step - truth) <= STEP_TOLERANCE
+
+
+@pytest.mark.parametrize("kind", sorted(DETECTORS))
+def test_nan_gaps_and_irregular_logging(kind):
+    sim, truth = _inject(kind, 800, "ppo", 6, 1.3)
+    run = with_gaps(sim.to_run(), seed=2, drop=0.1, nan=0.05, keep_step=truth)
+    hit = nearest(DETECTORS[kind]().detect(run), kind, truth)
+    assert hit is not None and abs(hit.step - truth) <= STEP_TOLERANCE + 2
+
+
+@pytest.mark.parametrize("n_steps", [0, 1, 3, 8])
+def test_short_runs_never_raise(n_steps):
+    sim, _ = _inject("entropy-collapse", 200, "ppo", 1, 1.0)
+    run = truncated(sim.to_run(), n_steps)
+    for cls in DETECTORS.values():
+        assert cls().detect(run) == []
+
+
+def test_all_nan_constant_and_zero_series():
+    n = 60
+    run = make_run(
+        {
+            "actor/entropy": [np.nan] * n,
+            "actor/grad_norm": [0.0] * n,
+            "response_length/clip_ratio": [0.0] * n,
+            "actor/pg_clipfrac": [0.002] * n,
+            "response_length/mean": [300.0] * n,
+        }
+    )
+    for cls in DETECTORS.values():
+        assert cls().detect(run) == []
+
+
+def test_entropy_collapse_hand_built_exponential():
+    rng = np.random.default_rng(0)
+    t = np.arange(400)
+    ent = 0.8 * np.exp(rng.normal(0, 0.03, 400))
+    ent[250:] *= 0.03 + 0.97 * np.exp(-(t[250:] - 250) / 12)
+    (f,) = EntropyCollapse().detect(make_run({"actor/entropy": ent}, config=CONFIG))
+    assert abs(f.step - 251) <= 2  # index 250 is step 251
+    assert f.severity == "error"  # ends below 10% of its level
+    assert f.evidence["level_before"] == pytest.approx(0.8, rel=0.05)
+    assert f.evidence["steps_to_half"] <= 12
+    by_key = {a.parameter: a for a in f.advice}
+    assert by_key["actor_rollout_ref.actor.entropy_coeff"].suggested == 0.001
+    assert by_key["actor_rollout_ref.actor.clip_ratio_high"].suggested == 0.28
+    assert by_key["actor_rollout_ref.actor.optim.lr"].suggested == 5e-7
+
+
+def test_slow_healthy_entropy_decline_is_not_a_collapse():
+    """Entropy falling 1.0 → 0.35 steadily over 2,000 steps is not a collapse."""
+    rng = np.random.default_rng(1)
+    t = np.arange(2000)
+    ent = (0.35 + 0.65 * np.exp(-t / 700)) * np.exp(rng.normal(0, 0.02, 2000))
+    assert EntropyCollapse().detect(make_run({"actor/entropy": ent})) == []
+
+
+def test_clip_ratio_truncation_advice_raises_cap_with_rollout_length_equal():
+    sim, truth = _inject(
+        "clip-ratio-spike",
+        300,
+        "grpo",
+        3,
+        1.0,
+        config={
+            "data.max_response_length": 1024,
+            "actor_rollout_ref.rollout.response_length": 1024,
+        },
+    )
+    run = sim.to_run()
+    f = nearest(ClipRatioSpike().detect(run), "clip-ratio-spike", truth)
+    assert f.metric == "response_length/clip_ratio"
+    by_key = {a.parameter: a for a in f.advice}
+    cap = by_key["data.max_response_length"]
+    assert cap.current == 1024 and cap.suggested == 1536
+    assert by_key["actor_rollout_ref.rollout.response_length"].suggested == 1536
+
+
+def test_pg_clipfrac_spike_advice_lr_and_grad_clip():
+    rng = np.random.default_rng(2)
+    cf = 0.005 * np.exp(rng.normal(0, 0.2, 200))
+    cf[90:92] = 0.08
+    (f,) = ClipRatioSpike().detect(make_run({"actor/pg_clipfrac": cf}, config=CONFIG))
+    assert f.step == 91 and f.end_step == 92
+    by_key = {a.parameter: a for a in f.advice}
+    assert by_key["actor_rollout_ref.actor.grad_clip"].suggested == 0.5  # B6: 1.0 → 0.5
+    assert by_key["actor_rollout_ref.actor.optim.lr"].suggested == 5e-7
+
+
+def test_grad_norm_spike_and_explosion_severities():
+    rng = np.random.default_rng(3)
+    gn = 0.5 * np.exp(rng.normal(0, 0.15, 400))
+    gn[100] *= 9  # isolated spike
+    gn[300:] *= 6  # lasting rise: explosion
+    found = GradNormSpike().detect(make_run({"actor/grad_norm": gn}, config=CONFIG))
+    spike = nearest(found, "grad-norm-spike", 101)
+    boom = nearest(found, "grad-norm-spike", 301)
+    assert spike.step == 101 and spike.severity == "warning" and spike.evidence["kind"] == "spike"
+    assert abs(boom.step - 301) <= 1 and boom.severity == "error"
+    clip = next(a for a in spike.advice if a.parameter.endswith("grad_clip"))
+    assert clip.override == "actor_rollout_ref.actor.grad_clip=0.5"
+
+
+def test_critic_grad_norm_advice_uses_critic_keys():
+    rng = np.random.default_rng(4)
+    gn = 2.0 * np.exp(rng.normal(0, 0.15, 200))
+    gn[120] *= 10
+    (f,) = GradNormSpike().detect(make_run({"critic/grad_norm": gn}, config=CONFIG))
+    assert all(a.parameter.startswith("critic.") for a in f.advice)
+
+
+def test_response_length_explosion_to_the_cap():
+    """30% of simulated response-length injections run up to the cap instead of collapsing."""
+    for seed in range(30):
+        sim, truth = _inject("response-length-collapse", 300, "grpo", seed, 1.0)
+        if sim.details["response-length-collapse"]["mode"] == "explode":
+            break
+    else:
+        pytest.skip("no explode-mode seed")
+    run = sim.to_run()
+    f = nearest(ResponseLengthCollapse().detect(run), "response-length-collapse", truth)
+    assert f is not None and abs(f.step - truth) <= STEP_TOLERANCE
+    assert f.evidence["direction"] == "to-cap"
+    cap = run.config_value("data.max_response_length")
+    assert f.evidence["cap"] == cap
+    assert f.advice[0].parameter == "data.max_response_length"
+    assert f.advice[0].suggested > cap
+    # the same run without a config: the cap comes from response_length/max
+    run.config_segments = []
+    f2 = nearest(ResponseLengthCollapse().detect(run), "response-length-collapse", truth)
+    assert f2 is not None and f2.advice[0].override is None
+
+
+def test_100k_step_run_is_fast():
+    sim = simulate(
+        100_000,
+        "ppo",
+        seed=11,
+        inject=[Injection("grad-norm-spike", 60_000, 1.0)],
+    )
+    run = sim.to_run()
+    run.series("actor/grad_norm")  # the run's per-metric split is the reader's cost, not ours
+    t0 = time.perf_counter()
+    findings = [f for cls in ALL_LS1XX for f in cls().detect(run)]
+    elapsed = time.perf_counter() - t0
+    assert elapsed < 5.0, f"LS1xx detectors took {elapsed:.1f} s on 100k steps"
+    assert nearest(findings, "grad-norm-spike", 60_000).step == 60_000
+    assert not [f for f in warnings_of(findings) if f.name != "grad-norm-spike"]
+
+
+def test_bad_parameters_rejected():
+    with pytest.raises(BadDetectorParameters):
+        EntropyCollapse(max_ratio=1.5)
+    with pytest.raises(BadDetectorParameters):
+        ClipRatioSpike(min_ratio=0.5)
+    with pytest.raises(BadDetectorParameters):
+        GradNormSpike(z_threshold=0)
+    with pytest.raises(BadDetectorParameters):
+        ResponseLengthCollapse(cap_fraction=2)
