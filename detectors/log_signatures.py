@@ -1312,6 +1312,82 @@ class MaxNumBatchedTokensTooSmall(_Signature):
         )
 
 
+DEVICE_MISMATCH_RE = re.compile(r"Expected all tensors to be on the same device")
+DEVICE_MISMATCH_KEYS = ("Expected all tensors to be on the same device",)
+
+
+class TensorsOnDifferentDevices(_Signature):
+    """A tensor op mixed devices (`Expected all tensors to be on the same device`).
+
+    What it detects:
+        PyTorch's `RuntimeError: Expected all tensors to be on the same device, but found at
+        least two devices, cuda:0 and cpu!` anywhere in the log. Evidence names the devices.
+
+    Why it matters:
+        The run stops at the op. The seed article ties it to an actor micro batch that is not a
+        multiple of the rollout tensor-parallel size (A4); other causes are CPU offload of
+        parameters meeting GPU inputs, or custom reward/model code that forgets `.to(device)`.
+
+    Example:
+        (WorkerDict pid=3141) RuntimeError: Expected all tensors to be on the same device, but
+        found at least two devices, cuda:0 and cpu!
+
+    Advice:
+        Make `actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu` a multiple of
+        `actor_rollout_ref.rollout.tensor_model_parallel_size` (the article's rule; verl does not
+        enforce it). If it already is, look at offload settings and custom code in the
+        traceback.
+
+    Known false positives:
+        The message comes from any device mix-up, many unrelated to batch sizes; the advice is
+        the article's, for the case it describes.
+
+    References:
+        seed:grpo-pitfalls §1.2; tuning_knowledge.md A4, C5.
+    """
+
+    code = "LS021"
+    name = "tensors-on-different-devices"
+    title = "Tensors on different devices"
+    groups = ("crash", "config")
+    pattern = DEVICE_MISMATCH_RE
+    keywords = DEVICE_MISMATCH_KEYS
+
+    def __init__(self) -> None:
+        pass
+
+    def build(self, run: Run, hits: list[Hit]) -> Finding:
+        m = re.search(r"devices?, (\S+) and (\S+?)!?$", hits[0].text)
+        devices = [m.group(1), m.group(2)] if m else []
+        micro = current_value(run, f"{ACT}.ppo_micro_batch_size_per_gpu")
+        tp = current_value(run, f"{RO}.tensor_model_parallel_size")
+        suggested = None
+        evidence: dict[str, Any] = {"devices": devices}
+        if isinstance(micro, int) and isinstance(tp, int) and micro > 0 and tp > 0:
+            evidence.update(ppo_micro_batch_size_per_gpu=micro, tensor_model_parallel_size=tp)
+            if micro % tp:
+                suggested = max(tp, micro // tp * tp)
+        message = f"Tensors on different devices at {where(hits[0])}" + (
+            f" ({' and '.join(devices)})." if devices else "."
+        )
+        if suggested is not None:
+            message += f" The micro batch {micro} is not a multiple of the rollout TP size {tp}."
+        advice = [
+            advise(
+                run,
+                f"{ACT}.ppo_micro_batch_size_per_gpu",
+                "The seed article ties this error to a micro batch that is not a multiple of the "
+                "rollout tensor-parallel size.",
+                f"{SEED_GRPO} §1.2",
+                suggest=suggested,
+                rule="a multiple of actor_rollout_ref.rollout.tensor_model_parallel_size",
+            )
+        ]
+        return self.signature_finding(
+            hits, message, evidence=evidence, advice=advice, references=[f"{SEED_GRPO} §1.2"]
+        )
+
+
 # Signatures that explain a crash on their own; run-crashed stays silent when one is present.
 SPECIFIC_CRASH_RES: tuple[re.Pattern[str], ...] = (
     CUDA_OOM_RE,
@@ -1323,7 +1399,14 @@ SPECIFIC_CRASH_RES: tuple[re.Pattern[str], ...] = (
     KV_CACHE_RE,
     PROMPT_LONG_RE,
     CHUNKED_PREFILL_RE,
+    DEVICE_MISMATCH_RE,
 )
+# The shell's report of a process killed by a signal (`bash: line 3: 4242 Killed  python3 …`).
+KILLED_RE = re.compile(
+    r"^(?:.*\b\d+ )?(Killed|Segmentation fault|Aborted|Bus error)(?: \(core dumped\))?(?:\s{2,}\S.*)?$"
+    r"|^(Fatal Python error): "
+)
+KILLED_KEYS = ("Killed", "Segmentation fault", "Aborted", "Bus error", "Fatal Python error")
 SPECIFIC_CRASH_RE = re.compile("|".join(f"(?:{p.pattern})" for p in SPECIFIC_CRASH_RES))
 SPECIFIC_CRASH_KEYS = (
     *CUDA_OOM_KEYS,
@@ -1335,6 +1418,7 @@ SPECIFIC_CRASH_KEYS = (
     *KV_CACHE_KEYS,
     *PROMPT_LONG_KEYS,
     *CHUNKED_PREFILL_KEYS,
+    *DEVICE_MISMATCH_KEYS,
 )
 
 
@@ -1347,10 +1431,11 @@ class RunCrashed(Detector):
         training step was logged, when none of the specific signatures (cuda-oom,
         host-oom-worker-killed, ray-worker-registration-failed, vllm-model-inspection-failed,
         nccl-error, batch-size-divisibility-error, vllm-kv-cache-no-memory, prompt-too-long,
-        max-num-batched-tokens-too-small) is in the log. Evidence: the exception type
+        max-num-batched-tokens-too-small, tensors-on-different-devices) is in the log. Evidence: the exception type
         and message (the last exception line of the last traceback), its line, and how many
         tracebacks the log holds. A `KeyboardInterrupt` is reported as a warning (stopped by
-        hand).
+        hand). The shell's `Killed` / `Segmentation fault (core dumped)` / `Aborted` line and
+        `Fatal Python error:` count as a crash too (the process died without a traceback).
 
     Why it matters:
         The run did not finish. The exception's last line is usually what to search for; the
@@ -1391,15 +1476,23 @@ class RunCrashed(Detector):
             for i, x in enumerate(lines)
             if ("Traceback" in x.text or "Error" in x.text) and TRACEBACK_RE.search(x.text)
         ]
-        if not starts:
+        kills = [
+            i
+            for i, x in enumerate(lines)
+            if any(k in x.text for k in KILLED_KEYS) and KILLED_RE.search(x.text)
+        ]
+        if not starts and not kills:
             return []
         if find_lines(run, SPECIFIC_CRASH_RE, SPECIFIC_CRASH_KEYS):
             return []
         steps = run.steps
         last_step = int(steps[-1]) if len(steps) else None
-        last = lines[starts[-1]]
+        last_index = max(starts[-1] if starts else -1, kills[-1] if kills else -1)
+        last = lines[last_index]
         if last_step is not None and last.step is not None and last.step < last_step:
             return []  # training went on after the last traceback
+        if kills and last_index == kills[-1]:
+            return [self._killed(last, last_step)]
         exc = self._exception(lines, max(0, starts[-1] - 2))
         exc_type = exc[0] if exc else None
         exc_msg = exc[1] if exc else None
@@ -1438,6 +1531,35 @@ class RunCrashed(Detector):
                 references=["verl_formats.md §1.4"],
             )
         ]
+
+    def _killed(self, line: LogLine, last_step: int | None) -> Finding:
+        m = KILLED_RE.search(line.text)
+        what = next(g for g in m.groups() if g) if m else "Killed"
+        signal = {"Killed": "SIGKILL", "Segmentation fault": "SIGSEGV", "Aborted": "SIGABRT"}.get(
+            what, what
+        )
+        after = (
+            f", after step {line.step}" if line.step is not None else ", before any step was logged"
+        )
+        hint = (
+            " A bare SIGKILL is usually the Linux OOM killer (host memory, see "
+            "host-oom-worker-killed) or the job scheduler."
+            if signal == "SIGKILL"
+            else ""
+        )
+        return self.finding(
+            message=f"The process died ({what}) at line {line.line_no}{after}.{hint}",
+            step=line.step,
+            evidence={
+                "exception_type": signal,
+                "exception_message": None,
+                "line": line.line_no,
+                "quote": quote(line.text),
+                "tracebacks": 0,
+                "last_step_logged": last_step,
+            },
+            references=["verl_formats.md §1.4"],
+        )
 
     @staticmethod
     def _exception(lines: list[LogLine], first: int) -> tuple[str, str | None, LogLine] | None:

@@ -23,6 +23,7 @@ from logscope.detectors.log_signatures import (
     PromptTooLong,
     RayWorkerRegistrationFailed,
     RunCrashed,
+    TensorsOnDifferentDevices,
     VllmKvCacheNoMemory,
     VllmModelInspectionFailed,
 )
@@ -44,6 +45,7 @@ SIGNATURE_DETECTORS = [
     VllmKvCacheNoMemory,
     PromptTooLong,
     MaxNumBatchedTokensTooSmall,
+    TensorsOnDifferentDevices,
 ]
 ALL_MINE = [NonFiniteMetric, *SIGNATURE_DETECTORS]
 KV_CACHE_TEXT = (
@@ -801,3 +803,58 @@ def test_signature_detectors_never_raise_on_arbitrary_events(raw):
         for cls in SIGNATURE_DETECTORS:
             for f in cls().detect(run):
                 assert f.code == cls.code
+
+
+# ---- LS021 and process deaths without a traceback ----------------------------------------------
+
+
+def test_tensors_on_different_devices_micro_batch_vs_tp():
+    text = (
+        "(WorkerDict pid=3141) RuntimeError: Expected all tensors to be on the same device, but "
+        "found at least two devices, cuda:0 and cpu!\n"
+    )
+    config = {
+        "actor_rollout_ref": {
+            "actor": {"ppo_micro_batch_size_per_gpu": 6},
+            "rollout": {"tensor_model_parallel_size": 4},
+        }
+    }
+    f = only(TensorsOnDifferentDevices().detect(run_from_log(text, config=config)), "LS021")
+    assert f.evidence["devices"] == ["cuda:0", "cpu"]
+    assert advice_for(f, "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu").suggested == 4
+    config["actor_rollout_ref"]["actor"]["ppo_micro_batch_size_per_gpu"] = 8
+    f = TensorsOnDifferentDevices().detect(run_from_log(text, config=config))[0]
+    assert f.advice[0].override is None  # already a multiple: only the rule
+    assert RunCrashed().detect(run_from_log("Traceback (most recent call last):\n" + text)) == []
+
+
+@pytest.mark.parametrize(
+    ("last_line", "signal"),
+    [
+        (
+            "run_grpo.sh: line 12: 48213 Killed                  python3 -m verl.trainer.main_ppo",
+            "SIGKILL",
+        ),
+        ("Killed", "SIGKILL"),
+        ("Segmentation fault (core dumped)", "SIGSEGV"),
+        ("Fatal Python error: Aborted", "Fatal Python error"),
+    ],
+)
+def test_run_killed_without_traceback(last_line, signal):
+    text = (
+        L.grad_norm_many(5, 5).replace("WARN: rank 0 grad_norm is not finite: nan", "ok")
+        + last_line
+        + "\n"
+    )
+    series = {"actor/pg_loss": [0.04] * 5}
+    f = only(RunCrashed().detect(run_from_log(text, series=series)), "LS017")
+    assert f.evidence["exception_type"] == signal
+    assert f.step == 5 and f.evidence["line"] == len(text.splitlines())
+    # training that went on after the line is not a crash
+    later = text + L.step_line(6, **{"actor/pg_loss": 0.04}) + "\n"
+    assert RunCrashed().detect(run_from_log(later, series={"actor/pg_loss": [0.04] * 6})) == []
+
+
+def test_killed_inside_other_words_is_not_a_crash():
+    text = "(raylet) Killed worker 12 because it was idle\n(TaskRunner pid=1) step:3 - a:1\n"
+    assert RunCrashed().detect(run_from_log(text, series={"a": [1.0] * 3})) == []
