@@ -24,8 +24,8 @@ if TYPE_CHECKING:
 PATHOLOGIES: dict[str, str] = {
     "kl-jump": "abrupt level shift of KL to the reference (×(1+2.5m)) and of actor/ppo_kl (×(1+8m))",
     "kl-out-of-band": "KL to the reference ramps from the 0.01-0.03 band to ~0.018+0.06m (> 0.05)",
-    "reward-sawtooth": "periodic sawtooth (period 8-16 steps, 0.10m peak-to-peak) on score/rewards",
-    "clip-ratio-spike": "bursts of response truncation (clip_ratio +0.12m) and pg_clipfrac ×(1+4m)",
+    "reward-sawtooth": "periodic sawtooth (period 8-16 steps, 0.12m peak-to-peak) on score/rewards",
+    "clip-ratio-spike": "bursts of response truncation (clip_ratio +0.15m) and pg_clipfrac ×(1+4m)",
     "memory-leak": "GPU reserved/allocated memory climbing linearly (~0.03m GiB/step) toward capacity",
     "grad-norm-spike": "isolated actor/grad_norm spikes ×10m (first at the step, 1-2 more later)",
     "entropy-collapse": "actor/entropy decaying fast (time constant 12/m steps) toward ~0.02",
@@ -111,8 +111,8 @@ def _sawtooth(sim: _Sim, i: int, amp: float, period: int) -> None:
 
 def _reward_sawtooth(sim: _Sim, i: int, m: float) -> int:
     period = int(sim.rng.integers(8, 17))
-    _sawtooth(sim, i, 0.10 * m, period)
-    sim.details["reward-sawtooth"] = {"period": period, "amplitude": 0.10 * m}
+    _sawtooth(sim, i, 0.12 * m, period)
+    sim.details["reward-sawtooth"] = {"period": period, "amplitude": 0.12 * m}
     return int(sim.steps[i])
 
 
@@ -123,7 +123,7 @@ def _clip_ratio_spike(sim: _Sim, i: int, m: float) -> int:
     if n - i > 30:
         later = sorted(sim.rng.choice(np.arange(i + 12, n), size=min(2, n - i - 12), replace=False))
     spikes = np.array(burst + [int(x) for x in later])
-    add = 0.12 * m * sim.rng.uniform(0.8, 1.2, len(spikes))
+    add = 0.15 * m * sim.rng.uniform(0.8, 1.2, len(spikes))
     sim.a["clip_ratio"][spikes] += add
     resp = sim.a["resp"]
     resp[spikes] += add * (sim.resp_cap - resp[spikes]) * 0.8
@@ -174,8 +174,8 @@ def _response_length_collapse(sim: _Sim, i: int, m: float) -> int:
         mode = "collapse"
     else:
         target = 0.97 * sim.resp_cap
-        sim.a["resp"][i:] += (target - sim.a["resp"][i:]) * r * min(1.0, 0.6 + 0.4 * m)
-        sim.a["clip_ratio"][i:] += (0.85 - sim.a["clip_ratio"][i:]) * r * min(1.0, 0.6 + 0.4 * m)
+        sim.a["resp"][i:] += (target - sim.a["resp"][i:]) * r
+        sim.a["clip_ratio"][i:] += (0.85 - sim.a["clip_ratio"][i:]) * r
         mode = "explode"
     sim.details["response-length-collapse"] = {"mode": mode}
     return int(sim.steps[i])
@@ -245,7 +245,10 @@ def _validation_drop(sim: _Sim, i: int, m: float) -> int:
         raise ValueError("validation-drop needs a validation step (test_freq) at or after the step")
     last = float(sim.steps[-1])
     frac = (vs[after] - step) / max(1.0, last - step)
-    sim.val["acc"][after] -= 0.14 * m * (0.45 + 0.55 * frac)
+    # over-fitting: the validation curve stops following the training reward, then falls
+    clean = sim.clean["val"]
+    at_step = float(np.interp(step, vs, clean))
+    sim.val["acc"][after] += at_step - clean[after] - 0.14 * m * (0.45 + 0.55 * frac)
     k = _k(sim, i)
     sim.a["score"][i:] += 0.05 * m * k / max(1, sim.n - i)
     return int(vs[after[0]])
