@@ -400,3 +400,64 @@ def test_config_name_yaml_next_to_the_script_is_the_base(tmp_path):
     [report] = check_path(script)
     assert one(report, "grpo-group-size").evidence["rollout_n"] == 2
     assert report.run.config()["data"]["train_batch_size"] == 64
+
+
+# ---- robustness: any override list lints or raises a user error ----------------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from logscope.exceptions import LogscopeError  # noqa: E402
+
+_KEYS = st.sampled_from(
+    [
+        "data.train_batch_size",
+        "data.max_prompt_length",
+        "data.max_response_length",
+        f"{ACT}.ppo_micro_batch_size_per_gpu",
+        f"{ACT}.ppo_mini_batch_size",
+        f"{ACT}.kl_loss_coef",
+        f"{ACT}.use_kl_loss",
+        f"{RO}.n",
+        f"{RO}.gpu_memory_utilization",
+        f"{RO}.tensor_model_parallel_size",
+        f"{RO}.max_num_seqs",
+        f"{RO}.response_length",
+        "trainer.n_gpus_per_node",
+        "algorithm.adv_estimator",
+        "actor_rollout_ref.model.path",
+    ]
+)
+_VALUES = st.one_of(
+    st.integers(-5, 5000).map(str),
+    st.sampled_from(
+        [
+            "0",
+            "0.0",
+            "1e-6",
+            "null",
+            "true",
+            "grpo",
+            "$N",
+            "${X}",
+            "[1,2]",
+            "",
+            "nan",
+            "inf",
+            "-1",
+            "Qwen2.5-0.5B",
+            "{a:1}",
+        ]
+    ),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(_KEYS, _VALUES), max_size=8))
+def test_any_values_lint_without_crashing(pairs):
+    try:
+        report = lint(*(f"{k}={v}" for k, v in pairs))
+    except LogscopeError:
+        return
+    assert report.errors == []  # no rule raised
+    fixed_overrides(report)

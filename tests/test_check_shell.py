@@ -170,3 +170,33 @@ def test_find_verl_on_argv_and_join_round_trip():
     assert cmd is not None and cmd.args == argv[3:]
     again = verl_commands(join_command(argv))
     assert again[0].argv == argv
+
+
+# ---- robustness ---------------------------------------------------------------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_SHELLISH = st.text(
+    alphabet=st.sampled_from(list("ab=.-_ $'\"\\{}()[]|&;<>#\n\t12~+:,`")), max_size=60
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_SHELLISH)
+def test_any_text_parses_or_raises_config_parse_error(text):
+    try:
+        verl_commands("python3 -m verl.trainer.main_ppo " + text)
+    except ConfigParseError as exc:
+        assert exc.token is not None or exc.path is not None or str(exc)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_SHELLISH)
+def test_any_override_parses_or_raises_config_parse_error(text):
+    from logscope.check.hydra import parse_override
+
+    try:
+        parse_override(text)
+    except ConfigParseError as exc:
+        assert exc.token == text

@@ -151,10 +151,16 @@ def _round_to_multiple(value: int, unit: int) -> int:
 
 
 def _largest_divisor_at_most(n: int, limit: int) -> int:
-    for d in range(max(1, min(n, limit)), 0, -1):
+    """The largest divisor of n that is ≤ limit (1 at least); O(√n)."""
+    best = 1
+    d = 1
+    while d * d <= n:
         if n % d == 0:
-            return d
-    return 1
+            for c in (d, n // d):
+                if best < c <= limit:
+                    best = c
+        d += 1
+    return best
 
 
 def _actor_micro(v: ConfigView) -> tuple[int | None, str]:
@@ -384,12 +390,14 @@ def grpo_group_size(v: ConfigView, minimum: int = 4, costly: int = 16) -> list[H
 
 
 def _batch_for(tbs: int, n: int, gpus: int) -> int:
-    """The largest train_batch_size ≤ tbs that is a multiple of n with tbs·n divisible by gpus."""
-    for t in range(tbs, 0, -1):
-        if t % n == 0 and (t * n) % gpus == 0:
-            return t
+    """The largest train_batch_size ≤ tbs that is a multiple of n with tbs·n divisible by gpus.
+
+    tbs·n divisible by gpus ⇔ tbs divisible by gpus / gcd(n, gpus); so tbs is a multiple of
+    lcm(n, gpus / gcd(n, gpus)). The smallest such multiple when none is ≤ tbs.
+    """
+    n, gpus = max(1, n), max(1, gpus)
     step = math.lcm(n, gpus // math.gcd(n, gpus))
-    return step
+    return max(step, tbs // step * step)
 
 
 def batch_not_divisible_by_n(v: ConfigView) -> list[Hit]:
