@@ -21,7 +21,9 @@ from logscope.exceptions import LogscopeError
 
 def analyze(
     paths: Annotated[
-        list[Path], typer.Argument(help="verl console logs (or other supported runs).")
+        # str, not Path: Path("wandb://e/p/id") would collapse the URI's "//"
+        list[str],
+        typer.Argument(help="verl console logs (or other supported runs)."),
     ],
     format: Annotated[
         OutputFormat, typer.Option("--format", "-f", help="Output format.")
@@ -63,7 +65,7 @@ def analyze(
     from logscope.report import render_html, render_markdown, reports_to_json
 
     with user_errors():
-        if output is not None and any(_same_file(output, p) for p in paths):
+        if output is not None and any(_same_file(output, Path(p)) for p in paths):
             raise LogscopeError(f"--output {output} is one of the inputs; refusing to overwrite it")
         with progress_bar(enabled=format == OutputFormat.rich or output is not None) as progress:
             reports = analyze_paths(
