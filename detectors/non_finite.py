@@ -1,4 +1,4 @@
-"""Non-finite values (NaN/inf) in losses, gradient norms, KL and rewards."""
+"""Non-finite values: NaN/inf in losses, grad norms, KL and rewards, and the steps verl skipped."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from logscope.detector import Detector
 from logscope.exceptions import BadDetectorParameters
 from logscope.model import SEVERITY_RANK, Finding, Run, Severity
 
-from ._common import non_finite_advice
+from ._common import Hit, iter_windows, non_finite_advice, signature_evidence, where
+from ._signatures import GRAD_NORM_KEYS, GRAD_NORM_RE, SignatureDetector
 
 # Metric families: one finding per family, naming the metric that went non-finite first.
 FAMILIES: dict[str, tuple[str, ...]] = {
@@ -286,4 +287,95 @@ class NonFiniteMetric(Detector):
             evidence=evidence,
             advice=non_finite_advice(run, role),
             references=[f"{SEED_GRPO} §4.1", "verl:workers/actor/dp_actor.py"],
+        )
+
+
+class GradNormNotFiniteStepSkipped(SignatureDetector):
+    """verl skipped optimizer steps because the gradient norm was NaN/inf.
+
+    What it detects:
+        The worker warning `WARN: rank <r> grad_norm is not finite: nan` (legacy dp_actor,
+        verl 0.5–0.7) and `WARN: grad_norm is not finite: nan` (0.9 FSDP engine). Counts the
+        lines (with Ray's `[repeated Nx across cluster]`), the distinct steps and ranks, and the
+        longest run of consecutive steps. Severity `warning` for a few isolated steps, `error`
+        when at least `error_steps` steps or `error_consecutive` consecutive steps were skipped.
+
+    Why it matters:
+        Each warning is an optimizer step thrown away. One now and then is verl's safety net
+        working; many, or several in a row, mean the run has stopped learning and is usually a
+        step away from NaN weights.
+
+    Example:
+        (WorkerDict pid=4410) WARN: rank 0 grad_norm is not finite: nan
+        (WorkerDict pid=4411) WARN: rank 1 grad_norm is not finite: nan [repeated 7x across cluster]
+
+    Advice:
+        As for NaN/inf metrics: lower `rollout.gpu_memory_utilization` when above the advised
+        range, clip gradients at 0.5 (`actor.grad_clip` / `actor.optim.clip_grad`), and halve
+        `actor.optim.lr`.
+
+    Known false positives:
+        Mixed-precision loss scaling can produce an occasional inf gradient by design (the
+        scaler then lowers its scale); a handful of isolated warnings early in training is
+        normal there.
+
+    References:
+        verl workers/actor/dp_actor.py (step skipped on a non-finite grad norm);
+        seed:grpo-pitfalls §4.1; tuning_knowledge.md B11.
+    """
+
+    code = "LS016"
+    name = "grad-norm-not-finite-step-skipped"
+    title = "Optimizer steps skipped: gradient norm not finite"
+    default_severity = "warning"
+    groups = ("numerics",)
+    pattern = GRAD_NORM_RE
+    keywords = GRAD_NORM_KEYS
+
+    def __init__(self, *, error_steps: int = 5, error_consecutive: int = 3) -> None:
+        for label, value in (
+            ("error_steps", error_steps),
+            ("error_consecutive", error_consecutive),
+        ):
+            if not isinstance(value, int) or value < 1:
+                raise BadDetectorParameters(
+                    f"grad-norm-not-finite-step-skipped: {label} must be an integer ≥ 1, got {value!r}"
+                )
+        self.error_steps = error_steps
+        self.error_consecutive = error_consecutive
+
+    def build(self, run: Run, hits: list[Hit]) -> Finding:
+        steps = sorted({h.step for h in hits if h.step is not None})
+        ranks = sorted({int(h.match.group(1)) for h in hits if h.match.group(1)})
+        longest = max((b - a + 1 for a, b in iter_windows(steps)), default=0)
+        distinct = len(steps) if steps else len(hits)
+        many = distinct >= self.error_steps or longest >= self.error_consecutive
+        values = sorted({h.match.group(2) for h in hits})
+        count = signature_evidence(hits)["count"]
+        # A reader may keep only the first N identical events; it counts all of them in meta.
+        counted = (run.meta.get("event_counts") or {}).get("grad-norm-not-finite", 0)
+        extra: dict[str, Any] = {}
+        if isinstance(counted, int) and counted > count:
+            extra = {"count": counted, "count_kept_as_events": count}
+            count = counted
+            many = True if counted >= 2 * self.error_steps else many
+        if steps:
+            span = f"on {len(steps)} step(s) (step hints {steps[0]}–{steps[-1]}, longest run {longest})"
+        else:
+            span = f"{len(hits)} time(s)"
+        message = f"verl skipped optimizer steps because grad_norm was {'/'.join(values)}: {count} warning line(s) {span}, first at {where(hits[0])}."
+        role = "critic" if any("critic" in h.text.lower() for h in hits) else "actor"
+        return self.signature_finding(
+            hits,
+            message,
+            severity="error" if many else "warning",
+            evidence={
+                "distinct_steps": len(steps),
+                "longest_consecutive": longest,
+                "ranks": ranks,
+                "values": values,
+                **extra,
+            },
+            advice=non_finite_advice(run, role),
+            references=["verl:workers/actor/dp_actor.py", f"{SEED_GRPO} §4.1"],
         )

@@ -13,21 +13,20 @@ import math
 
 import numpy as np
 import pytest
-from logscope.detectors.log_signatures import (
+from logscope.detectors.batch_errors import (
     BatchSizeDivisibilityError,
-    CudaOom,
-    GradNormNotFiniteStepSkipped,
-    HostOomWorkerKilled,
     MaxNumBatchedTokensTooSmall,
-    NcclError,
     PromptTooLong,
+)
+from logscope.detectors.crash import RunCrashed
+from logscope.detectors.non_finite import GradNormNotFiniteStepSkipped, NonFiniteMetric
+from logscope.detectors.oom import CudaOom, HostOomWorkerKilled, VllmKvCacheNoMemory
+from logscope.detectors.runtime_errors import (
+    NcclError,
     RayWorkerRegistrationFailed,
-    RunCrashed,
     TensorsOnDifferentDevices,
-    VllmKvCacheNoMemory,
     VllmModelInspectionFailed,
 )
-from logscope.detectors.non_finite import NonFiniteMetric
 
 from logscope.exceptions import BadDetectorParameters
 from logscope.model import severity_at_least

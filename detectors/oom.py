@@ -1,0 +1,451 @@
+"""Out-of-memory signatures in the log: GPU (CUDA OOM), host (Ray's OOM killer), vLLM KV cache."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+
+from logscope import verl_config
+from logscope.advice import SEED_GRPO, SEED_PPO, advise, current_value
+from logscope.aliases import resolve
+from logscope.exceptions import BadDetectorParameters
+from logscope.model import Advice, Finding, Run
+from logscope.verl_config import ACT, REF, RO
+
+from ._common import (
+    Hit,
+    context,
+    find_lines,
+    gpu_memory_advice,
+    micro_batch_advice,
+    signature_evidence,
+    where,
+)
+from ._signatures import (
+    CUDA_OOM_KEYS,
+    CUDA_OOM_RE,
+    HOST_OOM_KEYS,
+    HOST_OOM_RE,
+    KV_CACHE_KEYS,
+    KV_CACHE_RE,
+    PHASE_LABELS,
+    RAY_OOM_DOC,
+    SignatureDetector,
+    check_window,
+    phase_of,
+)
+
+
+class CudaOom(SignatureDetector):
+    """The GPU ran out of memory (CUDA OOM), with the training phase it happened in.
+
+    What it detects:
+        `CUDA out of memory`, `torch.OutOfMemoryError` / `torch.cuda.OutOfMemoryError`, and
+        `RayTaskError(OutOfMemoryError)` lines. The phase is read from the traceback around the
+        first one: the Ray task header (`ray::WorkerDict.actor_rollout_update_actor()`) or the
+        nearest verl frame (`generate_sequences`, `compute_log_prob`, `compute_ref_log_prob`,
+        `update_actor`, `update_critic`, `compute_values`). Evidence adds the allocation that
+        failed and the GPU's capacity when torch printed them, and whether the reserved GPU
+        memory metric climbed over the run (a leak).
+
+    Why it matters:
+        The run stops. Which phase ran out decides the fix: the rollout (vLLM's KV cache share),
+        the log-prob passes (their micro batches) or the actor/critic update (the PPO micro
+        batch times the sequence length).
+
+    Example:
+        (WorkerDict pid=3141) torch.OutOfMemoryError: CUDA out of memory. Tried to allocate
+        2.31 GiB. GPU 0 has a total capacity of 39.38 GiB of which 1.02 GiB is free.
+        ray.exceptions.RayTaskError(OutOfMemoryError): ray::WorkerDict.actor_rollout_update_actor()
+        (pid=3141, ip=10.0.0.2, actor_id=..., repr=<verl.single_controller.ray.base.WorkerDict ...>)
+
+    Advice:
+        For the phase that ran out: the actor update → `actor.ppo_micro_batch_size_per_gpu` no
+        larger than the golden formula floor(24·1024 / (max_prompt_length +
+        max_response_length)) (halved when already below it); the log-prob passes →
+        `rollout.log_prob_micro_batch_size_per_gpu` / `ref.log_prob_micro_batch_size_per_gpu`;
+        the critic → its micro batches. Always: `rollout.gpu_memory_utilization` into the
+        advised range (or 0.1 lower). When the reserved GPU memory climbed over the steps before
+        the crash, suspect a vLLM KV-cache leak: `rollout.free_cache_engine=True` and
+        `rollout.enforce_eager=True`.
+
+    Known false positives:
+        A worker that caught an OOM and retried with a smaller batch still prints the message;
+        the finding is then about a near miss, not a crash. An OOM caused by another process on
+        the same GPU looks the same.
+
+    References:
+        seed:grpo-pitfalls §1.2–1.3 (micro batch, golden formula), §4.1 (gpu_memory_utilization);
+        seed:ppo-tuning §7.3 (KV-cache leak: memory climbing 45 → 48 GB, then OOM);
+        tuning_knowledge.md C1, A1, A2, A9, B10.
+    """
+
+    code = "LS010"
+    name = "cuda-oom"
+    title = "GPU out of memory (CUDA OOM)"
+    groups = ("memory", "crash")
+    pattern = CUDA_OOM_RE
+    keywords = CUDA_OOM_KEYS
+
+    def __init__(
+        self, *, context_before: int = 150, context_after: int = 60, leak_growth: float = 0.05
+    ) -> None:
+        check_window("cuda-oom: context_before", context_before)
+        check_window("cuda-oom: context_after", context_after)
+        if not (isinstance(leak_growth, (int, float)) and leak_growth > 0):
+            raise BadDetectorParameters(f"cuda-oom: leak_growth must be > 0, got {leak_growth!r}")
+        self.context_before = context_before
+        self.context_after = context_after
+        self.leak_growth = leak_growth
+
+    def hits(self, run: Run) -> list[Hit]:
+        out = []
+        for hit in find_lines(run, CUDA_OOM_RE, CUDA_OOM_KEYS):
+            # RayTaskError(OutOfMemoryError) alone can wrap Ray's host OOM: keep GPU ones only.
+            if "CUDA" not in hit.text and "torch" not in hit.text:
+                blob = context(run, hit.line_no, self.context_after, self.context_after)
+                if HOST_OOM_RE.search(blob) and "CUDA" not in blob:
+                    continue
+            out.append(hit)
+        return out
+
+    def _leak(self, run: Run) -> dict[str, float] | None:
+        metric = resolve(run, "gpu_mem_reserved")
+        if metric is None:
+            return None
+        _, values = run.series(metric)
+        values = values[np.isfinite(values)]
+        if len(values) < 8:
+            return None
+        q = max(2, len(values) // 4)
+        start, end = float(np.median(values[:q])), float(np.median(values[-q:]))
+        if start <= 0 or (end - start) / start < self.leak_growth:
+            return None
+        return {"metric": metric, "start_gb": round(start, 2), "end_gb": round(end, 2)}
+
+    def build(self, run: Run, hits: list[Hit]) -> Finding:
+        first = hits[0]
+        phase = None
+        for hit in hits[:5]:  # the first tracebacks tell; later ones are repeats
+            phase = phase_of(run, hit, self.context_before, self.context_after)
+            if phase:
+                break
+        blob = "\n".join(h.text for h in hits[:50])
+        evidence: dict[str, Any] = {"phase": phase}
+        m = re.search(r"Tried to allocate ([\d.]+ ?[KMGT]i?B)", blob)
+        if m:
+            evidence["tried_to_allocate"] = m.group(1)
+        m = re.search(
+            r"total capacity of ([\d.]+ ?[KMGT]i?B)|([\d.]+ ?[KMGT]i?B) total capacity", blob
+        )
+        if m:
+            evidence["gpu_capacity"] = m.group(1) or m.group(2)
+        leak = self._leak(run)
+        if leak:
+            evidence["memory_reserved_climb"] = leak
+        where_phase = f" during the {PHASE_LABELS[phase]}" if phase else ""
+        message = f"CUDA out of memory{where_phase} at {where(first)}"
+        if "tried_to_allocate" in evidence:
+            message += f", trying to allocate {evidence['tried_to_allocate']}"
+        message += f"; printed {signature_evidence(hits)['count']} time(s)."
+        if leak:
+            message += (
+                f" {leak['metric']} climbed from {leak['start_gb']} to {leak['end_gb']} GB over "
+                "the run: a leak, not a one-off peak."
+            )
+        return self.signature_finding(
+            hits,
+            message,
+            evidence=evidence,
+            advice=self._advice(run, phase, leak),
+            references=[f"{SEED_GRPO} §1.2", f"{SEED_GRPO} §4.1", f"{SEED_PPO} §7.3"],
+        )
+
+    def _advice(self, run: Run, phase: str | None, leak: dict[str, float] | None) -> list[Advice]:
+        out: list[Advice] = []
+        why_micro = "Activation memory grows with micro batch × sequence length."
+        if phase == "log-prob":
+            out.append(
+                micro_batch_advice(
+                    run, f"{RO}.log_prob_micro_batch_size_per_gpu", why_micro, f"{SEED_PPO} §2.3"
+                )
+            )
+        elif phase == "ref-log-prob":
+            out.append(
+                micro_batch_advice(
+                    run, f"{REF}.log_prob_micro_batch_size_per_gpu", why_micro, f"{SEED_PPO} §2.3"
+                )
+            )
+        elif phase == "update-critic":
+            out.append(
+                micro_batch_advice(
+                    run, "critic.ppo_micro_batch_size_per_gpu", why_micro, f"{SEED_GRPO} §1.2"
+                )
+            )
+        elif phase == "critic-values":
+            out.append(
+                micro_batch_advice(
+                    run, "critic.forward_micro_batch_size_per_gpu", why_micro, f"{SEED_GRPO} §1.2"
+                )
+            )
+        elif phase != "rollout":
+            out.append(
+                micro_batch_advice(
+                    run,
+                    f"{ACT}.ppo_micro_batch_size_per_gpu",
+                    why_micro
+                    + " Above ~12,000 tokens per GPU per micro step the OOM risk is high.",
+                    f"{SEED_GRPO} §1.2",
+                )
+            )
+        why_mem = (
+            "vLLM's KV cache is too big for the rollout to leave room."
+            if phase == "rollout"
+            else "The memory vLLM keeps is memory the training passes cannot use."
+        )
+        mem = gpu_memory_advice(run, why_mem, always=True)
+        if mem is not None:
+            out.append(mem)
+        leak_note = (
+            f"Reserved GPU memory climbed {leak['start_gb']} → {leak['end_gb']} GB: "
+            if leak
+            else "If perf/max_memory_reserved_gb climbs slowly over the steps before an OOM, "
+        )
+        for key, label in (
+            (f"{RO}.free_cache_engine", "free the KV cache after generation"),
+            (f"{RO}.enforce_eager", "disable CUDA graphs"),
+        ):
+            current = current_value(run, key)
+            if current is True:
+                continue
+            explicit_off = key.endswith("free_cache_engine") and current is False
+            if leak or phase == "rollout" or explicit_off:
+                out.append(
+                    advise(
+                        run,
+                        key,
+                        f"{leak_note}that is a vLLM KV-cache leak; {label}.",
+                        f"{SEED_PPO} §7.3",
+                        suggest=True,
+                    )
+                )
+        return out
+
+
+class HostOomWorkerKilled(SignatureDetector):
+    """Ray killed a worker because the node ran out of host (CPU) memory.
+
+    What it detects:
+        Ray's memory monitor lines: `(raylet) ... N Workers (tasks / actors) killed due to memory
+        pressure (OOM)`, `Worker killed ... due to memory pressure (OOM)`, and
+        `ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on
+        memory`. Evidence: workers killed (summed over the raylet summaries), the node's memory
+        use and Ray's threshold when printed, and the peak of `perf/cpu_memory_used_gb`.
+
+    Why it matters:
+        This is host RAM, not GPU memory: lowering GPU micro batches will not fix it. The killed
+        worker is often a verl WorkerDict, so the run dies or hangs; CPU offload of parameters
+        or optimizer state, many dataloader/reward workers, or a leak in a custom reward
+        function are the usual culprits.
+
+    Example:
+        (raylet) [2025-05-02 10:11:12,345 E 123 123] (raylet) node_manager.cc:3049: 1 Workers
+        (tasks / actors) killed due to memory pressure (OOM), 0 Workers crashed due to other
+        reasons at node (ID: 5f1..., IP: 10.0.0.2) over the last time period.
+        ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.
+
+    Advice:
+        Turn off CPU offload where it is on (`actor.fsdp_config.param_offload`,
+        `actor.fsdp_config.optimizer_offload`, `ref.fsdp_config.param_offload`): offloaded
+        weights and Adam states live in host RAM. Ray kills at 95% host memory by default
+        (`RAY_memory_usage_threshold`); raising it only helps with a short spike, not a leak.
+
+    Known false positives:
+        A machine shared with other jobs can push the node over Ray's threshold while verl
+        itself is fine; the evidence's memory figure tells whose memory it was only when Ray
+        printed the per-task usage.
+
+    References:
+        Ray docs, "Out-Of-Memory Prevention" (memory monitor, RAY_memory_usage_threshold);
+        verl config `actor_rollout_ref.*.fsdp_config.*_offload`.
+    """
+
+    code = "LS011"
+    name = "host-oom-worker-killed"
+    title = "Ray killed a worker: host memory exhausted"
+    groups = ("memory", "crash", "ray")
+    pattern = HOST_OOM_RE
+    keywords = HOST_OOM_KEYS
+
+    def __init__(self) -> None:
+        pass
+
+    def build(self, run: Run, hits: list[Hit]) -> Finding:
+        evidence: dict[str, Any] = {}
+        killed = 0
+        for hit in hits:
+            m = re.search(
+                r"(\d+) Workers? \(tasks / actors\) killed due to memory pressure", hit.text
+            )
+            if m:
+                killed += int(m.group(1)) * hit.line.repeats
+        if killed:
+            evidence["workers_killed"] = killed
+        near = context(run, hits[0].line_no, 20, 20)
+        m = re.search(
+            r"was (\d+(?:\.\d+)?) ?GB / (\d+(?:\.\d+)?) ?GB \((\d+(?:\.\d+)?)\), which exceeds "
+            r"the memory usage threshold of (\d+(?:\.\d+)?)",
+            near,
+        )
+        if m:
+            evidence["node_memory_used_gb"] = float(m.group(1))
+            evidence["node_memory_total_gb"] = float(m.group(2))
+            evidence["memory_usage_threshold"] = float(m.group(4))
+        m = re.search(r"IP: ([0-9a-fA-F.:]+)\)", near)
+        if m:
+            evidence["node_ip"] = m.group(1)
+        cpu = resolve(run, "cpu_mem_used")
+        if cpu is not None:
+            _, values = run.series(cpu)
+            values = values[np.isfinite(values)]
+            if len(values):
+                evidence["peak_cpu_memory_used_gb"] = float(values.max())
+        message = f"Ray killed worker(s) for lack of host memory at {where(hits[0])}"
+        if killed:
+            message += f"; {killed} worker(s) killed in total"
+        if "node_memory_used_gb" in evidence:
+            message += (
+                f"; node memory {evidence['node_memory_used_gb']} / "
+                f"{evidence['node_memory_total_gb']} GB"
+            )
+        message += "."
+        return self.signature_finding(
+            hits, message, evidence=evidence, advice=self._advice(run), references=[RAY_OOM_DOC]
+        )
+
+    def _advice(self, run: Run) -> list[Advice]:
+        out: list[Advice] = []
+        keys = [f"{ACT}.fsdp_config.param_offload"]
+        if run.config_segments:
+            keys += [f"{ACT}.fsdp_config.optimizer_offload", f"{REF}.fsdp_config.param_offload"]
+        for key in keys:
+            current = run.config_value(key) if run.config_segments else None
+            if run.config_segments and current is not True:
+                continue
+            out.append(
+                advise(
+                    run,
+                    key,
+                    "Offloaded parameters/optimizer state are kept in host RAM; with several GPUs "
+                    "per node that is several copies (the same holds for optimizer_offload and "
+                    "the reference model's param_offload).",
+                    "verl:workers/fsdp_workers.py",
+                    suggest=False if current is True else None,
+                    rule="false when host memory is short",
+                )
+            )
+        out.append(
+            Advice(
+                parameter="env:RAY_memory_usage_threshold",
+                current=None,
+                suggested=None,
+                override=None,
+                rationale=(
+                    "Ray kills the most recent task above this share of host memory (0.95 by "
+                    "default). Raise it (e.g. 0.98) only for a short spike; find and fix a leak "
+                    "otherwise (custom reward function, dataloader workers)."
+                ),
+                source=RAY_OOM_DOC,
+            )
+        )
+        return out
+
+
+class VllmKvCacheNoMemory(SignatureDetector):
+    """vLLM found no GPU memory left for its KV cache when the rollout engine started.
+
+    What it detects:
+        vLLM's `No available memory for the cache blocks. Try increasing
+        gpu_memory_utilization when initializing the engine.`
+
+    Why it matters:
+        The rollout engine cannot start, so training never begins. vLLM may use
+        `gpu_memory_utilization` × the GPU's memory; after the model weights and the profiling
+        run nothing was left for the KV cache. This is the opposite failure of a CUDA OOM: the
+        share is too small for the model, not too large.
+
+    Example:
+        (WorkerDict pid=5521) ValueError: No available memory for the cache blocks. Try
+        increasing `gpu_memory_utilization` when initializing the engine.
+
+    Advice:
+        Raise `actor_rollout_ref.rollout.gpu_memory_utilization` by 0.1 (not above 0.7, where
+        the training side starts to run out), or split the model over more GPUs with
+        `actor_rollout_ref.rollout.tensor_model_parallel_size` so each holds fewer weights.
+
+    Known false positives:
+        Another process holding GPU memory at start-up (a previous run that did not exit)
+        produces the same message; `nvidia-smi` tells.
+
+    References:
+        verl_formats.md §6 (`.rollout.gpu_memory_utilization`); seed:grpo-pitfalls §4
+        (advised ranges); seed:ppo-tuning §5.3 (tensor parallel rollout).
+    """
+
+    code = "LS018"
+    name = "vllm-kv-cache-no-memory"
+    title = "vLLM has no memory left for its KV cache"
+    groups = ("memory", "vllm", "crash")
+    pattern = KV_CACHE_RE
+    keywords = KV_CACHE_KEYS
+
+    def __init__(self, *, max_utilization: float = 0.7) -> None:
+        if not (isinstance(max_utilization, (int, float)) and 0 < max_utilization <= 1):
+            raise BadDetectorParameters(
+                f"vllm-kv-cache-no-memory: max_utilization must be in (0, 1], got {max_utilization!r}"
+            )
+        self.max_utilization = max_utilization
+
+    def build(self, run: Run, hits: list[Hit]) -> Finding:
+        key = f"{RO}.gpu_memory_utilization"
+        current = current_value(run, key)
+        suggested = None
+        numeric = isinstance(current, (int, float)) and not isinstance(current, bool)
+        if numeric and current < self.max_utilization:
+            suggested = round(min(self.max_utilization, current + 0.1), 2)
+        advice = [
+            advise(
+                run,
+                key,
+                "vLLM's share of GPU memory does not cover the model weights plus a KV cache.",
+                f"{SEED_GRPO} §4",
+                suggest=suggested,
+                rule=f"0.1 higher, at most {self.max_utilization}",
+            )
+        ]
+        tp = current_value(run, f"{RO}.tensor_model_parallel_size")
+        gpus = verl_config.n_gpus(run.config()) if run.config_segments else None
+        tp_suggested = None
+        if isinstance(tp, int) and gpus and tp * 2 <= gpus and gpus % (tp * 2) == 0:
+            tp_suggested = tp * 2
+        if suggested is None or tp_suggested is not None:
+            advice.append(
+                advise(
+                    run,
+                    f"{RO}.tensor_model_parallel_size",
+                    "Tensor parallelism splits the weights over GPUs, leaving each more room for "
+                    "the KV cache (the model must support TP).",
+                    f"{SEED_PPO} §5.3",
+                    suggest=tp_suggested,
+                    rule="double it, if the GPUs per node allow",
+                )
+            )
+        message = f"vLLM found no memory for the KV cache at {where(hits[0])}"
+        if suggested is not None:
+            message += f"; gpu_memory_utilization is {current}"
+        message += "."
+        return self.signature_finding(
+            hits, message, advice=advice, references=["verl_formats.md §6", f"{SEED_GRPO} §4"]
+        )

@@ -1,0 +1,313 @@
+"""Runtime failure signatures: Ray worker registration, vLLM model inspection, NCCL, device mix-ups."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from logscope.advice import SEED_GRPO, SEED_PPO, advise, current_value
+from logscope.model import Advice, Finding, Run
+from logscope.verl_config import ACT, RO
+
+from ._common import (
+    Hit,
+    find_lines,
+    gpu_memory_advice,
+    signature_evidence,
+    where,
+)
+from ._signatures import (
+    CUDA_OOM_KEYS,
+    CUDA_OOM_RE,
+    DEVICE_MISMATCH_KEYS,
+    DEVICE_MISMATCH_RE,
+    NCCL_KEYS,
+    NCCL_RE,
+    RAY_REGISTER_KEYS,
+    RAY_REGISTER_RE,
+    VLLM_INSPECT_KEYS,
+    VLLM_INSPECT_RE,
+    SignatureDetector,
+)
+
+
+class RayWorkerRegistrationFailed(SignatureDetector):
+    """Ray workers could not register with the raylet, so the cluster never came up.
+
+    What it detects:
+        `Failed to register worker ... to Raylet` and `Unable to register worker with raylet`
+        (often followed by `End of file`), usually printed before the first step.
+
+    Why it matters:
+        Training never starts. The seed article traces it to a Ray version conflict (verl 0.2
+        wants ray ≥ 2.33, and an old protobuf in some CUDA images breaks it), not to the network;
+        asking Ray for more CPUs than the node has gives the same symptom.
+
+    Example:
+        [2025-03-01 12:00:01,234 E 4321 4321] core_worker.cc:499: Failed to register worker
+        01000000ffffffffffffffffffffffffffffffffffffffffffffffff to Raylet. IOError:
+        [RayletClient] Unable to register worker with raylet. End of file
+
+    Advice:
+        Reinstall Ray with its dependencies: `pip install --force-reinstall "ray[default]>=2.33.0"`,
+        delete `/tmp/ray`, and retry. Set `ray_init.num_cpus` to the CPUs the node really has.
+
+    Known false positives:
+        A worker that fails to register during a normal shutdown (after the last step) prints
+        the same line; check the evidence's step hint.
+
+    References:
+        seed:ppo-tuning §7.1; tuning_knowledge.md C2.
+    """
+
+    code = "LS012"
+    name = "ray-worker-registration-failed"
+    title = "Ray worker failed to register with the raylet"
+    groups = ("ray", "crash", "environment")
+    pattern = RAY_REGISTER_RE
+    keywords = RAY_REGISTER_KEYS
+
+    def __init__(self) -> None:
+        pass
+
+    def build(self, run: Run, hits: list[Hit]) -> Finding:
+        eof = any("End of file" in h.text for h in hits)
+        message = f"Ray could not register a worker with the raylet at {where(hits[0])}"
+        message += " (End of file: usually a Ray/protobuf version conflict)." if eof else "."
+        advice = [
+            Advice(
+                parameter="env:ray",
+                current=None,
+                suggested='pip install --force-reinstall "ray[default]>=2.33.0"; rm -rf /tmp/ray',
+                override=None,
+                rationale="Conflicting Ray/protobuf versions stop workers from registering; "
+                "reinstall Ray with its extras and clear its temp dir.",
+                source=f"{SEED_PPO} §7.1",
+            ),
+            advise(
+                run,
+                "ray_init.num_cpus",
+                "Requesting more CPUs than the node has also stops workers from starting.",
+                f"{SEED_PPO} §7.1",
+                rule="the number of CPUs the node really has",
+            ),
+        ]
+        return self.signature_finding(
+            hits,
+            message,
+            evidence={"end_of_file": eof},
+            advice=advice,
+            references=[f"{SEED_PPO} §7.1"],
+        )
+
+
+class VllmModelInspectionFailed(SignatureDetector):
+    """vLLM could not inspect the model architecture (vLLM/transformers version mismatch).
+
+    What it detects:
+        `Model architectures ['Qwen2ForCausalLM'] failed to be inspected`, raised by vLLM when
+        the rollout engine starts. Evidence names the architectures.
+
+    Why it matters:
+        The rollout engine never starts, so training cannot begin. The model is fine: the
+        installed vLLM does not support it together with the installed transformers.
+
+    Example:
+        (WorkerDict pid=5521) ValueError: Model architectures ['Qwen2ForCausalLM'] failed to be
+        inspected. Please check the logs for more details.
+
+    Advice:
+        Install the vLLM version your verl release pins, with a matching transformers. The seed
+        article (verl 0.2 era, Qwen2) pins `vllm==0.6.3.post1` with `transformers>=4.41.0`:
+        Qwen2 needs vLLM ≥ 0.6.0 and 0.6.4 had a bug.
+
+    Known false positives:
+        A real problem in a custom model's code makes vLLM print the same message; the lines
+        above it in the log then show the model's own exception.
+
+    References:
+        seed:ppo-tuning §7.2; tuning_knowledge.md C3.
+    """
+
+    code = "LS013"
+    name = "vllm-model-inspection-failed"
+    title = "vLLM failed to inspect the model architecture"
+    groups = ("vllm", "crash", "environment")
+    pattern = VLLM_INSPECT_RE
+    keywords = VLLM_INSPECT_KEYS
+
+    def __init__(self) -> None:
+        pass
+
+    def build(self, run: Run, hits: list[Hit]) -> Finding:
+        archs = next((h.match.group(1) for h in hits if h.match.group(1)), None)
+        what = f"Model architectures {archs}" if archs else "The model architecture"
+        message = f"{what} failed to be inspected by vLLM at {where(hits[0])}: vLLM and transformers versions do not match the model."
+        advice = [
+            Advice(
+                parameter="env:vllm",
+                current=None,
+                suggested='pip install "vllm==0.6.3.post1" "transformers>=4.41.0"',
+                override=None,
+                rationale="The article's stable pin for Qwen2 models with verl 0.2; with a newer "
+                "verl, install the vLLM version that release pins instead.",
+                source=f"{SEED_PPO} §7.2",
+            )
+        ]
+        return self.signature_finding(
+            hits,
+            message,
+            evidence={"architectures": archs},
+            advice=advice,
+            references=[f"{SEED_PPO} §7.2"],
+        )
+
+
+class NcclError(SignatureDetector):
+    """An NCCL collective failed or timed out.
+
+    What it detects:
+        `NCCL operation failed`, `NCCL error`, NCCL result codes (`ncclInternalError`,
+        `ncclUnhandledCudaError`, `ncclSystemError`, …), `NCCL communicator was aborted`, and
+        the process-group watchdog's `Watchdog caught collective operation timeout:
+        WorkNCCL(... OpType=ALLGATHER ... Timeout(ms)=600000)`. Evidence: error or timeout,
+        the collective and its timeout when printed, and whether a CUDA OOM was logged too.
+
+    Why it matters:
+        A failed collective stops every rank. With vLLM colocated, a too-large
+        `gpu_memory_utilization` leaves FSDP's communication buffers without memory; a watchdog
+        timeout means one rank stopped answering (crashed, hung, or much slower than the rest).
+
+    Example:
+        (WorkerDict pid=812) torch.distributed.DistBackendError: NCCL error in:
+        ../torch/csrc/distributed/c10d/NCCLUtils.hpp:275, unhandled cuda error, NCCL version 2.20.5
+        ncclUnhandledCudaError: Call to CUDA function failed.
+
+    Advice:
+        Lower `actor_rollout_ref.rollout.gpu_memory_utilization` into the advised range (or 0.1
+        below the current value) so FSDP has room for its buffers. For a timeout, look for the
+        rank that failed first (often a CUDA OOM, reported separately).
+
+    Known false positives:
+        A job killed from outside (preemption, Ctrl-C on one node) makes the surviving ranks
+        report NCCL errors; the NCCL error is then a consequence.
+
+    References:
+        seed:grpo-pitfalls §4.1 (FSDP buffers starved → NCCL operation failed);
+        tuning_knowledge.md C4.
+    """
+
+    code = "LS014"
+    name = "nccl-error"
+    title = "NCCL communication error or timeout"
+    groups = ("distributed", "crash")
+    pattern = NCCL_RE
+    keywords = NCCL_KEYS
+
+    def __init__(self) -> None:
+        pass
+
+    def build(self, run: Run, hits: list[Hit]) -> Finding:
+        timeout = any("timeout" in h.text.lower() for h in hits)
+        evidence: dict[str, Any] = {"kind": "timeout" if timeout else "error"}
+        blob = "\n".join(h.text for h in hits)
+        m = re.search(r"OpType=(\w+)", blob)
+        if m:
+            evidence["collective"] = m.group(1)
+        m = re.search(r"Timeout\(ms\)=(\d+)", blob)
+        if m:
+            evidence["timeout_ms"] = int(m.group(1))
+        oom = find_lines(run, CUDA_OOM_RE, CUDA_OOM_KEYS)
+        evidence["cuda_oom_logged"] = bool(oom)
+        what = "NCCL collective timed out" if timeout else "NCCL operation failed"
+        message = (
+            f"{what} at {where(hits[0])}; printed {signature_evidence(hits)['count']} time(s)."
+        )
+        if oom:
+            message += (
+                f" A CUDA OOM is logged too (line {oom[0].line_no}): probably the root cause."
+            )
+        mem = gpu_memory_advice(
+            run,
+            "NCCL failures with vLLM colocated usually mean FSDP's communication buffers are starved.",
+            always=True,
+        )
+        return self.signature_finding(
+            hits,
+            message,
+            evidence=evidence,
+            advice=[mem] if mem else [],
+            references=[f"{SEED_GRPO} §4.1"],
+        )
+
+
+class TensorsOnDifferentDevices(SignatureDetector):
+    """A tensor op mixed devices (`Expected all tensors to be on the same device`).
+
+    What it detects:
+        PyTorch's `RuntimeError: Expected all tensors to be on the same device, but found at
+        least two devices, cuda:0 and cpu!` anywhere in the log. Evidence names the devices.
+
+    Why it matters:
+        The run stops at the op. The seed article ties it to an actor micro batch that is not a
+        multiple of the rollout tensor-parallel size (A4); other causes are CPU offload of
+        parameters meeting GPU inputs, or custom reward/model code that forgets `.to(device)`.
+
+    Example:
+        (WorkerDict pid=3141) RuntimeError: Expected all tensors to be on the same device, but
+        found at least two devices, cuda:0 and cpu!
+
+    Advice:
+        Make `actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu` a multiple of
+        `actor_rollout_ref.rollout.tensor_model_parallel_size` (the article's rule; verl does not
+        enforce it). If it already is, look at offload settings and custom code in the
+        traceback.
+
+    Known false positives:
+        The message comes from any device mix-up, many unrelated to batch sizes; the advice is
+        the article's, for the case it describes.
+
+    References:
+        seed:grpo-pitfalls §1.2; tuning_knowledge.md A4, C5.
+    """
+
+    code = "LS021"
+    name = "tensors-on-different-devices"
+    title = "Tensors on different devices"
+    groups = ("crash", "config")
+    pattern = DEVICE_MISMATCH_RE
+    keywords = DEVICE_MISMATCH_KEYS
+
+    def __init__(self) -> None:
+        pass
+
+    def build(self, run: Run, hits: list[Hit]) -> Finding:
+        m = re.search(r"devices?, (\S+) and (\S+?)!?$", hits[0].text)
+        devices = [m.group(1), m.group(2)] if m else []
+        micro = current_value(run, f"{ACT}.ppo_micro_batch_size_per_gpu")
+        tp = current_value(run, f"{RO}.tensor_model_parallel_size")
+        suggested = None
+        evidence: dict[str, Any] = {"devices": devices}
+        if isinstance(micro, int) and isinstance(tp, int) and micro > 0 and tp > 0:
+            evidence.update(ppo_micro_batch_size_per_gpu=micro, tensor_model_parallel_size=tp)
+            if micro % tp:
+                suggested = max(tp, micro // tp * tp)
+        message = f"Tensors on different devices at {where(hits[0])}" + (
+            f" ({' and '.join(devices)})." if devices else "."
+        )
+        if suggested is not None:
+            message += f" The micro batch {micro} is not a multiple of the rollout TP size {tp}."
+        advice = [
+            advise(
+                run,
+                f"{ACT}.ppo_micro_batch_size_per_gpu",
+                "The seed article ties this error to a micro batch that is not a multiple of the "
+                "rollout tensor-parallel size.",
+                f"{SEED_GRPO} §1.2",
+                suggest=suggested,
+                rule="a multiple of actor_rollout_ref.rollout.tensor_model_parallel_size",
+            )
+        ]
+        return self.signature_finding(
+            hits, message, evidence=evidence, advice=advice, references=[f"{SEED_GRPO} §1.2"]
+        )
