@@ -857,3 +857,37 @@ def test_run_killed_without_traceback(last_line, signal):
 def test_killed_inside_other_words_is_not_a_crash():
     text = "(raylet) Killed worker 12 because it was idle\n(TaskRunner pid=1) step:3 - a:1\n"
     assert RunCrashed().detect(run_from_log(text, series={"a": [1.0] * 3})) == []
+
+
+# ---- live parity: a finding seen on a prefix of the run keeps its identity ----------------------
+
+
+def _prefix(run, last_step: int):
+    import polars as pl
+
+    from logscope.model import Run
+
+    return Run(
+        id=run.id,
+        source=run.source,
+        meta=dict(run.meta),
+        config_segments=list(run.config_segments),
+        metrics=run.metrics.filter(pl.col("step") <= last_step),
+        events=[e for e in run.events if e.step_hint is None or e.step_hint <= last_step],
+    )
+
+
+@pytest.mark.skipif(not HAS_SYNTHETIC, reason="logscope.synthetic.simulate not installed yet")
+@pytest.mark.parametrize("kind", ["nan-loss", "grad-norm-not-finite", "cuda-oom"])
+def test_findings_on_prefixes_keep_their_identity(kind):
+    """tail mode re-runs detectors on the run so far: (name, metric, step) must not move."""
+    syn = _synthetic()
+    run = syn.simulate(
+        n_steps=120, algorithm="ppo", seed=5, inject=[syn.Injection(kind, step=70)]
+    ).to_run()
+    detectors = [NonFiniteMetric(), GradNormNotFiniteStepSkipped(), CudaOom()]
+    final = {f.key for d in detectors for f in d.detect(run)}
+    assert final
+    for last in range(60, 121, 5):
+        seen = {f.key for d in detectors for f in d.detect(_prefix(run, last))}
+        assert seen <= final, (last, seen - final)
