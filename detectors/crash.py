@@ -30,9 +30,9 @@ class RunCrashed(Detector):
         training step was logged, when none of the specific signatures (cuda-oom,
         host-oom-worker-killed, ray-worker-registration-failed, vllm-model-inspection-failed,
         nccl-error, batch-size-divisibility-error, vllm-kv-cache-no-memory, prompt-too-long,
-        max-num-batched-tokens-too-small, tensors-on-different-devices) is in the log. Evidence: the exception type
-        and message (the last exception line of the last traceback), its line, and how many
-        tracebacks the log holds. A `KeyboardInterrupt` is reported as a warning (stopped by
+        max-num-batched-tokens-too-small, tensors-on-different-devices) is in the log.
+        Evidence: the exception type and message (the last exception line of the last
+        traceback), its line, and how many tracebacks the log holds. A `KeyboardInterrupt` is reported as a warning (stopped by
         hand). The shell's `Killed` / `Segmentation fault (core dumped)` / `Aborted` line and
         `Fatal Python error:` count as a crash too (the process died without a traceback).
 
