@@ -58,6 +58,12 @@ DEFAULTS: dict[str, Any] = {
     "trainer.total_epochs": 30,
     "trainer.val_before_train": True,
     "trainer.seed": None,
+    # read by the config-lint rules (logscope/check/rules.py)
+    f"{ACT}.strategy": "fsdp",
+    f"{ACT}.ppo_micro_batch_size": None,
+    f"{RO}.log_prob_micro_batch_size": None,
+    f"{REF}.log_prob_micro_batch_size": None,
+    f"{RO}.enable_chunked_prefill": True,
 }
 
 # Defaults that changed across verl versions: key → [(first version, value)], newest last.
@@ -185,5 +191,5 @@ def n_gpus(config: dict[str, Any]) -> int | None:
     nodes, _ = effective(config, "trainer.nnodes")
     try:
         return int(per_node) * int(nodes)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return None

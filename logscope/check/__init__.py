@@ -32,6 +32,13 @@ __all__ = [
 ]
 
 YAML_SUFFIXES = (".yaml", ".yml")
+SCRIPT_SUFFIXES = (".sh", ".bash", ".zsh")
+
+
+class NoVerlCommand(ConfigParseError):
+    """A script or command line with no verl trainer call in it."""
+
+
 _LOG_HINT = re.compile(r"^(?:\(\w+ pid=\d+[^)]*\)\s*)?(?:step:\d+ - |\{'actor_rollout_ref')", re.M)
 
 
@@ -138,7 +145,7 @@ def check_command(
         return check_text(argv[0], path="<command>", version=version, env=env)
     command = shell.find_verl(shell.Command(argv=list(argv), env={}, line=1))
     if command is None:
-        raise ConfigParseError(
+        raise NoVerlCommand(
             "no verl trainer in the command (expected e.g. python3 -m verl.trainer.main_ppo)",
             token=" ".join(argv[:4]),
         )
@@ -156,7 +163,7 @@ def check_text(
     """Lint every verl command in a launch script's text."""
     commands = shell.verl_commands(text, env=env, path=path)
     if not commands:
-        raise ConfigParseError(
+        raise NoVerlCommand(
             "no verl trainer command found (looked for python -m verl.trainer.main_ppo, recipe "
             "mains, torchrun/ray job submit wrappers)",
             path=path,
@@ -250,9 +257,25 @@ def check_path(
         text = p.read_text(encoding="utf-8", errors="replace")
     except OSError as exc:
         raise ConfigParseError(f"cannot read: {exc.strerror}", path=str(p)) from None
-    if p.suffix.lower() not in (".sh", ".bash") and _LOG_HINT.search(text[:2_000_000]):
+    is_script = p.suffix.lower() in SCRIPT_SUFFIXES
+    if not is_script and _LOG_HINT.search(text[:2_000_000]):
         return check_log(p)
-    return check_text(text, path=str(p), version=version, env=env, base_dir=p.parent)
+    try:
+        return check_text(text, path=str(p), version=version, env=env, base_dir=p.parent)
+    except ConfigParseError as exc:
+        if is_script or not isinstance(exc, NoVerlCommand):
+            raise
+    # Not a launch script: maybe a log in another format (JSONL, W&B export …).
+    from logscope.exceptions import IngestError
+
+    try:
+        return check_log(p)
+    except IngestError:
+        raise ConfigParseError(
+            "neither a launch script with a verl trainer command, a YAML config, nor a log "
+            "logscope reads",
+            path=str(p),
+        ) from None
 
 
 # ---- --fix -------------------------------------------------------------------------------------
