@@ -4,6 +4,16 @@ Each `_kind` function edits the latent series of a `_Sim` from `inj.step` on and
 where the effect first shows in the metrics (that is what `SimRun.truth` records). Phase 0 runs on
 the drivers before derived metrics are computed (rewards, timings, throughput follow); phase 1
 edits finished metrics (NaN, collapsed advantages, truncation).
+
+The truth step is the injection step itself (the step's own values already carry the effect),
+except for:
+- kl-out-of-band: the first step whose noiseless KL exceeds the band's top, 0.03 (1-3 steps in);
+- validation-drop: the first validation step (test_freq multiple or last step) at or after it;
+- kl-coef-changed-midrun: the first step after the restart = last checkpoint before the step + 1
+  (checkpoints every trainer.save_freq, set to test_freq when the config has none);
+- cuda-oom: the step itself, which is the last step printed; the traceback follows its line.
+Magnitude 1 is a clear, typical case; effects scale with it (see PATHOLOGIES) and stay visible
+from ~0.7 at noise up to ~1.5. `SimRun.details[kind]` holds extra facts (period, rate, spikes).
 """
 
 from __future__ import annotations
