@@ -46,8 +46,35 @@ def _kl_coef_key(run: Run, metric: str) -> str:
     return "algorithm.kl_ctrl.kl_coef"
 
 
+def _levels(
+    run: Run, concept: str, first_step: int, step: int, end: int
+) -> tuple[float | None, float | None]:
+    """(median over the first tenth of the run before `step`, median over [step, end])."""
+    other = load(run, concept)
+    if other is None:
+        return None, None
+    early_end = first_step + max(10, (step - first_step) // 10)
+    early = other.values[(other.steps >= first_step) & (other.steps < min(early_end, step))]
+    now = other.values[(other.steps >= step) & (other.steps <= end)]
+    return (
+        float(np.median(early)) if len(early) >= 3 else None,
+        float(np.median(now)) if len(now) >= 3 else None,
+    )
+
+
 def _raise_kl_coef(run: Run, metric: str, why: str) -> Advice:
     key = _kl_coef_key(run, metric)
+    if key.startswith("algorithm.") and current_value(run, "algorithm.kl_ctrl.type") == "adaptive":
+        return advise(
+            run,
+            "algorithm.kl_ctrl.target_kl",
+            f"{why} With the adaptive controller the coefficient follows target_kl (it grows "
+            "while KL is above the target), so the target is what to lower (×0.7; seed 003 "
+            "§4.2 went 0.1 → 0.05).",
+            f"{SEED_PPO} §4.2",
+            suggest=lambda c: verl_config.round_sig(float(c) * 0.7),
+            rule="×0.7",
+        )
     return advise(
         run,
         key,
@@ -501,7 +528,9 @@ class PPOKLTooLow(Detector):
         Raise the learning rate (`actor_rollout_ref.actor.optim.lr`, ×1.5; seed 003 §3.3 went
         1e-6 → 2e-6 "with care") — the LR governs the size of each update. When a KL penalty is
         active, the article's advice to lower its coefficient (0.001 → 0.0005) loosens the same
-        brake and is given too.
+        brake and is given too — unless KL to the reference is already above 0.03. When entropy
+        has collapsed meanwhile (≤ half its early level), small updates are a consequence of
+        the collapse: no LR advice is given, the message points to entropy-collapse instead.
 
     Known false positives:
         Single-update-per-step configs are skipped only when the config is known; a run without
@@ -654,20 +683,40 @@ class PPOKLTooLow(Detector):
         )
         if prior is not None and prior >= self.threshold:
             message += f" Before step {step} it was {fmt(prior)}."
-        advice = [
-            advise(
-                run,
-                f"{ACT}.optim.lr",
-                "The learning rate sets the size of each update; ppo_kl this small means the "
-                "steps are too timid (seed 003 §3.3 raised it 1e-6 → 2e-6, with care).",
-                f"{SEED_PPO} §3.3",
-                suggest=lambda c: verl_config.round_sig(float(c) * 1.5),
-                rule="×1.5",
+        evidence: dict[str, Any] = {}
+        advice: list[Advice] = []
+        # Guards against advising the opposite of what a co-occurring symptom needs:
+        # a collapsed policy (entropy gone) updates little because it is near-deterministic —
+        # a larger LR would not help; and KL to the reference already above the band must not
+        # be loosened further.
+        ent_early, ent_now = _levels(run, "entropy", s.steps[0], step, end)
+        collapsed = ent_early is not None and ent_now is not None and ent_now <= 0.5 * ent_early
+        _, kl_now = _levels(run, "kl_ref", s.steps[0], step, end)
+        kl_high = kl_now is not None and kl_now > 0.03
+        if collapsed:
+            message += (
+                f" Entropy fell from {fmt(ent_early)} to {fmt(ent_now)} meanwhile: the policy has "
+                "collapsed, which is why updates are small (see entropy-collapse); a larger LR "
+                "would not help."
             )
-        ]
+            evidence["entropy_early"], evidence["entropy_now"] = sig(ent_early), sig(ent_now)
+        else:
+            advice.append(
+                advise(
+                    run,
+                    f"{ACT}.optim.lr",
+                    "The learning rate sets the size of each update; ppo_kl this small means "
+                    "the steps are too timid (seed 003 §3.3 raised it 1e-6 → 2e-6, with care).",
+                    f"{SEED_PPO} §3.3",
+                    suggest=lambda c: verl_config.round_sig(float(c) * 1.5),
+                    rule="×1.5",
+                )
+            )
+        if kl_high:
+            evidence["kl_to_reference"] = sig(kl_now)
         use_kl_loss = current_value(run, f"{ACT}.use_kl_loss")
         in_reward = current_value(run, "algorithm.use_kl_in_reward")
-        if use_kl_loss or in_reward:
+        if (use_kl_loss or in_reward) and not collapsed and not kl_high:
             key = f"{ACT}.kl_loss_coef" if use_kl_loss else "algorithm.kl_ctrl.kl_coef"
             advice.append(
                 advise(
@@ -687,6 +736,7 @@ class PPOKLTooLow(Detector):
             step=step,
             end_step=end,
             evidence={
+                **evidence,
                 "first_step": step,
                 "last_step": end,
                 "median_ppo_kl": sig(level),

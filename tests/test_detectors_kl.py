@@ -222,3 +222,46 @@ def test_bad_parameters_rejected():
         KLOutOfBand(band_low=0.05, band_high=0.03)
     with pytest.raises(BadDetectorParameters):
         PPOKLTooLow(threshold=-1)
+
+
+def test_ppo_kl_too_low_after_entropy_collapse_gives_no_lr_raise():
+    """Two co-occurring symptoms must not get opposite LR advice (entropy collapse lowers it)."""
+    rng = np.random.default_rng(5)
+    n = 300
+    ppo_kl = 3e-4 * np.exp(rng.normal(0, 0.2, n))
+    ppo_kl[150:] = 3e-5 * np.exp(rng.normal(0, 0.2, n - 150))
+    entropy = 0.6 * np.exp(rng.normal(0, 0.02, n))
+    entropy[140:] *= 0.05
+    cfg = {"actor_rollout_ref": {"actor": {"optim": {"lr": 1e-6}, "use_kl_loss": True}}}
+    run = make_run({"actor/ppo_kl": ppo_kl, "actor/entropy": entropy}, config=cfg)
+    (f,) = PPOKLTooLow().detect(run)
+    assert "collapsed" in f.message
+    assert not [a for a in f.advice if a.parameter.endswith("optim.lr")]
+    assert not [a for a in f.advice if a.parameter.endswith("kl_loss_coef")]
+
+
+def test_ppo_kl_too_low_keeps_kl_coef_when_kl_already_high():
+    rng = np.random.default_rng(6)
+    ppo_kl = 3e-5 * np.exp(rng.normal(0, 0.2, 200))
+    kl = 0.06 * np.exp(rng.normal(0, 0.05, 200))
+    cfg = {"actor_rollout_ref": {"actor": {"optim": {"lr": 1e-6}, "use_kl_loss": True}}}
+    (f,) = PPOKLTooLow().detect(make_run({"actor/ppo_kl": ppo_kl, "actor/kl_loss": kl}, config=cfg))
+    keys = {a.parameter for a in f.advice}
+    assert "actor_rollout_ref.actor.optim.lr" in keys
+    assert "actor_rollout_ref.actor.kl_loss_coef" not in keys
+
+
+def test_in_reward_kl_with_adaptive_controller_lowers_target_kl():
+    t = np.arange(200)
+    kl = 0.02 + 0.05 * (t >= 100)
+    cfg = {
+        "algorithm": {
+            "use_kl_in_reward": True,
+            "kl_ctrl": {"type": "adaptive", "kl_coef": 0.001, "target_kl": 0.1},
+        }
+    }
+    run = make_run({"actor/reward_kl_penalty": kl}, config=cfg)
+    (f,) = KLOutOfBand().detect(run)
+    (target,) = [a for a in f.advice if a.parameter.startswith("algorithm.")]
+    assert target.parameter == "algorithm.kl_ctrl.target_kl"
+    assert target.current == 0.1 and target.suggested == pytest.approx(0.07)
