@@ -248,13 +248,18 @@ def _config_from_hparams(content: bytes) -> dict[str, Any] | None:
 
 
 class _RunBuilder:
-    """Columns of one run folder, filled event file by event file."""
+    """Columns of one run folder, filled event file by event file.
+
+    Float32 tensor scalars (TF2) keep their 4 raw bytes; they are decoded in one numpy call
+    at the end (`values` holds a placeholder at `f32_index`)."""
 
     def __init__(self) -> None:
         self.steps: list[int] = []
         self.tags: list[str] = []
         self.values: list[float] = []
         self.walls: list[float] = []
+        self.f32_index: list[int] = []
+        self.f32_bytes: list[bytes] = []
         self.config: dict[str, Any] = {}
         self.plugin_of_tag: dict[str, str] = {}
         self.events = 0
@@ -263,6 +268,7 @@ class _RunBuilder:
     def add_file(self, payloads: list[bytes], event_pb2: Any) -> None:
         Event = event_pb2.Event
         steps, tags, values, walls = self.steps, self.tags, self.values, self.walls
+        f32_index, f32_bytes = self.f32_index, self.f32_bytes
         plugin_of_tag = self.plugin_of_tag
         for payload in payloads:
             event = Event.FromString(payload)
@@ -273,29 +279,42 @@ class _RunBuilder:
             wall = event.wall_time
             had_scalar = False
             for value in event.summary.value:
-                kind = value.WhichOneof("value")
                 tag = value.tag
+                plugin = plugin_of_tag.get(tag)
+                if plugin is None or plugin == "hparams":
+                    # metadata comes with a tag's first event (TF2 writes it only then)
+                    plugin = value.metadata.plugin_data.plugin_name
+                    plugin_of_tag[tag] = plugin
+                    if plugin == "hparams":
+                        config = _config_from_hparams(value.metadata.plugin_data.content)
+                        if config:
+                            self.config.update(config)
+                        continue
+                kind = value.WhichOneof("value")
                 if kind == "simple_value":
                     steps.append(step)
                     tags.append(tag)
                     values.append(value.simple_value)
                     walls.append(wall)
                     had_scalar = True
+                elif kind != "tensor":
                     continue
-                if value.HasField("metadata"):
-                    plugin = value.metadata.plugin_data.plugin_name
-                    if plugin:
-                        plugin_of_tag[tag] = plugin
-                        if plugin == "hparams":
-                            config = _config_from_hparams(value.metadata.plugin_data.content)
-                            if config:
-                                self.config.update(config)
-                            continue
-                if kind != "tensor":
-                    continue
-                plugin = plugin_of_tag.get(tag)
-                if plugin in (None, "scalars"):
-                    number = _tensor_scalar(value.tensor)
+                elif plugin == "" or plugin == "scalars":
+                    tensor = value.tensor
+                    content = tensor.tensor_content
+                    dtype = tensor.dtype
+                    number: float | None
+                    if dtype == 1 and not tensor.tensor_shape.dim:
+                        if len(content) == 4:
+                            f32_index.append(len(values))
+                            f32_bytes.append(content)
+                            number = 0.0
+                        elif not content and len(tensor.float_val) == 1:
+                            number = tensor.float_val[0]
+                        else:
+                            number = _tensor_scalar(tensor)
+                    else:
+                        number = _tensor_scalar(tensor)
                     if number is not None:
                         steps.append(step)
                         tags.append(tag)
@@ -307,6 +326,15 @@ class _RunBuilder:
                     if config:
                         self.config.update(config)
             self.scalar_events += had_scalar
+
+    def value_column(self) -> Any:
+        if not self.f32_index:
+            return self.values
+        import numpy as np
+
+        column = np.asarray(self.values, dtype=np.float64)
+        column[self.f32_index] = np.frombuffer(b"".join(self.f32_bytes), dtype="<f4")
+        return column
 
 
 def _meta_from_path(root: Path, folder: Path) -> tuple[str, dict[str, Any]]:
@@ -361,7 +389,9 @@ def read(path: Path, *, progress: Any = None) -> list[Run]:
             source=Source(KIND, str(folder if path.is_dir() else path)),
             meta=meta,
         )
-        run.metrics = metrics_frame(builder.steps, builder.tags, builder.values, builder.walls)
+        run.metrics = metrics_frame(
+            builder.steps, builder.tags, builder.value_column(), builder.walls
+        )
         stats = run.parse_stats
         stats.lines_read = records + damage.records
         stats.step_lines = builder.scalar_events
