@@ -156,3 +156,18 @@ def test_synthetic_restart_with_new_kl_coef_links_to_reward_sawtooth(tmp_path):
     if sawtooth:  # when the sawtooth detector fires, one incident holds both
         mine = report.findings.index(f)
         assert any(mine in inc.findings and sawtooth[0] in inc.findings for inc in report.incidents)
+
+
+@pytest.mark.parametrize("algorithm", ["grpo", "ppo"])
+@pytest.mark.parametrize("version", ["0.1", "0.3", "0.5", "0.9"])
+def test_healthy_synthetic_configs_are_quiet_at_warning(algorithm, version):
+    synthetic = pytest.importorskip("logscope.synthetic")
+    sim = synthetic.simulate(n_steps=30, algorithm=algorithm, seed=5, version=version)
+    run = sim.to_run()
+    findings = [d.detect(run) for d in config_lint_detectors()]
+    loud = [f for fs in findings for f in fs if f.severity not in ("info",)]
+    assert loud == [], [(f.name, f.message) for f in loud]
+
+
+def config_lint_detectors():
+    return [c() for c in detector_classes() if issubclass(c, config_lint.ConfigRule)]

@@ -71,6 +71,10 @@ class ConfigView:
     preflight: bool = True
 
     def get(self, key: str) -> Any:
+        """The key's value; verl's default when unset on a command/YAML. A full dump from a log
+        is complete, so a key absent there did not exist in that verl version: None."""
+        if self.explicit is None and not verl_config.has(self.config, key):
+            return None
         return verl_config.effective(self.config, key, self.version)[0]
 
     def num(self, key: str) -> float | None:
