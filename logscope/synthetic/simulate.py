@@ -425,6 +425,9 @@ def _derive(s: _Sim) -> None:
             a["adv_min"],
         )
 
+    # torch reports bytes / 2**30: reserved memory comes in 2 MiB blocks, allocations in 512 B
+    a["mem_reserved"] = np.round(a["mem_reserved"] * 512) / 512
+    a["mem_allocated"] = np.round(a["mem_allocated"] * 2**21) / 2**21
     clip = np.clip(np.round(np.clip(a["clip_ratio"], 0, 1) * N) / N, 0.0, 1.0)
     a["clip_ratio"] = clip
     a["resp_max"] = np.where(
