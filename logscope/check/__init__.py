@@ -182,13 +182,16 @@ def _config_from_flags(command: shell.VerlCommand, base_dir: Path | None) -> dic
     except ConfigParseError:
         return None  # reported when the command itself is parsed
     name, where = args.config_name, args.config_path
+    builtin = None
+    if name and "megatron" in name:  # verl's ppo_megatron_trainer: the batch checks differ
+        builtin = {"actor_rollout_ref": {"actor": {"strategy": "megatron"}}}
     if not name or not where or "$" in where or base_dir is None:
-        return None
+        return builtin
     folder = Path(where) if Path(where).is_absolute() else base_dir / where
     for candidate in (folder / name, folder / f"{name}.yaml", folder / f"{name}.yml"):
         if candidate.is_file():
             return load_yaml_config(candidate)
-    return None
+    return builtin
 
 
 # ---- YAML --------------------------------------------------------------------------------------

@@ -254,7 +254,8 @@ def micro_batch_oom_risk(
     advice = v.advice(
         key,
         suggested,
-        f"Tokens per GPU per micro-step decide activation memory in the update. {a2} "
+        f"Tokens per GPU per micro-step decide activation memory in the update. "
+        f"{a2[0].upper()}{a2[1:]} "
         f"(24 GB as the safe budget on A100-40G/H100-80G); the article's case (7B, 512+1024, "
         f"micro 64) peaks above 38 GB on an A100-40G and recommends 8–16.",
         f"{SEED_GRPO} §1.2",
