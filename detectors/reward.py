@@ -25,6 +25,7 @@ from ._signal import (
     hinge_fit,
     isotonic_prefix_fit,
     line_at,
+    line_rss,
     moving_average,
     noise_floor,
     poly_prefix_fit,
@@ -641,7 +642,17 @@ class ValidationDrop(Detector):
         if k_turn is None:
             return None
         xb, yb, xa, ya = x[:k_turn], y[:k_turn], x[k_turn:], y[k_turn:]
-        sigma = noise_floor(y, run.value_resolution)
+        # noise from the fit itself (a step-difference estimate is inflated by the curve's bend
+        # on short runs); ×1.25 because an isotonic fit follows some of the noise
+        iso_rss = isotonic_prefix_fit(y)[0][k_turn]
+        quad_rss = poly_prefix_fit(-x[::-1], y[::-1], 2)[0][::-1][k_turn]
+        if len(x) - k_turn < 6:
+            quad_rss = line_rss(x, y)[1][k_turn]
+        sigma = max(
+            1.25 * math.sqrt((iso_rss + quad_rss) / max(len(x) - 4, 1)),
+            0.5 * noise_floor(y, run.value_resolution),
+            1e-9,
+        )
         w = max(4, min(10, len(xb) // 2))
         level, _ = line_at(xb[-w:], yb[-w:], float(xb[-1]))
         _, slope_before = line_at(

@@ -1,0 +1,175 @@
+"""LS201 reward-sawtooth, LS202 reward-plateau, LS203 validation-drop on simulated runs.
+
+Tolerances: validation-drop must place the turn within 5 steps of the truth (the first
+validation step at or after the injection); sawtooth within one period of the injected start on
+every case and within 5 steps in the median over the cases; reward-plateau is a tail-of-run
+verdict, located within 10% of the run.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from logscope.detectors.reward import RewardPlateau, RewardSawtooth, ValidationDrop
+
+from logscope.model import ConfigSegment
+from logscope.synthetic import Injection, simulate
+from tests._pathology_cases import (
+    check_advice,
+    every_other_step,
+    loud,
+    named,
+    rounded,
+    sim_run,
+    with_gaps,
+)
+from tests.helpers import make_run
+
+DETECTORS = [RewardSawtooth(), RewardPlateau(), ValidationDrop()]
+CASES = [  # (seed, n, algorithm, magnitude)
+    (1, 150, "grpo", 1.0),
+    (2, 150, "ppo", 0.8),
+    (3, 2000, "grpo", 1.5),
+    (4, 2000, "ppo", 0.8),
+    (5, 600, "grpo", 2.0),
+]
+
+
+@pytest.mark.parametrize(("seed", "n", "algorithm", "magnitude"), CASES)
+def test_sawtooth_found_at_its_start(seed, n, algorithm, magnitude):
+    run, truth = sim_run("reward-sawtooth", n, algorithm, seed, magnitude=magnitude)
+    found = named(RewardSawtooth().detect(run), "reward-sawtooth")
+    assert found, "sawtooth not found"
+    f = found[0]
+    assert 8 <= f.evidence["period_steps"] <= 16  # the generator draws periods of 8-16 steps
+    assert abs(f.step - truth) <= f.evidence["period_steps"]
+    assert f.severity == "warning"
+    check_advice(f)
+
+
+def test_sawtooth_median_step_error_within_5():
+    errors = []
+    for seed, n, algorithm, magnitude in CASES:
+        for extra in (0, 50):
+            run, truth = sim_run("reward-sawtooth", n, algorithm, seed + extra, magnitude=magnitude)
+            (f,) = named(RewardSawtooth().detect(run), "reward-sawtooth")
+            errors.append(abs(f.step - truth))
+    assert np.median(errors) <= 5, errors
+
+
+def test_sawtooth_after_kl_coef_change_points_at_the_change():
+    sim = simulate(400, "grpo", seed=3, inject=[Injection("kl-coef-changed-midrun", 200, 1.5)])
+    run = sim.to_run()
+    (f,) = RewardSawtooth().detect(run)
+    assert abs(f.step - sim.truth[0].step) <= 5
+    assert f.evidence["kl_coef_changes"]
+    key = f.evidence["kl_coef_changes"][0]["parameter"]
+    assert f.advice[0].parameter == key
+    assert "kl" in f.message.lower()
+
+
+def test_sawtooth_lr_advice_is_three_quarters_of_the_configured_lr():
+    run, _ = sim_run("reward-sawtooth", 300, "grpo", 7)
+    lr = run.config_value("actor_rollout_ref.actor.optim.lr")
+    (f,) = RewardSawtooth().detect(run)
+    (advice,) = f.advice
+    assert advice.parameter == "actor_rollout_ref.actor.optim.lr"
+    assert advice.current == lr
+    assert advice.suggested == pytest.approx(lr * 0.75, rel=0.05)
+
+
+@pytest.mark.parametrize(("seed", "n", "algorithm", "magnitude"), CASES)
+def test_plateau_found_near_its_start(seed, n, algorithm, magnitude):
+    run, truth = sim_run("reward-plateau", n, algorithm, seed, at=0.4, magnitude=magnitude)
+    found = named(RewardPlateau().detect(run), "reward-plateau")
+    assert found
+    f = found[0]
+    assert f.severity == "info"
+    assert abs(f.step - truth) <= 0.1 * n
+    assert f.evidence["change_across_plateau"] is not None
+    check_advice(f)
+
+
+def test_plateau_silent_while_reward_still_climbs():
+    steps = np.arange(1, 301)
+    rng = np.random.default_rng(0)
+    run = make_run({"critic/score/mean": 0.2 + 0.002 * steps + 0.01 * rng.standard_normal(300)})
+    assert RewardPlateau().detect(run) == []
+
+
+@pytest.mark.parametrize(("seed", "n", "algorithm", "magnitude"), CASES)
+def test_validation_drop_found_at_the_turn(seed, n, algorithm, magnitude):
+    run, truth = sim_run("validation-drop", n, algorithm, seed, magnitude=magnitude)
+    found = named(ValidationDrop().detect(run), "validation-drop")
+    assert found
+    f = found[0]
+    assert abs(f.step - truth) <= 5
+    assert f.evidence["train_change_after_turn"] > 0  # training reward kept rising
+    check_advice(f)
+
+
+def test_validation_drop_skips_runs_without_validation():
+    run = make_run({"critic/score/mean": np.linspace(0.2, 0.8, 100)})
+    assert ValidationDrop().skip_reason(run)
+    assert ValidationDrop().detect(run) == []
+
+
+@pytest.mark.parametrize("seed", range(10))
+@pytest.mark.parametrize("algorithm", ["grpo", "ppo"])
+def test_healthy_runs_are_silent(seed, algorithm):
+    n = (150, 400, 1200)[seed % 3]
+    run, _ = sim_run(None, n, algorithm, seed=100 + seed, noise=0.7 + 0.07 * seed)
+    for det in DETECTORS:
+        assert loud(det.detect(run)) == [], det.name
+
+
+@pytest.mark.parametrize(
+    ("kind", "det"),
+    [
+        ("reward-sawtooth", RewardSawtooth()),
+        ("reward-plateau", RewardPlateau()),
+        ("validation-drop", ValidationDrop()),
+    ],
+)
+def test_rounded_gappy_irregular_logs(kind, det):
+    for transform in (rounded, with_gaps, every_other_step):
+        run, truth = sim_run(kind, 500, "ppo", seed=11, version="0.4", magnitude=1.2)
+        found = named(det.detect(transform(run)), kind)
+        assert found, transform.__name__
+        tolerance = 50 if kind == "reward-plateau" else 6
+        assert abs(found[0].step - truth) <= tolerance, transform.__name__
+
+
+@pytest.mark.parametrize("n", [0, 1, 3, 12])
+def test_short_series_never_raise(n):
+    series = {
+        "critic/score/mean": [0.5, float("nan"), 0.7][:n] + [0.6] * max(0, n - 3),
+        "val-core/openai/gsm8k/acc/mean@1": [0.4] * n,
+    }
+    run = make_run({k: v for k, v in series.items() if len(v)}) if n else make_run({})
+    for det in DETECTORS:
+        assert det.detect(run) == [] or all(f.step is not None for f in det.detect(run))
+
+
+def test_unknown_config_gives_the_rule():
+    run, _ = sim_run("reward-sawtooth", 300, "grpo", 7)
+    run.config_segments = []
+    (f,) = RewardSawtooth().detect(run)
+    check_advice(f, config_known=False)
+    assert "unknown" in f.advice[0].rationale
+
+
+def test_kl_change_read_from_config_segments():
+    base = {"actor_rollout_ref": {"actor": {"kl_loss_coef": 0.001}}}
+    changed = {"actor_rollout_ref": {"actor": {"kl_loss_coef": 0.002}}}
+    run = make_run({"critic/score/mean": [0.5] * 10}, config=base)
+    run.config_segments.append(ConfigSegment(5, changed))
+    from logscope.detectors.reward import kl_coef_changes
+
+    (change,) = kl_coef_changes(run)
+    assert change == {
+        "parameter": "actor_rollout_ref.actor.kl_loss_coef",
+        "from": 0.001,
+        "to": 0.002,
+        "step": 5,
+    }
