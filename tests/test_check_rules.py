@@ -461,3 +461,16 @@ def test_any_values_lint_without_crashing(pairs):
         return
     assert report.errors == []  # no rule raised
     fixed_overrides(report)
+
+
+def test_symbolic_values_are_skipped_and_noted():
+    report = lint(
+        GRPO,
+        "actor_rollout_ref.rollout.n=$N",
+        "$@",
+        f"{RO}.response_length=${{data.max_response_length}}",
+    )
+    assert named(report, "grpo-group-size") == []  # n unknown: nothing assumed
+    notes = " ".join(report.run.parse_stats.notes)
+    assert "actor_rollout_ref.rollout.n=$N" in notes and "$@" in notes
+    assert "response_length" not in notes  # an OmegaConf interpolation, not a shell variable

@@ -130,7 +130,33 @@ def _report_for(
         meta=meta,
         deleted=deleted,
     )
+    notes = run.parse_stats.notes
+    symbolic = [o.raw for o in args.overrides if _is_symbolic(o.value)]
+    if symbolic:
+        notes.append(
+            "left symbolic (unset shell variables), so rules reading them are skipped: "
+            + ", ".join(symbolic)
+        )
+    if args.passthrough:
+        notes.append("arguments passed through unseen: " + " ".join(args.passthrough))
+    if args.config_name:
+        notes.append(
+            f"--config-name {args.config_name}: "
+            + ("read from the local file" if base else "not a local file; verl's defaults used")
+        )
     return lint_run(run)
+
+
+_SHELL_VAR = re.compile(r"\$(?:[A-Za-z_]\w*|\{[A-Za-z_]\w*(?:[:=+?-][^}]*)?\}|[@*#?\d])")
+
+
+def _is_symbolic(value: Any) -> bool:
+    """A value with an unexpanded shell variable (not an OmegaConf `${a.b}` interpolation)."""
+    if isinstance(value, str):
+        return bool(_SHELL_VAR.search(value))
+    if isinstance(value, list):
+        return any(_is_symbolic(v) for v in value)
+    return False
 
 
 def check_command(
