@@ -3,7 +3,7 @@
 import streamlit as st
 from logscope.app import _common as ui
 
-from logscope.charts import group_title, metric_figure, metric_groups, visible_by_default
+from logscope.charts import group_title, metric_figure, metric_groups
 
 ui.page_setup()
 st.title("Metrics")
@@ -62,17 +62,8 @@ if picked is not None:
             "name in a legend to show the others. An x marks a finding at its step; shaded spans "
             "and top ribbons are incidents."
         )
+    root = ui.store_root()
     for key in shown:
-        names = groups[key]
-        fig = metric_figure(
-            run,
-            names,
-            title=f"{group_title(key)} ({len(names)})",
-            findings=findings,
-            incidents=incidents,
-            smoothing=smoothing,
-            max_points=max_points,
-            height=340 if len(names) < 8 else 440,
-            visible=visible_by_default(key, names, findings),
-        )
-        st.plotly_chart(fig, key=f"chart-{key}")
+        fig = ui.group_chart(root, run_id, key, smoothing, max_points, marks)
+        if fig is not None:
+            st.plotly_chart(fig, key=f"chart-{key}")
