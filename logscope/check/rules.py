@@ -303,6 +303,8 @@ def _actor_micro_unset(v: ConfigView, length: int | None, budget_tokens: int) ->
 
 def micro_batch_tp_mismatch(v: ConfigView) -> list[Hit]:
     """A4: the actor micro batch is not a multiple of the rollout's tensor-parallel size."""
+    if v.flag(DYNAMIC):
+        return []  # the micro batch is not used
     micro, key = _actor_micro(v)
     tp = v.int_(TP)
     if micro is None or tp is None or tp <= 1 or micro % tp == 0:
@@ -506,8 +508,8 @@ def mini_batch_not_divisor(v: ConfigView) -> list[Hit]:
 def mini_batch_larger_than_batch(v: ConfigView) -> list[Hit]:
     """verl's check: train_batch_size must be ≥ actor.ppo_mini_batch_size."""
     tbs, mini = v.int_(TBS), v.int_(MINI)
-    if tbs is None or mini is None or tbs >= mini:
-        return []
+    if tbs is None or mini is None or tbs >= mini or v.flag(DYNAMIC):
+        return []  # verl checks this only without dynamic batch size
     message = (
         f"actor.ppo_mini_batch_size {mini} is larger than data.train_batch_size {tbs}: verl "
         f"refuses this (0.6+: `train_batch_size ({tbs}) must be >= actor.ppo_mini_batch_size "
