@@ -627,9 +627,9 @@ def test_fixtures_are_fresh(tmp_path):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     for path in module.build(tmp_path):
-        committed = FIXTURES / path.name
+        committed = FIXTURES / path.relative_to(tmp_path)
         assert committed.exists(), f"{committed} missing: run python fixtures/make_fixtures.py"
-        assert committed.read_text() == path.read_text(), f"{committed} is stale"
+        assert committed.read_bytes() == path.read_bytes(), f"{committed} is stale"
         assert committed.stat().st_size < 700_000
 
 

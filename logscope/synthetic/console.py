@@ -21,7 +21,7 @@ import polars as pl
 
 from logscope.synthetic.config import GSM8K_TEST_PROMPTS, get, steps_per_epoch
 from logscope.synthetic.simulate import INT_METRICS, SimRun
-from logscope.synthetic.versions import at_least, check_version, driver_name, repr_era
+from logscope.synthetic.versions import at_least, check_version, driver_name, ray_pids, repr_era
 
 CYAN, GREEN, YELLOW, RESET = "\x1b[36m", "\x1b[32m", "\x1b[33m", "\x1b[0m"
 DEDUP_HINT = (
@@ -166,8 +166,7 @@ class _Writer:
         self.ray_prefix = ray_prefix
         self.ansi = ansi
         self.tqdm = tqdm and at_least(version, "0.3")
-        self.pid = 3000 + (sim.seed * 7919) % 60000
-        self.worker_pids = [self.pid + 1200 + 37 * r for r in range(8)]
+        self.pid, self.worker_pids = ray_pids(sim.seed)
         self.out: list[str] = []
         self._driver_pre: str | None = None
         self._driver_pid = self.pid

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from logscope.synthetic.config import get, set_dotted
-from logscope.synthetic.versions import at_least, driver_name
+from logscope.synthetic.versions import at_least, driver_name, ray_pids
 
 if TYPE_CHECKING:
     from logscope.synthetic.simulate import Injection, _Sim
@@ -372,7 +372,7 @@ def _advantage_collapse(sim: _Sim, i: int, m: float) -> int:
 
 
 def _worker_pid(sim: _Sim, rank: int) -> int:
-    return 20000 + int(get(sim.cfg, "trainer.n_gpus_per_node", 8)) * 7 + rank * 13
+    return ray_pids(sim.seed)[1][rank % 8]
 
 
 def warn_lines(sim: _Sim, value: str = "nan") -> str:
@@ -416,7 +416,7 @@ def _cuda_oom(sim: _Sim, i: int, m: float) -> int:
 
 def oom_traceback(sim: _Sim) -> str:
     """A Ray-wrapped CUDA OOM as the driver prints it when the actor update runs out of memory."""
-    pid, wpid = 10000 + sim.n_gpus, _worker_pid(sim, 0)
+    pid, wpid = ray_pids(sim.seed)[0], _worker_pid(sim, 0)
     runner = driver_name(sim.version)
     site = "/usr/local/lib/python3.10/dist-packages"
     cap = sim.L["mem_capacity"] - 0.75

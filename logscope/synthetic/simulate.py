@@ -200,6 +200,7 @@ class _Sim:
         self.samples = self.batch * self.group
         self.resp_cap = int(get(cfg, "data.max_response_length", 1024))
         self.prompt_cap = int(get(cfg, "data.max_prompt_length", 512))
+        self.seed = 0
         self.n_gpus = int(get(cfg, "trainer.n_gpus_per_node", 8)) * int(
             get(cfg, "trainer.nnodes", 1)
         )
@@ -365,7 +366,11 @@ def _base_dynamics(s: _Sim) -> None:
 
     save_freq = int(get(s.cfg, "trainer.save_freq", -1) or -1)
     s.save_steps = np.array(
-        [int(x) for x in s.steps if save_freq > 0 and (x % save_freq == 0 or x == s.steps[-1])],
+        [
+            int(x)
+            for x in s.steps
+            if save_freq > 0 and x > 0 and (x % save_freq == 0 or x == s.steps[-1])
+        ],
         dtype=np.int64,
     )
 
@@ -531,6 +536,7 @@ def simulate(
 
     rng = np.random.default_rng([int(seed), 1 if algorithm == "ppo" else 0, 0x5EED])
     sim = _Sim(n_steps, algorithm, version, cfg, rng, noise, dict(levels or {}))
+    sim.seed = int(seed)
     _base_dynamics(sim)
     truth: list[Injection] = []
     ordered = sorted(injections, key=lambda i: _path.PHASE[i.kind])

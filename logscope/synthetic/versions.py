@@ -40,3 +40,9 @@ def driver_name(version: str) -> str:
 def first_train_step(version: str) -> int:
     """0.1 numbers training steps from 0; later versions from 1 (§1.3)."""
     return 0 if check_version(version) == "0.1" else 1
+
+
+def ray_pids(seed: int) -> tuple[int, list[int]]:
+    """(driver pid, 8 WorkerDict pids) a simulated run's log uses (shared by events and writer)."""
+    driver = 3000 + (int(seed) * 7919) % 60000
+    return driver, [driver + 1200 + 37 * rank for rank in range(8)]
