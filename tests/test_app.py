@@ -167,7 +167,8 @@ def test_metrics_page_groups_markers_spans(app, ids) -> None:
     assert any(t.startswith("Validation") for t in titles)
     kl = next(c for c, t in zip(charts, titles, strict=True) if t.startswith("KL"))
     markers = [t for t in kl["data"] if t.get("name") == "findings"]
-    assert markers and 150 in _arr(markers[0]["x"])
+    # The KL jump starts at step 150; detectors may place it a step either side.
+    assert markers and np.min(np.abs(_arr(markers[0]["x"]) - 150)) <= 2
     shapes = kl["layout"].get("shapes", [])
     assert any(s["type"] == "rect" for s in shapes) and any(s["type"] == "line" for s in shapes)
 
