@@ -43,6 +43,16 @@ def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
     return list(zip(np.flatnonzero(d == 1), np.flatnonzero(d == -1), strict=True))
 
 
+def _close_gaps(mask: np.ndarray, gap: int) -> np.ndarray:
+    """`mask` with runs of at most `gap` False between two True filled in."""
+    out = mask.copy()
+    runs = _runs(~mask)
+    for a, b in runs:
+        if a > 0 and b < len(mask) and b - a <= gap:
+            out[a:b] = True
+    return out
+
+
 def _refine_up(steps: np.ndarray, values: np.ndarray, approx: float, half: float, sign: int) -> int:
     """The step of the best mean shift (direction `sign`) of raw values within ±half of approx."""
     win = (steps >= approx - half) & (steps <= approx + half)
@@ -158,14 +168,16 @@ class CriticValueError(Detector):
         if have_vf:
             high = np.isfinite(vf) & (vf > thr)
             # still falling (warm-up): the level a window later is clearly lower
-            later = np.concatenate([vf[win:], np.full(win, np.nan)])
-            falling = np.isfinite(later) & (later < vf * 0.8)
+            slow = moving_average(np.nan_to_num(vf, nan=float(np.nanmedian(vf))), win)
+            later = np.concatenate([slow[win:], np.full(win, np.nan)])
+            falling = np.isfinite(later) & (later < slow * 0.8)
             bad = high & ~falling & (ev_bad | adv_off | risen)
         else:
             later = np.concatenate([evs[win:], np.full(win, np.nan)])
             rising = np.isfinite(later) & (later > evs + 0.2)
             bad = ev_bad & ~rising
         need = max(self.min_duration, self.min_fraction * (x[-1] - x[0]))
+        bad = _close_gaps(bad, max(2, int(need / width / 10)))
         for a, b in _runs(bad):
             if x[b - 1] - x[a] + width < need:
                 continue
