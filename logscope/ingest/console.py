@@ -166,18 +166,18 @@ def _chunk(data: bytes, end: int, line_no: int, parser: ConsoleParser, fast: Fas
 
 
 def _split_cr(frame: pl.DataFrame) -> tuple[pl.DataFrame, bool]:
-    """Split lines on `\\r` (tqdm) into segments: columns ln, sub (index in line), last, raw.
-
-    Also says whether a `Training Progress` bar was seen. Segments that are surely noise (tqdm
-    bars, prefix-only, blank) are dropped here so the common case needs no re-sorting.
+    """Split lines on `\\r` (tqdm) into segments: adds columns sub (index in the line), last,
+    gone (a line whose segments are all noise), and says whether a `Training Progress` bar was
+    seen. Only lines with a segment worth reading are replaced by their segments (rare), so the
+    common case copies nothing.
     """
-    has_cr = pl.col("raw").str.contains("\r", literal=True)
-    plain = frame.filter(~has_cr) if frame.select(has_cr.any()).item() else frame
-    plain = plain.with_columns(sub=pl.lit(0, pl.Int64), last=pl.lit(True))
-    if plain.height == frame.height:
-        return plain, False
+    frame = frame.with_columns(sub=pl.lit(0, pl.Int64), last=pl.lit(True), gone=pl.lit(False))
+    has_cr = frame.get_column("raw").str.contains("\r", literal=True)
+    if not has_cr.any():
+        return frame, False
+    idx = has_cr.arg_true()
     split = (
-        frame.filter(has_cr)
+        frame.gather(idx)
         .with_columns(pl.col("raw").str.split("\r"))
         .with_columns(
             sub=pl.int_ranges(0, pl.col("raw").list.len(), dtype=pl.Int64),
@@ -185,30 +185,30 @@ def _split_cr(frame: pl.DataFrame) -> tuple[pl.DataFrame, bool]:
         )
         .explode(["raw", "sub"])
         .with_columns(last=pl.col("sub") == pl.col("n") - 1)
-        .select(plain.columns)
+        .select(frame.columns)
     )
     noise = _noise(split)
     bar = split.filter(noise & pl.col("raw").str.contains("Training Progress", literal=True))
     kept = split.filter(~noise)
-    if kept.height == 0:
-        return plain, bar.height > 0
-    return pl.concat([plain, kept]).sort(["ln", "sub"]), bar.height > 0
+    frame = frame.with_columns(gone=has_cr)
+    if kept.height:
+        frame = pl.concat([frame.filter(~pl.col("gone")), kept]).sort(["ln", "sub"])
+    return frame, bar.height > 0
 
 
 def _noise(frame: pl.DataFrame) -> pl.Series:
     """Segments ConsoleParser ignores for sure: blank, only a prefix, a tqdm bar."""
     raw = pl.col("raw")
-    tqdm = (
-        ~raw.str.contains("step:", literal=True)
+    flags = frame.select(
+        blank=(raw == "") | raw.str.contains(vt.EMPTYISH),
+        tqdm=~raw.str.contains("step:", literal=True)
         & ~raw.str.contains("\x1b", literal=True)
-        & (raw.str.contains("%|", literal=True) | raw.str.contains("it [", literal=True))
+        & (raw.str.contains("%|", literal=True) | raw.str.contains("it [", literal=True)),
     )
-    flags = frame.select(blank=(raw == "") | raw.str.contains(vt.EMPTYISH), tqdm=tqdm)
     maybe = flags.get_column("tqdm")
     if maybe.any():
         idx = maybe.arg_true()
-        bars = frame.get_column("raw").gather(idx).str.contains(vt.TQDM)
-        maybe = maybe.scatter(idx, bars)
+        maybe = maybe.scatter(idx, frame.get_column("raw").gather(idx).str.contains(vt.TQDM))
     return flags.get_column("blank") | maybe
 
 
@@ -221,35 +221,61 @@ def _classify(frame: pl.DataFrame) -> pl.DataFrame:
     a next line that cannot be the wrapped rest of it. (Items are checked in `_parse_steps`.)
     """
     raw = pl.col("raw")
-    pos = raw.str.find("step:", literal=True)
-    head = raw.str.slice(0, pos)
-    odd = r"\x1b|\|"
-    frame = frame.with_columns(drop=_noise(frame), pos=pos)
-    cand = frame.get_column("pos").is_not_null()
-    esc = raw.str.contains("\x1b", literal=True)
-    ok = pl.Series("ok", [False] * frame.height, dtype=pl.Boolean)
+    n = frame.height
+    flags = (
+        frame.lazy()
+        .select(
+            pos=raw.str.find("step:", literal=True),
+            esc=raw.str.contains("\x1b", literal=True),
+            start=raw.str.slice(0, 64),
+        )
+        .collect()
+    )
+    pos = flags.get_column("pos")
+    cand = pos.is_not_null() & ~frame.get_column("gone")
+    drop = frame.get_column("gone")
+    rest = ~cand & ~drop
+    if rest.any():
+        idx = rest.arg_true()
+        drop = drop.scatter(idx, _noise(frame.select("raw").gather(idx)))
+    ok = pl.Series("ok", [False] * n, dtype=pl.Boolean)
     if cand.any():
         idx = cand.arg_true()
-        sub = frame.select("raw", "pos").gather(idx)
-        good = sub.select(
-            (raw.str.len_bytes() == raw.str.len_chars())
-            & head.str.replace_all(vt.ANSI, "").str.contains(vt.HEAD)
-            & ~head.str.contains(" - ", literal=True)
-            & raw.str.slice(pl.col("pos"), 26).str.contains(vt.STEP_START)
-            & (raw.str.count_matches(odd) == head.str.count_matches(odd))
-        ).to_series()
+        head = raw.str.slice(0, pl.col("pos"))
+        odd = r"\x1b|\|"
+        good = (
+            frame.select("raw")
+            .gather(idx)
+            .with_columns(pos=pos.gather(idx))
+            .lazy()
+            .select(
+                (raw.str.len_bytes() == raw.str.len_chars())
+                & head.str.replace_all(vt.ANSI, "").str.contains(vt.HEAD)
+                & ~head.str.contains(" - ", literal=True)
+                & ~head.str.contains(":", literal=True)
+                & raw.str.slice(pl.col("pos"), 26).str.contains(vt.STEP_START)
+                & (raw.str.count_matches(odd) == head.str.count_matches(odd))
+            )
+            .collect(engine="streaming")
+            .to_series()
+        )
         ok = ok.scatter(idx, good)
-    not_cont = frame.select(
-        raw.str.slice(0, 64).str.replace_all(vt.ANSI, "").str.starts_with("(")
-        | (~esc & (raw.str.contains(vt.STEP_START) | ~raw.str.contains(vt.CONT)))
-    ).to_series()
-    frame = frame.with_columns(ok=ok, not_cont=not_cont)
-    blocks_previous = ~pl.col("drop") & ~pl.col("not_cont")
+    # Could the segment be the wrapped rest of a step line? (if not sure: yes)
+    esc = flags.get_column("esc")
+    start = flags.get_column("start")
+    not_cont = start.str.replace_all(vt.ANSI, "").str.starts_with("(") | drop
+    plain = ~esc & ~not_cont
+    if plain.any():
+        idx = plain.arg_true()
+        text = frame.get_column("raw").gather(idx)
+        sure = text.str.contains(vt.STEP_START) | ~text.str.contains(vt.CONT)
+        not_cont = not_cont.scatter(idx, sure)
+    frame = frame.with_columns(pos=pos, ok=ok, drop=drop, not_cont=not_cont)
     nxt = (
         pl.col("last")
         & (pl.col("ln").shift(-1) == pl.col("ln") + 1)
         & (pl.col("sub").shift(-1) == 0)
-        & blocks_previous.shift(-1)
+        & ~pl.col("not_cont").shift(-1)
     )
     return frame.with_columns(
         fast=pl.col("ok") & pl.col("ln").shift(-1).is_not_null() & ~nxt.fill_null(True),
@@ -276,57 +302,58 @@ def _parse_steps(steps: pl.DataFrame, fast: FastPart, parser: ConsoleParser) -> 
             fast.names.add(name)
 
     body = pl.col("raw")
-    has_np = steps.select(body.str.contains("np.", literal=True).any()).item()
-    has_bool = steps.select(
-        (body.str.contains("True", literal=True) | body.str.contains("False", literal=True)).any()
-    ).item()
     item = pl.col("item")
-    lf = (
+    v = pl.col("v")
+    need_three = fast.not_three == 0 and parser._not_three == 0
+    columns = [
+        "seq",
+        "step",
+        pl.col("key").alias("metric"),
+        v.cast(pl.Float64, strict=False).alias("value"),
+        v,
+        ((pl.col("cp") > 0) & v.str.contains(vt.VALUE)).alias("ok"),
+    ]
+    if need_three:
+        columns.append(v.str.contains(vt.THREE_DECIMALS).alias("three"))
+    items = (
         steps.lazy()
         .select("seq", "step", item=body.str.split(" - ").list.slice(1))
         .explode("item")
         .filter(item.is_not_null())
         .with_columns(cp=item.str.find(":", literal=True))
         .with_columns(key=item.str.slice(0, pl.col("cp")), v=item.str.slice(pl.col("cp") + 1))
+        .select(columns)
+        .collect(engine="streaming")
     )
-    value = pl.col("v")
-    if has_np:
-        value = value.str.replace(vt.NP_WRAP, "$1").str.replace(vt.NP_BOOL, "$1")
-    lf = lf.with_columns(u=value)
-    number = pl.col("u").cast(pl.Float64, strict=False)
-    if has_bool:
-        number = (
-            pl.when(pl.col("u") == "True")
-            .then(1.0)
-            .when(pl.col("u") == "False")
-            .then(0.0)
-            .otherwise(number)
-        )
-    columns = [
-        "seq",
-        "step",
-        pl.col("key").alias("metric"),
-        number.alias("value"),
-        ((pl.col("cp") > 0) & pl.col("u").str.contains(vt.VALUE)).alias("ok"),
-    ]
-    if has_np:
-        columns.append((pl.col("u") != pl.col("v")).alias("np"))
-    need_three = fast.not_three == 0 and parser._not_three == 0
-    if need_three:
-        columns.append(pl.col("u").str.contains(vt.THREE_DECIMALS).alias("three"))
-    items = lf.select(columns).collect(engine="streaming")
-
     ok = items.get_column("ok")
+    fixed: list[tuple[int, bool, bool]] = []  # (seq, was wrapped, not three decimals)
+    bad: set[int] = set()
     if not ok.all():
-        bad = items.filter(~ok).get_column("seq").unique()
-        items = items.filter(~pl.col("seq").is_in(bad))
-        for ln_seq, text in steps.filter(pl.col("seq").is_in(bad)).select("seq", "raw").iter_rows():
-            parser.step_line(ln_seq >> vt.SUB_BITS, ln_seq & vt.MAX_SUB, text)
-        fast.step_lines -= bad.len()  # counted by the parser
-    fast.step_lines += steps.height
+        # The few items the regex rejects: True/False and numpy wrappers are values (fixed
+        # here, as parse_items does); anything else hands its whole line to the parser.
+        idx = (~ok).arg_true()
+        odd = items.select("seq", "metric", "v").gather(idx)
+        values = []
+        for seq, key, text in odd.iter_rows():
+            plain = vt.unwrap(text) if text is not None else None
+            value = vt.value_of(plain) if key and plain is not None else None
+            values.append(value)
+            if value is None:
+                bad.add(seq)
+            else:
+                fixed.append((seq, plain is not text, vt.THREE_DECIMALS_RE.match(plain) is None))
+        items = items.with_columns(items.get_column("value").scatter(idx, values))
+    if bad:
+        for seq, text in (
+            steps.filter(pl.col("seq").is_in(sorted(bad))).select("seq", "raw").iter_rows()
+        ):
+            parser.step_line(seq >> vt.SUB_BITS, seq & vt.MAX_SUB, text)
+        items = items.filter(~pl.col("seq").is_in(sorted(bad)))
+        fixed = [f for f in fixed if f[0] not in bad]
+    fast.step_lines += steps.height - len(bad)
     fast.n_values += items.height
-    if has_np:
-        fast.n_np += int(items.get_column("np").sum())
+    fast.n_np += sum(f[1] for f in fixed)
     if need_three:
-        fast.not_three += int((~items.get_column("three")).sum())
+        regex_ok = items.filter("ok")
+        fast.not_three += int((~regex_ok.get_column("three")).sum()) + sum(f[2] for f in fixed)
     fast.frames.append(items.select("seq", "step", "metric", "value"))

@@ -37,9 +37,7 @@ def build_run(
         schema=ROWS_SCHEMA,
     )
     frames = [f for f in fast.frames if f.height]
-    rows = pl.concat([*frames, slow]) if frames else slow
-    if frames and slow.height:
-        rows = rows.sort("seq", maintain_order=True)
+    rows = pl.concat([*frames, slow]) if frames else slow  # not in file order: fine
 
     mark_seq = np.concatenate(
         [*fast.step_seqs, np.array([s for s, _ in parser._marks], dtype=np.int64)]
@@ -54,12 +52,8 @@ def build_run(
     if (counts > 1).any():
         # A restart logged some steps again: the latest value of each (step, metric) wins.
         again = pl.col("step").is_in(pl.Series(uniq[counts > 1]))
-        rows = pl.concat(
-            [
-                rows.filter(~again),
-                rows.filter(again).unique(["step", "metric"], keep="last", maintain_order=True),
-            ]
-        ).sort(["step", "seq"])
+        latest = rows.filter(again).sort("seq").unique(["step", "metric"], keep="last")
+        rows = pl.concat([rows.filter(~again), latest])
     metrics = rows.select(
         "step", "metric", "value", pl.lit(None, dtype=pl.Float64).alias("wall_time")
     )
