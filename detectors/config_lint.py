@@ -712,3 +712,44 @@ class KlCoefChangedMidrun(ConfigRule):
                     )
                 )
         return findings
+
+
+class NormalizedMiniBatchMismatch(ConfigRule):
+    """Each GPU's share of a mini-batch is not a whole number of micro batches.
+
+    What it detects:
+        Before a run without dynamic batch size: verl's worker normalisation
+        `ppo_mini_batch_size × rollout.n ÷ (n_gpus ÷ ulysses_sequence_parallel_size)` is 0, or
+        is not a multiple of `actor.ppo_micro_batch_size_per_gpu`. Error when `--verl-version`
+        is 0.3–0.7 (whose workers assert it), warning otherwise.
+
+    Why it matters:
+        verl 0.3–0.7 stops at worker start-up with `normalized ppo_mini_batch_size A should be
+        divisible by ppo_micro_batch_size_per_gpu B` (or `should be larger than 0 after
+        normalization`), after the cluster and models have been set up.
+
+    Example:
+        `ppo_mini_batch_size=256 rollout.n=5 ppo_micro_batch_size_per_gpu=64` on 8 GPUs:
+        256 × 5 ÷ 8 = 160, and 160 % 64 = 32 → suggest a micro batch of 40.
+
+    Advice:
+        The largest divisor of the normalized mini batch at or below the current micro batch
+        (or a mini batch that makes the division exact).
+
+    Known false positives:
+        verl 0.8+ engines pass the global mini batch on and may not assert this; hence a
+        warning unless the version is known to check it.
+
+    References:
+        verl:workers/fsdp_workers.py (0.3–0.7); verl_formats.md §6.
+    """
+
+    code = "LS516"
+    name = "normalized-mini-batch-mismatch"
+    title = "Mini batch per GPU not a multiple of the micro batch"
+
+    def __init__(self) -> None:
+        pass
+
+    def check(self, view: ConfigView) -> list[Hit]:
+        return rules.normalized_mini_batch_mismatch(view)

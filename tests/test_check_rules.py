@@ -474,3 +474,16 @@ def test_symbolic_values_are_skipped_and_noted():
     notes = " ".join(report.run.parse_stats.notes)
     assert "actor_rollout_ref.rollout.n=$N" in notes and "$@" in notes
     assert "response_length" not in notes  # an OmegaConf interpolation, not a shell variable
+
+
+def test_normalized_mini_batch_must_split_into_micro_batches():
+    args = [f"{ACT}.ppo_mini_batch_size=256", f"{RO}.n=5", f"{ACT}.ppo_micro_batch_size_per_gpu=64"]
+    f = one(lint(*args), "normalized-mini-batch-mismatch")
+    assert f.evidence["normalized_mini_batch"] == 256 * 5 // 8 == 160
+    assert f.severity == "warning" and overrides_of(f) == [f"{ACT}.ppo_micro_batch_size_per_gpu=40"]
+    assert one(lint(*args, version="0.5"), "normalized-mini-batch-mismatch").severity == "error"
+    tiny = lint(f"{ACT}.ppo_mini_batch_size=2", f"{ACT}.ppo_micro_batch_size_per_gpu=1")
+    assert "larger than 0" in one(tiny, "normalized-mini-batch-mismatch").message  # 2 ÷ 8 = 0
+    assert (
+        named(lint(f"{ACT}.ppo_micro_batch_size_per_gpu=8"), "normalized-mini-batch-mismatch") == []
+    )

@@ -530,6 +530,69 @@ def mini_batch_larger_than_batch(v: ConfigView) -> list[Hit]:
     ]
 
 
+def normalized_mini_batch_mismatch(v: ConfigView) -> list[Hit]:
+    """verl's worker check: ppo_mini_batch_size × n ÷ (GPUs ÷ SP) must be a multiple of micro."""
+    if not v.preflight or v.flag(DYNAMIC):
+        return []
+    mini, micro, gpus = v.int_(MINI), v.int_(MICRO), v.n_gpus()
+    n = v.int_(N) or 1
+    sp = v.int_(f"{ACT}.ulysses_sequence_parallel_size") or 1
+    if mini is None or micro is None or not gpus or micro <= 0 or sp <= 0 or gpus < sp:
+        return []
+    dp = gpus // sp
+    normalized = mini * n // dp
+    legacy = v.version is not None and (0, 3) <= verl_config._version_tuple(v.version) < (0, 8)
+    severity: Severity = "error" if legacy else "warning"
+    where = (
+        "verl 0.3–0.7 refuses to start"
+        if legacy
+        else "verl 0.3–0.7 workers refuse to start (newer engines may accept it)"
+    )
+    evidence = {
+        "ppo_mini_batch_size": mini,
+        "rollout_n": n,
+        "data_parallel_size": dp,
+        "normalized_mini_batch": normalized,
+        "ppo_micro_batch_size_per_gpu": micro,
+    }
+    refs = ["verl:workers/fsdp_workers.py"]
+    if normalized <= 0:
+        suggested = -(-dp // n)
+        return [
+            Hit(
+                severity,
+                f"ppo_mini_batch_size {mini} × n {n} ÷ {dp} data-parallel ranks = {normalized}: "
+                f"{where} (`ppo_mini_batch_size {normalized} should be larger than 0 after "
+                f"normalization`).",
+                evidence,
+                [v.advice(MINI, suggested, f"At least {dp} ÷ n prompts per mini-batch.", refs[0])],
+                refs,
+            )
+        ]
+    if normalized % micro == 0:
+        return []
+    suggested = _largest_divisor_at_most(normalized, micro)
+    return [
+        Hit(
+            severity,
+            f"Each GPU's mini-batch is ppo_mini_batch_size {mini} × n {n} ÷ {dp} data-parallel "
+            f"ranks = {normalized} samples, which micro batches of {micro} do not divide: {where} "
+            f"(`normalized ppo_mini_batch_size {normalized} should be divisible by "
+            f"ppo_micro_batch_size_per_gpu {micro}`).",
+            evidence,
+            [
+                v.advice(
+                    MICRO,
+                    suggested,
+                    f"The largest divisor of {normalized} at or below {micro}.",
+                    refs[0],
+                )
+            ],
+            refs,
+        )
+    ]
+
+
 # ---- A8 ---------------------------------------------------------------------------------------
 
 
