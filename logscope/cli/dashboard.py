@@ -38,6 +38,8 @@ def streamlit_command(port: int, host: str) -> list[str]:
         "true",
         "--browser.gatherUsageStats",
         "false",
+        "--client.toolbarMode",
+        "minimal",  # no "Deploy" button: this is a local tool
     ]
 
 
