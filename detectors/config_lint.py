@@ -1,4 +1,4 @@
-"""Config lint: the §A rules of tuning_knowledge.md as detectors (LS501–LS515).
+"""Config lint: the §A rules of tuning_knowledge.md and verl's start-up checks (LS501–LS516).
 
 The rule logic lives in `logscope.check.rules`; each class here is one rule's catalogue entry,
 tunables and wrapper. `logscope check` runs them on a launch command or YAML (a run that has

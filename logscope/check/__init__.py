@@ -5,7 +5,7 @@
     check_path(path)      a script, a YAML config, or a log (its config dumps)
 
 Each returns one `Report` per verl command / config (kind "check"). The rules are the config-lint
-detectors (`logscope.detectors.config_lint`, LS501–LS515), the same ones `analyze` runs on a log.
+detectors (`logscope.detectors.config_lint`, LS501–LS516), the same ones `analyze` runs on a log.
 `fixed_overrides(report)` gives the overrides with every suggested value applied, for `--fix`.
 """
 
