@@ -84,5 +84,6 @@ def check_advice(finding: Finding, config_known: bool = True) -> None:
             assert HYDRA_OVERRIDE.match(advice.override), advice.override
             assert advice.override.startswith(advice.parameter + "=")
         if not config_known:
-            assert advice.override is None
+            # nothing is read from a config that is not there; computed values need it
             assert advice.current is None
+            assert advice.override is None or advice.suggested in (True, False)
