@@ -151,6 +151,15 @@ def test_synthetic_restart_with_new_kl_coef_links_to_reward_sawtooth(tmp_path):
     report = analyze_run(run)
     [f] = [f for f in report.findings if f.name == "kl-coef-changed-midrun"]
     assert f.step == truth
+    from logscope.check import check_path
+
+    [checked] = check_path(path)  # `logscope check` on the log: same finding, change noted
+    assert [x.step for x in checked.findings if x.name == "kl-coef-changed-midrun"] == [truth]
+    assert any(
+        detail_key in note
+        for note in checked.run.parse_stats.notes
+        for detail_key in [sim.details["kl-coef-changed-midrun"]["key"]]
+    )
     detail = sim.details["kl-coef-changed-midrun"]
     assert (f.evidence["before"], f.evidence["after"]) == (detail["old"], detail["new"])
     sawtooth = [i for i, x in enumerate(report.findings) if x.name == "reward-sawtooth"]

@@ -487,3 +487,14 @@ def test_normalized_mini_batch_must_split_into_micro_batches():
     assert (
         named(lint(f"{ACT}.ppo_micro_batch_size_per_gpu=8"), "normalized-mini-batch-mismatch") == []
     )
+
+
+def test_micro_batch_set_twice_is_verls_error():
+    report = lint(f"{ACT}.ppo_micro_batch_size=64", f"{ACT}.ppo_micro_batch_size_per_gpu=8")
+    f = one(report, "micro-batch-oom-risk")
+    assert f.severity == "error" and "You have set both" in f.message
+    assert overrides_of(f) == [f"~{ACT}.ppo_micro_batch_size"]
+    report = lint(
+        f"{RO}.log_prob_micro_batch_size=64", f"{RO}.log_prob_micro_batch_size_per_gpu=16"
+    )
+    assert "You have set both" in one(report, "log-prob-micro-batch").message

@@ -263,10 +263,19 @@ def check_log(path: str | Path) -> list[Report]:
     """Lint the config dump(s) of a log (changes between segments included)."""
     from logscope.ingest import load
 
+    from logscope.check.rules import changed_keys
+
     reports = []
     for run in load(path):
         if not run.config_segments:
             raise LogscopeError(f"{path}: the log has no verl config dump to check")
+        segments = run.config_segments
+        for before, after in zip(segments, segments[1:], strict=False):
+            keys = changed_keys(before.config, after.config)
+            if keys:
+                run.parse_stats.notes.append(
+                    f"config changed at the restart at step {after.first_step}: " + ", ".join(keys)
+                )
         reports.append(lint_run(run))
     return reports
 

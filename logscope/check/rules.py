@@ -194,6 +194,8 @@ def micro_batch_oom_risk(
     prompt, response, length = _seq_len(v)
     if micro is None and v.preflight and verl_config.get(v.config, LEGACY_MICRO) is None:
         return [_actor_micro_unset(v, length, budget_tokens)]
+    if v.preflight and v.int_(MICRO) is not None and v.int_(LEGACY_MICRO) is not None:
+        return [_both_set(v, LEGACY_MICRO, MICRO)]
     if micro is None or length is None:
         return []
     tokens = micro * length
@@ -272,6 +274,29 @@ def micro_batch_oom_risk(
             f"{SEED_GRPO} §1.3",
         )
     return [Hit(severity, message, evidence, [advice], [f"{SEED_GRPO} §1.1–1.3"])]
+
+
+def _both_set(v: ConfigView, legacy: str, per_gpu: str) -> Hit:
+    section = per_gpu.rsplit(".", 1)[0]
+    return Hit(
+        "error",
+        f"Both {legacy} ({fmt(v.get(legacy))}) and {per_gpu} ({fmt(v.get(per_gpu))}) are set: "
+        f"verl refuses to start (`[{section}] You have set both '{legacy}' AND '{per_gpu}'. "
+        f"Please remove ...`); the global form is deprecated.",
+        {legacy: v.get(legacy), per_gpu: v.get(per_gpu)},
+        [
+            Advice(
+                legacy,
+                v.get(legacy),
+                None,
+                f"~{legacy}",
+                f"Keep only {per_gpu.rsplit('.', 1)[-1]}.",
+                SRC_CONFIG,
+            )
+        ],
+        [SRC_CONFIG],
+        title="Micro batch set twice",
+    )
 
 
 def _actor_micro_unset(v: ConfigView, length: int | None, budget_tokens: int) -> Hit:
@@ -1030,6 +1055,9 @@ def log_prob_micro_batch(v: ConfigView, best: int = 16, padding_above: int = 20)
         value = v.int_(key)
         section = key.rsplit(".", 1)[0]
         dyn = v.flag(DYNAMIC)  # verl gates these checks on the actor's flag
+        if value is not None and v.preflight and not dyn and v.int_(legacy) is not None:
+            hits.append(_both_set(v, legacy, key))
+            continue
         if value is None:
             unset = v.int_(legacy) is None and verl_config.get(v.config, key) is None
             if v.preflight and not dyn and unset:
