@@ -11,6 +11,7 @@ detectors (`logscope.detectors.config_lint`, LS501–LS516), the same ones `anal
 
 from __future__ import annotations
 
+import itertools
 import re
 from pathlib import Path
 from typing import Any
@@ -261,16 +262,15 @@ def check_yaml(path: str | Path, *, version: str | None = None) -> list[Report]:
 
 def check_log(path: str | Path) -> list[Report]:
     """Lint the config dump(s) of a log (changes between segments included)."""
-    from logscope.ingest import load
-
     from logscope.check.rules import changed_keys
+    from logscope.ingest import load
 
     reports = []
     for run in load(path):
         if not run.config_segments:
             raise LogscopeError(f"{path}: the log has no verl config dump to check")
         segments = run.config_segments
-        for before, after in zip(segments, segments[1:], strict=False):
+        for before, after in itertools.pairwise(segments):
             keys = changed_keys(before.config, after.config)
             if keys:
                 run.parse_stats.notes.append(
