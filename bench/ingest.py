@@ -26,11 +26,25 @@ import polars as pl
 from logscope.ingest import console
 
 KEYS = [
-    *(f"global_seqlen/{k}" for k in ("min", "max", "minmax_diff", "balanced_min", "balanced_max", "mean")),
+    *(
+        f"global_seqlen/{k}"
+        for k in ("min", "max", "minmax_diff", "balanced_min", "balanced_max", "mean")
+    ),
     "actor/entropy",
     *(f"critic/{k}" for k in ("vf_loss", "vf_clipfrac", "vpred_mean", "grad_norm", "lr")),
     "perf/mfu/critic",
-    *(f"actor/{k}" for k in ("kl_loss", "kl_coef", "pg_loss", "pg_clipfrac", "ppo_kl", "pg_clipfrac_lower", "grad_norm")),
+    *(
+        f"actor/{k}"
+        for k in (
+            "kl_loss",
+            "kl_coef",
+            "pg_loss",
+            "pg_clipfrac",
+            "ppo_kl",
+            "pg_clipfrac_lower",
+            "grad_norm",
+        )
+    ),
     "perf/mfu/actor",
     "perf/max_memory_allocated_gb",
     "perf/max_memory_reserved_gb",
@@ -38,17 +52,41 @@ KEYS = [
     "actor/lr",
     "training/global_step",
     "training/epoch",
-    *(f"critic/{g}/{s}" for g in ("score", "rewards", "advantages", "returns", "values") for s in ("mean", "max", "min")),
+    *(
+        f"critic/{g}/{s}"
+        for g in ("score", "rewards", "advantages", "returns", "values")
+        for s in ("mean", "max", "min")
+    ),
     "critic/vf_explained_var",
     *(f"response_length/{k}" for k in ("mean", "max", "min", "clip_ratio")),
     *(f"prompt_length/{k}" for k in ("mean", "max", "min", "clip_ratio")),
-    *(f"timing_s/{k}" for k in ("gen", "reward", "old_log_prob", "ref", "values", "adv", "update_critic", "update_actor", "step")),
-    *(f"timing_per_token_ms/{k}" for k in ("gen", "ref", "values", "adv", "update_critic", "update_actor")),
+    *(
+        f"timing_s/{k}"
+        for k in (
+            "gen",
+            "reward",
+            "old_log_prob",
+            "ref",
+            "values",
+            "adv",
+            "update_critic",
+            "update_actor",
+            "step",
+        )
+    ),
+    *(
+        f"timing_per_token_ms/{k}"
+        for k in ("gen", "ref", "values", "adv", "update_critic", "update_actor")
+    ),
     "perf/total_num_tokens",
     "perf/time_per_step",
     "perf/throughput",
 ]
-VAL_KEYS = ["val-core/openai/gsm8k/acc/mean@1", "val-aux/openai/gsm8k/reward/mean@1", "timing_s/testing"]
+VAL_KEYS = [
+    "val-core/openai/gsm8k/acc/mean@1",
+    "val-aux/openai/gsm8k/reward/mean@1",
+    "timing_s/testing",
+]
 PREFIX = "\x1b[36m(TaskRunner pid=2231)\x1b[0m "
 WORKER = "\x1b[36m(WorkerDict pid=3141)\x1b[0m "
 
@@ -81,7 +119,9 @@ def generate(path: Path, steps: int, n_metrics: int, seed: int = 0) -> None:
                 values[20:20] = [f"{k}:{rng.random()!r}" for k in VAL_KEYS]
             f.write(PREFIX + f"step:{s} - " + " - ".join(values) + "\n")
             pct = 100 * s // steps
-            f.write(f"{PREFIX}\rTraining Progress: {pct:3d}%|█▍        | {s}/{steps} [{s // 60:02d}:{s % 60:02d}<00:00,  2.50s/it]\n")
+            f.write(
+                f"{PREFIX}\rTraining Progress: {pct:3d}%|█▍        | {s}/{steps} [{s // 60:02d}:{s % 60:02d}<00:00,  2.50s/it]\n"
+            )
             if s % 500 == 0:
                 f.write(WORKER + "WARN: rank 0 grad_norm is not finite: nan\n")
 
@@ -134,14 +174,18 @@ def timed(fn, repeat: int) -> tuple[float, object]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--steps", type=int, default=100_000)
     ap.add_argument("--metrics", type=int, default=50)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--path", type=Path, default=None, help="where to write the log (cached)")
     args = ap.parse_args(argv)
 
-    path = args.path or Path(tempfile.gettempdir()) / f"logscope_bench_{args.steps}_{args.metrics}.log"
+    path = (
+        args.path or Path(tempfile.gettempdir()) / f"logscope_bench_{args.steps}_{args.metrics}.log"
+    )
     if not path.exists():
         t = time.perf_counter()
         generate(path, args.steps, args.metrics)
@@ -156,7 +200,11 @@ def main(argv: list[str] | None = None) -> int:
     assert ours.height == base.height, (ours.height, base.height)  # type: ignore[union-attr]
 
     print(f"{'':24s}{'seconds':>10s}{'MB/s':>10s}")
-    for name, t in (("raw read (floor)", t_raw), ("per-line Python", t_base), ("logscope console.read", t_ours)):
+    for name, t in (
+        ("raw read (floor)", t_raw),
+        ("per-line Python", t_base),
+        ("logscope console.read", t_ours),
+    ):
         print(f"{name:24s}{t:10.3f}{mb / t:10.1f}")
     ratio = t_base / t_ours
     print(f"ratio logscope / per-line Python: {ratio:.1f}x (target >= 6)")

@@ -311,7 +311,7 @@ def _parse_steps(steps: pl.DataFrame, fast: FastPart, parser: ConsoleParser) -> 
         pl.col("key").alias("metric"),
         v.cast(pl.Float64, strict=False).alias("value"),
         v,
-        ((pl.col("cp") > 0) & v.str.contains(vt.VALUE)).alias("ok"),
+        ((pl.col("cp") > 0) & v.str.contains(vt.VALUE)).fill_null(False).alias("ok"),
     ]
     if need_three:
         columns.append(v.str.contains(vt.THREE_DECIMALS).alias("three"))

@@ -27,6 +27,7 @@ MAX_BLOCK_LINES = 400  # traceback lines kept (more are counted)
 MAX_DUMP_LINES = 50_000
 CONFIG_KEYS = ("actor_rollout_ref", "trainer", "data", "algorithm")
 DIGITS_RE = re.compile(r"[0-9]+")
+EXCEPTION_RE = re.compile(r"[A-Za-z_][\w.]*(?:\([\w.]*\))?: ")
 NOTICE_RE = re.compile(r"[ \t]*\(Ray deduplicates logs by default\..*$")
 
 
@@ -54,8 +55,8 @@ class _Traceback:
         """Consume a line of the same Ray actor if it belongs to this traceback."""
         if text.startswith((" ", "\t")) or text.startswith("Traceback (most recent call last)"):
             self.state = "frames"
-        elif self.state == "frames":
-            self.state = "exception"  # the first unindented line after frames
+        elif self.state == "frames" or EXCEPTION_RE.match(text):
+            self.state = "exception"  # the first unindented line after frames, or a cause
         elif text.startswith(
             ("During handling of the above exception", "The above exception was the direct")
         ):

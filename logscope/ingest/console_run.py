@@ -51,7 +51,7 @@ def build_run(
     uniq, counts = np.unique(mark_step, return_counts=True)
     if (counts > 1).any():
         # A restart logged some steps again: the latest value of each (step, metric) wins.
-        again = pl.col("step").is_in(pl.Series(uniq[counts > 1]))
+        again = pl.col("step").is_in(uniq[counts > 1].tolist())
         latest = rows.filter(again).sort("seq").unique(["step", "metric"], keep="last")
         rows = pl.concat([rows.filter(~again), latest])
     metrics = rows.select(

@@ -112,8 +112,9 @@ class ByteChunks:
         # No copies: a chunk's partial last line is re-read as the start of the next one.
         while block := self._file.read(self.chunk_size):
             end = block.rfind(b"\n") + 1
-            if end == 0 and len(block) == self.chunk_size:
-                end = len(block)  # a 64 MB line: cut it (garbage anyway)
+            while end == 0 and (more := self._file.read(self.chunk_size)):
+                block += more  # a line longer than a chunk
+                end = block.rfind(b"\n") + 1
             if end == 0:
                 self.tail = block
                 self._hash.update(block)
@@ -133,7 +134,7 @@ class ByteChunks:
             size = len(carry)
             while size < self.chunk_size:
                 try:
-                    block = stream.read(READ_SIZE)
+                    block = stream.read1(READ_SIZE)
                 except (OSError, EOFError):
                     self.damaged = True  # a truncated or corrupt .gz: keep what was decoded
                     block = b""
