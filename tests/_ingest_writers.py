@@ -30,8 +30,10 @@ def write_tensorboard(
     """Event file in `logdir` through tensorboard's EventFileWriter.
 
     style "simple": `Summary.Value(simple_value=...)`, what torch's add_scalar (and so verl) writes.
-    style "tf2": a 0-d float tensor with the `scalars` plugin metadata on the first event of each
-    tag only, as TF2's summary writer does; odd tags use `tensor_content`, even ones `float_val`.
+    style "tf2": a 0-d float32 tensor in `tensor_content` with the `scalars` plugin metadata on
+    the first event of each tag only, as TF2's summary writer does (C++ `AsProtoTensorContent`).
+    style "tensor-mixed": the same, but even tags hold the value in `float_val` instead (as
+    Python-side `make_tensor_proto` writers do).
     """
     from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2, tensor_shape_pb2
     from tensorboard.summary.writer.event_file_writer import EventFileWriter
@@ -47,7 +49,7 @@ def write_tensorboard(
             if style == "simple":
                 values.append(summary_pb2.Summary.Value(tag=tag, simple_value=float(v)))
                 continue
-            if index % 2:
+            if style == "tf2" or index % 2:
                 tensor = tensor_pb2.TensorProto(
                     dtype=1,
                     tensor_shape=tensor_shape_pb2.TensorShapeProto(),

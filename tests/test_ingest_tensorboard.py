@@ -67,17 +67,18 @@ def test_single_event_file(tmp_path):
     }
 
 
-def test_tf2_tensor_scalars(tmp_path):
-    """TF2 writes scalars as 0-d tensors (tensor_content or float_val) with the scalars plugin
-    metadata only on a tag's first event; later events carry no metadata."""
-    write_tensorboard(tmp_path / "tf2", _rows(12), style="tf2")
+@pytest.mark.parametrize("style", ["tf2", "tensor-mixed"])
+def test_tf2_tensor_scalars(tmp_path, style):
+    """TF2 writes scalars as 0-d tensors (tensor_content; float_val from Python writers) with the
+    scalars plugin metadata only on a tag's first event; later events carry no metadata."""
+    write_tensorboard(tmp_path / "tf2", _rows(12), style=style)
     (run,) = tensorboard.read(tmp_path / "tf2")
     for name in ("actor/pg_loss", "actor/entropy", "critic/score/mean"):
         steps, _ = run.series(name)
         assert list(steps) == list(range(1, 13)), name
-    _, ent = run.series("actor/entropy")  # index 1 → tensor_content
+    _, ent = run.series("actor/entropy")  # tensor_content
     np.testing.assert_allclose(ent, [1.0 / s for s in range(1, 13)], rtol=1e-6)
-    _, loss = run.series("actor/pg_loss")  # index 0 → float_val
+    _, loss = run.series("actor/pg_loss")  # float_val in the mixed style
     np.testing.assert_allclose(loss, [0.01 * s for s in range(1, 13)], rtol=1e-6)
 
 

@@ -302,17 +302,11 @@ class _RunBuilder:
                 elif plugin == "" or plugin == "scalars":
                     tensor = value.tensor
                     content = tensor.tensor_content
-                    dtype = tensor.dtype
                     number: float | None
-                    if dtype == 1 and not tensor.tensor_shape.dim:
-                        if len(content) == 4:
-                            f32_index.append(len(values))
-                            f32_bytes.append(content)
-                            number = 0.0
-                        elif not content and len(tensor.float_val) == 1:
-                            number = tensor.float_val[0]
-                        else:
-                            number = _tensor_scalar(tensor)
+                    if len(content) == 4 and tensor.dtype == 1:  # one float32, whatever the shape
+                        f32_index.append(len(values))
+                        f32_bytes.append(content)
+                        number = 0.0
                     else:
                         number = _tensor_scalar(tensor)
                     if number is not None:
