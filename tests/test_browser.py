@@ -31,7 +31,7 @@ shot = importlib.util.module_from_spec(_spec)  # type: ignore[arg-type]
 _spec.loader.exec_module(shot)  # type: ignore[union-attr]
 
 
-def _expected(store: Path) -> tuple[str, str, list[str]]:
+def _expected(store: Path) -> tuple[str, str, list[str], bool]:
     """A finding title and an override the Run page must show, and the run labels."""
     from logscope.analyze import analyze_run
     from logscope.store import Store
@@ -46,7 +46,8 @@ def _expected(store: Path) -> tuple[str, str, list[str]]:
     override = next(
         a.override for k in incident.findings[:3] for a in first.findings[k].advice if a.override
     )
-    return finding.title, override, [r.run.id[:8] for r in reports]
+    linked = any(f.metric and f.step is not None for f in first.findings)
+    return finding.title, override, [r.run.id[:8] for r in reports], linked
 
 
 def test_dashboard_in_chromium(tmp_path: Path) -> None:
@@ -54,13 +55,18 @@ def test_dashboard_in_chromium(tmp_path: Path) -> None:
     store = tmp_path / "store"
     paths = shot.input_paths(store)  # the fixtures, or a seeded store until they are readable
     with shot.serve(paths, store) as url:
-        title, override, short_ids = _expected(store)
+        title, override, short_ids, linked = _expected(store)
         with shot.browser_page(1400, 1100) as page:
             # Run page: a finding title and its override are visible.
             shot.open_page(page, url, "run")
             page.get_by_text(title, exact=True).first.wait_for(state="visible", timeout=60_000)
             page.get_by_text(override).first.wait_for(state="visible", timeout=60_000)
             page.screenshot(path=str(ARTIFACTS / "browser_run.png"), full_page=True)
+            # A finding's link opens the Metrics page zoomed on its metric at its step.
+            if linked:
+                page.get_by_text("Chart of ").first.click()
+                page.get_by_text("Focus: ").first.wait_for(state="visible", timeout=60_000)
+                page.wait_for_selector(shot.CHART, timeout=60_000)
 
             # Metrics page: the plotly charts render (svg drawn), with finding markers.
             shot.open_page(page, url, "metrics")

@@ -31,7 +31,17 @@ else:
         "Median over the last 20% of each run (validation: last value); Δ and % against the "
         "first run."
     )
-    st.dataframe(cmp.table_rows(), hide_index=True)
+    rows = cmp.table_rows()
+    number = st.column_config.NumberColumn
+    formats = {}
+    for col in rows[0] if rows else []:
+        if col.startswith("% "):
+            formats[col] = number(col, format="%+.1f%%")
+        elif col.startswith("Δ "):
+            formats[col] = number(col, format="%+.4g")
+        elif col != "metric":
+            formats[col] = number(col, format="%.4g")
+    st.dataframe(rows, hide_index=True, column_config=formats)
 
     st.subheader("Where the runs part")
     for d in cmp.divergence:
