@@ -130,9 +130,10 @@ def noise_sigma(x: np.ndarray) -> float:
 class Transition:
     """A level change between two plateaus, located at full resolution (indices into the series).
 
-    `onset` is where the change starts (extrapolated from the 10%/50% crossings, so a ramp's
-    start is found, not its middle), `mid` the 50% crossing, `end` the 90% crossing; `before`
-    and `after` are the (transformed-domain) levels either side, `z` the change in noise units.
+    `onset` is the first point that moved (the knee of a hinge fitted up to the 50 % point, so
+    a ramp's start is found, not its middle), `mid` the 50 % crossing, `end` the 90 % crossing;
+    `before` and `after` are the (transformed-domain) levels either side, `z` the change in
+    noise units.
     """
 
     onset: int
@@ -156,16 +157,18 @@ def transitions(
     sigma_floor: float = 0.0,
     penalty_scale: float = 3.0,
     min_size: int = 5,
-    merge_gap: int = 3,
+    merge_slope_ratio: float = 4.0,
     level_window: int = 20,
+    min_z: float = 3.0,
     max_points: int = MAX_CPD_POINTS,
 ) -> list[Transition]:
     """Level transitions of `x` (already in the domain where noise is additive).
 
-    Changepoints are searched on bin medians (≤ `max_points`) with a noise-based penalty;
-    consecutive same-direction changes separated by short segments (≤ `merge_gap`·`min_size`
-    bins) are one transition (a ramp looks like a staircase to a mean-shift model). Each is then
-    located at full resolution on a running median.
+    Changepoints are searched on bin medians (≤ `max_points`) with a noise-based penalty. A ramp
+    looks like a staircase to a mean-shift model, so consecutive same-direction changes whose
+    slopes (change / shorter neighbouring segment) agree within `merge_slope_ratio` are one
+    transition; a slow healthy drift followed by a fast collapse stays two. Each transition is
+    then located at full resolution by a least-squares flat–ramp–flat fit (`fit_ramp`).
     """
     x = np.asarray(x, dtype=np.float64)
     n = len(x)
@@ -181,19 +184,24 @@ def transitions(
     # group changepoints into episodes
     episodes: list[tuple[int, int]] = []  # (first change k, last change k), k indexes bkps
     k = 0
+    lengths = np.diff(edges)
+
+    def slope(k: int) -> float:  # change k sits between segments k and k + 1
+        return abs(levels[k + 1] - levels[k]) / max(1, min(lengths[k], lengths[k + 1]))
+
     while k < len(bkps):
         sign = np.sign(levels[k + 1] - levels[k])
         j = k
         while (
             j + 1 < len(bkps)
             and np.sign(levels[j + 2] - levels[j + 1]) == sign
-            and edges[j + 2] - edges[j + 1] <= merge_gap * min_size
+            and slope(j + 1) <= merge_slope_ratio * slope(j)
+            and slope(j) <= merge_slope_ratio * slope(j + 1)
         ):
             j += 1
         episodes.append((k, j))
         k = j + 1
     sigma = max(noise_sigma(x), sigma_floor) or 1.0
-    sm = smooth(x, 5)
     out: list[Transition] = []
     for first, last in episodes:
         a_lo, a_hi = edges[first] * size, edges[first + 1] * size
@@ -201,41 +209,105 @@ def transitions(
         win = max(level_window, 3 * size)
         before = float(np.median(x[max(a_lo, a_hi - win) : a_hi]))
         after = float(np.median(x[b_lo : min(b_hi, b_lo + win)]))
+        if abs(after - before) < min_z * sigma:
+            continue  # too small for any detector to report; skip the location work
         lo, hi = max(a_lo, a_hi - win), min(b_hi, b_lo + win)
-        located = locate(sm, before, after, lo, hi, sigma)
-        if located is None:
-            continue
-        onset, mid, end = located
-        out.append(Transition(onset, mid, end, before, after, sigma))
+        onset, mid, end = locate_change(x, lo, hi, before, after)
+        out.append(Transition(onset, mid, min(end, n - 1), before, after, sigma))
     return out
 
 
-def locate(
-    sm: np.ndarray, before: float, after: float, lo: int, hi: int, sigma: float
-) -> tuple[int, int, int] | None:
-    """(onset, 50% crossing, 90% crossing) of a move from `before` to `after` within sm[lo:hi].
+def locate_change(
+    x: np.ndarray, lo: int, hi: int, before: float, after: float
+) -> tuple[int, int, int]:
+    """(onset, 50 %, 90 %) indices of the move from `before` to `after` within x[lo:hi].
 
-    The onset is extrapolated from the f- and 50%-crossings, f = max(10%, 2σ/|Δ|): for a linear
-    ramp `onset = t_f − f/(0.5−f)·(t50 − t_f)` is exact, for an exponential approach it is within
-    ~0.05 time constants, for a step it is the step.
+    A least-squares flat → ramp → flat fit brackets the move (a step is a ramp of length 0).
+    The onset is then the knee of a one-sided hinge (flat, then a straight line) fitted from
+    the window start to the 50 % point only: the first half of a move is nearly straight
+    whatever its overall shape (linear ramp, exponential relaxation, log-linear decay), so its
+    start is not biased by how the move levels off at the end.
     """
-    delta = after - before
-    if delta == 0 or hi - lo < 2:
-        return None
-    seg = (sm[lo:hi] - before) / delta  # 0 at `before`, 1 at `after`
-    f = min(0.4, max(0.1, 2.0 * 0.6 * sigma / abs(delta)))
-    past_half = np.nonzero(seg >= 0.5)[0]
-    if len(past_half) == 0:
-        return None
-    t50 = int(past_half[0])
-    under = np.nonzero(seg[: t50 + 1] < f)[0]
-    t_f = int(under[-1]) + 1 if len(under) else 0
-    onset = t_f - f / (0.5 - f) * (t50 - t_f)
-    onset_i = math.floor(onset + 0.5)
-    past_90 = np.nonzero(seg[t50:] >= 0.9)[0]
-    t90 = t50 + (int(past_90[0]) if len(past_90) else 0)
-    onset_i = max(0, min(onset_i, t50))
-    return lo + onset_i, lo + t50, lo + t90
+    a, b = fit_ramp(x, lo, hi, before, after)
+    if b - a <= 1:
+        return b, b, b  # a step: b is the first point at the new level
+    prog = (smooth(np.asarray(x[lo:hi], dtype=np.float64), 3) - before) / (after - before)
+    crossed = np.nonzero(prog[a - lo :] >= 0.5)[0]
+    t50 = a + int(crossed[0]) if len(crossed) else a + (b - a) // 2
+    t90_rel = np.nonzero(prog[t50 - lo :] >= 0.9)[0]
+    t90 = t50 + int(t90_rel[0]) if len(t90_rel) else a + math.ceil(0.9 * (b - a))
+    onset = fit_hinge_onset(x, lo, t50 + 1, before, after)
+    return min(onset, t50), t50, max(t90, t50)
+
+
+def fit_hinge_onset(x: np.ndarray, lo: int, hi: int, before: float, after: float) -> int:
+    """Index c minimising the squared error of: `before` on [lo, c), then before + s·(j − c + 1)
+    on [c, hi) with s fitted (and of the sign of after − before). O(1) per c by prefix sums."""
+    y = np.asarray(x[lo:hi], dtype=np.float64) - before
+    w = len(y)
+    if w < 2:
+        return lo
+    j = np.arange(w, dtype=np.float64)
+    p_y2 = np.concatenate([[0.0], np.cumsum(y * y)])
+    p_y = np.concatenate([[0.0], np.cumsum(y)])
+    p_yj = np.concatenate([[0.0], np.cumsum(y * j)])
+    c = np.arange(w)
+    length = (w - c).astype(np.float64)  # points in [c, w)
+    s_yu = (p_yj[w] - p_yj[c]) - (c - 1) * (p_y[w] - p_y[c])  # Σ y·(j − c + 1)
+    s_uu = length * (length + 1) * (2 * length + 1) / 6.0  # Σ k², k = 1..length
+    slope = s_yu / s_uu
+    fits = np.sign(slope) == np.sign(after - before)
+    gain = np.where(fits, s_yu * s_yu / s_uu, 0.0)
+    cost = p_y2[w] - gain
+    return lo + int(np.argmin(cost))
+
+
+def _ramp_costs(
+    x: np.ndarray, before: float, after: float, a: np.ndarray, b: np.ndarray
+) -> np.ndarray:
+    """Squared error of the flat(before) → linear ramp on [a, b) → flat(after) model of `x`."""
+    y = x - before
+    d = after - before
+    z = x - after
+    i = np.arange(len(x), dtype=np.float64)
+    s_y2 = np.concatenate([[0.0], np.cumsum(y * y)])
+    s_y = np.concatenate([[0.0], np.cumsum(y)])
+    s_yi = np.concatenate([[0.0], np.cumsum(y * i)])
+    s_z2 = np.concatenate([[0.0], np.cumsum(z * z)])
+    length = (b - a).astype(np.float64)
+    safe = np.maximum(length, 1.0)
+    cross = (s_yi[b] - s_yi[a]) - a * (s_y[b] - s_y[a])
+    sq = (length - 1) * length * (2 * length - 1) / 6.0
+    ramp = (s_y2[b] - s_y2[a]) - 2 * d / safe * cross + d * d / (safe * safe) * sq
+    return s_y2[a] + np.where(length > 0, ramp, 0.0) + (s_z2[-1] - s_z2[b])
+
+
+def fit_ramp(x: np.ndarray, lo: int, hi: int, before: float, after: float) -> tuple[int, int]:
+    """(start, end) indices of the least-squares ramp from `before` to `after` within x[lo:hi].
+
+    A step is a ramp of length 0 (start = end = first index at the new level). All (start, end)
+    pairs are scored in O(1) each with prefix sums; windows longer than 400 points are fitted
+    on block means first, then the start is refined at full resolution.
+    """
+    seg = np.asarray(x[lo:hi], dtype=np.float64)
+    w = len(seg)
+    if w < 2:
+        return lo, lo
+    k = max(1, math.ceil(w / 400))
+    coarse = seg[: (w // k) * k].reshape(-1, k).mean(axis=1) if k > 1 else seg
+    m = len(coarse)
+    a, b = np.triu_indices(m + 1)  # all a ≤ b in 0..m
+    costs = _ramp_costs(coarse, before, after, a, b)
+    best = int(np.argmin(costs))
+    a0, b0 = int(a[best]) * k, int(b[best]) * k
+    if k > 1:
+        span = b0 - a0
+        starts = np.arange(max(0, a0 - 2 * k), min(w - span, a0 + 2 * k) + 1)
+        if len(starts):
+            fine = _ramp_costs(seg, before, after, starts, starts + span)
+            a0 = int(starts[int(np.argmin(fine))])
+            b0 = a0 + span
+    return lo + a0, lo + min(b0, w)
 
 
 @dataclass

@@ -56,11 +56,11 @@ class EntropyCollapse(Detector):
     What it detects:
         A downward level transition of the entropy, found by ruptures (KernelCPD, linear
         kernel, noise-based penalty) on the log of the series (≤ 2,000 bin medians for long
-        runs, then located at full resolution on a running median), kept when the level after
+        runs, then located at full resolution by least-squares ramp and hinge fits), kept when the level after
         is at most `max_ratio` of the level before, the drop is at least `z_threshold` noise
         units, and entropy halves within max(`max_half_steps`, `max_half_fraction` × run length)
         logged steps of the onset, i.e. far faster than the slow decline of a healthy run. The step is where the
-        fall starts (extrapolated from its 10 % and 50 % points). Error when entropy ends below
+        fall starts (the knee of a flat-then-straight fit up to its 50 % point). Error when entropy ends below
         `error_ratio` of its level before.
 
     Why it matters:
@@ -597,14 +597,19 @@ class ResponseLengthCollapse(Detector):
         if not isinstance(cap, (int, float)) or cap <= 0:
             cap = self._observed_cap(run)
         if isinstance(cap, (int, float)) and cap > 0:
-            rises = [
-                c
-                for c in level_shifts(s, True, +1)
-                if c.z >= self.z_threshold
-                and c.after >= self.cap_fraction * cap
-                and c.before < 0.8 * self.cap_fraction * cap
-                and s.steps[c.onset] >= start
-            ]
+            rises = []
+            for c in level_shifts(s, True, +1):
+                # an approach to the cap slows down near it and can be split into several
+                # changes: judge the level reached over the points after this one's 90 % mark
+                reached = float(np.median(s.values[c.end : c.end + 20]))
+                if (
+                    c.z >= self.z_threshold
+                    and max(c.after, reached) >= self.cap_fraction * cap
+                    and c.before < 0.8 * self.cap_fraction * cap
+                    and s.steps[c.onset] >= start
+                ):
+                    c.after = max(c.after, reached)
+                    rises.append(c)
             if rises:
                 out.append(self._to_cap(run, s, min(rises, key=lambda c: c.onset), float(cap)))
         return out
