@@ -200,3 +200,23 @@ def test_any_override_parses_or_raises_config_parse_error(text):
         parse_override(text)
     except ConfigParseError as exc:
         assert exc.token == text
+
+
+def test_arithmetic_expansion_and_command_substitution():
+    text = (
+        "max_prompt_length=2048\nmax_response_length=4096\n"
+        "tok=$(((max_prompt_length + max_response_length) * 3))\n"
+        "STAMP=$(date +%Y%m%d-%H%M)\n"
+        "python3 -m verl.trainer.main_ppo a=${tok} b=$((7 / 2)) c=$((-7 % 3)) "
+        "d=$((UNKNOWN + 1)) e=run_$STAMP f=`hostname`\n"
+    )
+    cmd = only_verl(text)
+    # bash: 6144 × 3, integer division truncating toward zero, C-style modulo
+    assert cmd.args == [
+        "a=18432",
+        "b=3",
+        "c=-1",
+        "d=$((UNKNOWN + 1))",  # unknown names: kept symbolic
+        "e=run_$(date +%Y%m%d-%H%M)",  # a substitution in a value stays one word
+        "f=`hostname`",
+    ]

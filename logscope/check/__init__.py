@@ -106,6 +106,7 @@ def _report_for(
     path: str,
     version: str | None,
     base: dict[str, Any] | None = None,
+    base_is_local: bool = False,
 ) -> Report:
     args = hydra.parse_args(command.args, path=f"{path}:{command.line}" if path else None)
     user = hydra.apply(base or {}, args.overrides)
@@ -143,7 +144,11 @@ def _report_for(
     if args.config_name:
         notes.append(
             f"--config-name {args.config_name}: "
-            + ("read from the local file" if base else "not a local file; verl's defaults used")
+            + (
+                "read from the local file"
+                if base_is_local
+                else "not a local file; verl's defaults used"
+            )
         )
     return lint_run(run)
 
@@ -197,28 +202,33 @@ def check_text(
         )
     reports = []
     for command in commands:
-        base = _config_from_flags(command, base_dir)
-        reports.append(_report_for(command, path, version, base))
+        base, local = _config_from_flags(command, base_dir)
+        reports.append(_report_for(command, path, version, base, local))
     return reports
 
 
-def _config_from_flags(command: shell.VerlCommand, base_dir: Path | None) -> dict[str, Any] | None:
-    """The user's own YAML named by --config-path/--config-name, when it is a local file."""
+def _config_from_flags(
+    command: shell.VerlCommand, base_dir: Path | None
+) -> tuple[dict[str, Any] | None, bool]:
+    """(base config, read from a local file) for --config-path/--config-name.
+
+    The user's own YAML when it is a local file; for verl's megatron config, its strategy.
+    """
     try:
         args = hydra.parse_args(command.args)
     except ConfigParseError:
-        return None  # reported when the command itself is parsed
+        return None, False  # reported when the command itself is parsed
     name, where = args.config_name, args.config_path
     builtin = None
     if name and "megatron" in name:  # verl's ppo_megatron_trainer: the batch checks differ
         builtin = {"actor_rollout_ref": {"actor": {"strategy": "megatron"}}}
     if not name or not where or "$" in where or base_dir is None:
-        return builtin
+        return builtin, False
     folder = Path(where) if Path(where).is_absolute() else base_dir / where
     for candidate in (folder / name, folder / f"{name}.yaml", folder / f"{name}.yml"):
         if candidate.is_file():
-            return load_yaml_config(candidate)
-    return builtin
+            return load_yaml_config(candidate), True
+    return builtin, False
 
 
 # ---- YAML --------------------------------------------------------------------------------------

@@ -37,6 +37,7 @@ class _Piece:
     op: str | None = None  # `:-`, `-`, `:=`, `=` for `${X:-default}` forms
     default: str = ""
     quoted: bool = False  # inside double quotes (no field splitting)
+    arith: str | None = None  # the expression of `$(( … ))`, evaluated at expansion
 
 
 @dataclass
@@ -253,7 +254,10 @@ class _Lexer:
             else:
                 raise self.error("unterminated $(...)", s[start : start + 60])
             self.i = j + 1
-            return _Piece(s[i : j + 1], quoted=quoted)
+            raw = s[i : j + 1]
+            if raw.startswith("$((") and raw.endswith("))"):
+                return _Piece(raw, quoted=quoted, arith=raw[3:-2])
+            return _Piece(raw, quoted=quoted)
         m = _NAME.match(s, i + 1)
         if m:
             self.i = m.end()
@@ -384,11 +388,17 @@ def _expand(word: _Word, variables: dict[str, str], split: bool = True) -> list[
     fields = [""]
     have = False  # the last field has content (or an empty quoted string)
     for p in word.pieces:
+        if p.arith is not None:
+            result = _arithmetic(p.arith, variables)
+            fields[-1] += p.text if result is None else str(result)
+            have = True
+            continue
         value = None if p.var is None else _lookup(p, variables)
         if p.var is None or value is None:  # literal, or unset variable kept symbolic
             fields[-1] += p.text
             have = True
-        elif p.quoted or not split:
+        elif p.quoted or not split or "$(" in value or "`" in value:
+            # (a value holding an unexpanded substitution stays one word)
             fields[-1] += value
             have = True
         else:
@@ -408,6 +418,49 @@ def _expand(word: _Word, variables: dict[str, str], split: bool = True) -> list[
     if not have:
         fields.pop()
     return fields
+
+
+def _arithmetic(expression: str, variables: dict[str, str]) -> int | None:
+    """Evaluate `$(( … ))` integer arithmetic over known variables; None when anything is unknown."""
+    import ast
+
+    def name_value(m: re.Match[str]) -> str:
+        value = variables.get(m.group(1))
+        return value.strip() if value is not None and re.fullmatch(r"\s*-?\d+\s*", value) else "?"
+
+    text = re.sub(r"\$?\{?([A-Za-z_][A-Za-z0-9_]*)\}?", name_value, expression)
+    if "?" in text or not re.fullmatch(r"[\d\s+\-*/%()]+", text):
+        return None
+    try:
+        tree = ast.parse(text.replace("/", "//"), mode="eval")
+    except SyntaxError:
+        return None
+
+    def ev(node: ast.AST) -> int:
+        if isinstance(node, ast.Expression):
+            return ev(node.body)
+        if isinstance(node, ast.Constant) and isinstance(node.value, int):
+            return node.value
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+            v = ev(node.operand)
+            return -v if isinstance(node.op, ast.USub) else v
+        if isinstance(node, ast.BinOp):
+            a, b = ev(node.left), ev(node.right)
+            if isinstance(node.op, ast.Add):
+                return a + b
+            if isinstance(node.op, ast.Sub):
+                return a - b
+            if isinstance(node.op, ast.Mult):
+                return a * b
+            if isinstance(node.op, (ast.FloorDiv, ast.Mod)) and b != 0:
+                q = abs(a) // abs(b) * (1 if (a >= 0) == (b >= 0) else -1)  # C-style truncation
+                return q if isinstance(node.op, ast.FloorDiv) else a - b * q
+        raise ValueError("unsupported")
+
+    try:
+        return ev(tree)
+    except (ValueError, RecursionError):
+        return None
 
 
 def _lookup(piece: _Piece, variables: dict[str, str]) -> str | None:
