@@ -192,3 +192,18 @@ def test_config_from_hparams(tmp_path):
     assert run.config_value("actor_rollout_ref.actor.use_kl_loss") is True
     assert run.meta["algorithm"] == "grpo"
     assert run.n_steps == 3
+
+
+def test_record_that_is_not_an_event(tmp_path):
+    """A record with valid CRCs whose payload is not an Event is counted and skipped."""
+    from tensorboard.summary.writer.record_writer import RecordWriter
+
+    logdir = write_tensorboard(tmp_path / "r", _rows(4))
+    with (logdir / "events.out.tfevents.9999999999.host.1.0").open("wb") as fh:
+        writer = RecordWriter(fh)
+        writer.write(b"\x0a\xff\x01")  # a length-delimited field cut short
+        writer.flush()
+    (run,) = tensorboard.read(logdir)
+    assert run.n_steps == 4
+    assert run.parse_stats.skipped_lines == 1
+    assert any("not TensorBoard events" in n for n in run.parse_stats.notes)

@@ -264,6 +264,7 @@ class _RunBuilder:
         self.plugin_of_tag: dict[str, str] = {}
         self.events = 0
         self.scalar_events = 0
+        self.undecodable = 0
 
     def add_file(self, payloads: list[bytes], event_pb2: Any) -> None:
         Event = event_pb2.Event
@@ -271,7 +272,11 @@ class _RunBuilder:
         f32_index, f32_bytes = self.f32_index, self.f32_bytes
         plugin_of_tag = self.plugin_of_tag
         for payload in payloads:
-            event = Event.FromString(payload)
+            try:
+                event = Event.FromString(payload)
+            except Exception:  # a record with a valid CRC that is not an Event
+                self.undecodable += 1
+                continue
             self.events += 1
             if not event.HasField("summary"):
                 continue
@@ -368,11 +373,14 @@ def read(path: Path, *, progress: Any = None) -> list[Run]:
         for file in files:
             payloads = _records(file, masked_crc, damage, digest)
             records += len(payloads)
-            try:
-                builder.add_file(payloads, event_pb2)
-            except Exception as exc:  # a payload with a valid CRC that is not an Event
-                damage.records += 1
-                damage.notes.append(f"{file.name}: not a TensorBoard event file ({exc})")
+            bad_before = builder.undecodable
+            builder.add_file(payloads, event_pb2)
+            if builder.undecodable > bad_before:
+                damage.records += builder.undecodable - bad_before
+                damage.notes.append(
+                    f"{file.name}: {builder.undecodable - bad_before} record(s) are not "
+                    "TensorBoard events; skipped"
+                )
             done += 1
             if progress is not None:
                 progress(done, total)
