@@ -404,8 +404,9 @@ class GpuMemoryUtilizationRisk(ConfigRule):
     """vLLM's share of GPU memory is outside the advised range for this GPU count and model.
 
     What it detects:
-        `rollout.gpu_memory_utilization` above 0.7 (error), above the advised range (warning),
-        or below it (info). Range (rule A9): 0.5–0.65 for models ≤ 1.5B (PPO article), 0.4–0.5
+        `rollout.gpu_memory_utilization` above 0.7 (error; warning when the actor's parameters
+        and optimizer state are offloaded), above the advised range (warning), or below it
+        (info). Range (rule A9): 0.5–0.65 for models ≤ 1.5B (PPO article), 0.4–0.5
         on one GPU, 0.3–0.4 with 8-GPU FSDP (GRPO article), 0.4–0.5 for 2–7 GPUs.
 
     Why it matters:
@@ -557,8 +558,8 @@ class RolloutBatchingMismatch(ConfigRule):
     What it detects:
         Before a run: `max_num_batched_tokens < max_num_seqs` (vLLM refuses) and
         `max_num_batched_tokens < max_prompt_length + max_response_length` with chunked prefill
-        on (verl refuses). On a command or YAML: only one of the two changed (rule A13: change
-        them together). For models ≤ 1.5B at verl's defaults (8192/1024): info with the PPO
+        on (verl refuses). On a command or YAML: only one of the two changed (info; rule A13:
+        change them together). For models ≤ 1.5B at verl's defaults (8192/1024): info with the PPO
         article's tuned pair 16384/1896.
 
     Why it matters:
@@ -567,7 +568,7 @@ class RolloutBatchingMismatch(ConfigRule):
 
     Example:
         Qwen2.5-0.5B with the defaults → info, suggest `max_num_batched_tokens=16384
-        max_num_seqs=1896`; `max_num_seqs=1896` alone → warning, suggest
+        max_num_seqs=1896`; `max_num_seqs=1896` alone → info, suggest
         `max_num_batched_tokens=15168`.
 
     Advice:

@@ -200,6 +200,12 @@ def test_seed000_s4_gpu_memory_09_on_8_gpus():
     assert f.evidence["recommended_range"] == [0.3, 0.4]
     assert f.advice[0].suggested == 0.4
     assert "0.3–0.4" in f.message
+    offloaded = lint(
+        f"{RO}.gpu_memory_utilization=0.8",
+        f"{ACT}.fsdp_config.param_offload=True",
+        f"{ACT}.fsdp_config.optimizer_offload=True",
+    )
+    assert one(offloaded, "gpu-memory-utilization-risk").severity == "warning"
 
 
 def test_gpu_memory_range_depends_on_gpus_and_model_size():
@@ -284,7 +290,7 @@ def test_seed003_s52_response_length_mismatch():
 
 def test_rollout_batching():
     f = one(lint(f"{RO}.max_num_seqs=1896"), "rollout-batching-mismatch")
-    assert f.severity == "warning"
+    assert f.severity == "info"
     assert overrides_of(f) == [f"{RO}.max_num_batched_tokens=15168"]  # 8192 × 1896/1024
     bad = lint(f"{RO}.max_num_batched_tokens=512", f"{RO}.max_num_seqs=1024")
     messages = " ".join(f.message for f in named(bad, "rollout-batching-mismatch"))

@@ -795,6 +795,14 @@ def gpu_memory_utilization_risk(v: ConfigView, oom_above: float = 0.7) -> list[H
             f"(3–5× slower) and inf/nan losses. Advised here: {why}."
         )
         suggested = high
+        if v.flag(f"{ACT}.fsdp_config.param_offload") and v.flag(
+            f"{ACT}.fsdp_config.optimizer_offload"
+        ):
+            severity = "warning"
+            message += (
+                " The actor's parameters and optimizer state are offloaded to CPU, which frees "
+                "much of that memory during rollout, so this is less likely to fail."
+            )
     elif value > high:
         severity = "warning"
         message = (
@@ -994,7 +1002,7 @@ def rollout_batching_mismatch(v: ConfigView, small_model_b: float = 1.5) -> list
             suggested = max(1, round(1024 * tokens / 8192))
         hits.append(
             Hit(
-                "warning",
+                "info",  # a throughput recipe, not a correctness problem
                 f"Only {changed.rsplit('.', 1)[-1]} was changed ({fmt(v.get(changed))}); "
                 f"{other.rsplit('.', 1)[-1]} stays at verl's default {fmt(v.get(other))}. The "
                 f"article changes the two together (8192/1024 → 16384/1896: +22% throughput).",
