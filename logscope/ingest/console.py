@@ -217,8 +217,9 @@ def _classify(frame: pl.DataFrame) -> pl.DataFrame:
 
     Everything here is conservative: a segment not marked fast or drop goes to ConsoleParser,
     which decides. `fast` needs: only ANSI codes and a Ray prefix / tqdm bar before `step:N`,
-    no ANSI code or `|` after it, ASCII (polars finds byte offsets but slices characters), and
-    a next line that cannot be the wrapped rest of it. (Items are checked in `_parse_steps`.)
+    no ANSI code or `|` after it, nothing `strip_tail` would remove, ASCII (polars finds byte
+    offsets but slices characters), and a next line that cannot be the wrapped rest of it.
+    (Items are checked in `_parse_steps`.)
     """
     raw = pl.col("raw")
     n = frame.height
@@ -255,6 +256,10 @@ def _classify(frame: pl.DataFrame) -> pl.DataFrame:
                 & ~head.str.contains(":", literal=True)
                 & raw.str.slice(pl.col("pos"), 26).str.contains(vt.STEP_START)
                 & (raw.str.count_matches(odd) == head.str.count_matches(odd))
+                & ~raw.str.ends_with(" ")
+                & ~raw.str.ends_with("\t")
+                & ~raw.str.contains("[repeated ", literal=True)
+                & ~raw.str.contains("(Ray deduplicates", literal=True)
             )
             .collect(engine="streaming")
             .to_series()
@@ -311,7 +316,7 @@ def _parse_steps(steps: pl.DataFrame, fast: FastPart, parser: ConsoleParser) -> 
         pl.col("key").alias("metric"),
         v.cast(pl.Float64, strict=False).alias("value"),
         v,
-        ((pl.col("cp") > 0) & v.str.contains(vt.VALUE)).fill_null(False).alias("ok"),
+        ((pl.col("cp") > 0) & v.str.contains(vt.NUMERIC)).fill_null(False).alias("ok"),
     ]
     if need_three:
         columns.append(v.str.contains(vt.THREE_DECIMALS).alias("three"))

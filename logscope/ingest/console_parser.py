@@ -138,7 +138,11 @@ class ConsoleParser:
 
     # ---- input ---------------------------------------------------------------------------
     def feed(self, lines: Iterable[str], first_line_no: int | None = None) -> None:
-        """Consume physical lines (with or without their newline) in file order."""
+        """Consume physical lines (with or without their newline) in file order.
+
+        Lines are split on `\\n` only, as in the file: open it with `newline=""` (Python's default
+        text mode would also split on the `\\r` tqdm writes, shifting line numbers).
+        """
         line_no = self._line_no if first_line_no is None else first_line_no - 1
         for line in lines:
             line_no += 1

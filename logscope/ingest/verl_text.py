@@ -37,6 +37,8 @@ EMPTYISH = r"^(?:" + ANSI + r")*(?:\(" + PREFIX_BODY + r"\))?(?:" + ANSI + r"|[ 
 CONT = r"^[ -]{0,3}[^ \t]+(?: - [^ \t]+)*[ -]{0,3}$"
 NUMBER = r"-?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|nan|-?inf|True|False"
 VALUE = r"^(?:" + NUMBER + r")$"
+# VALUE minus True/False: what a Float64 cast reads (the bulk path fixes booleans up itself).
+NUMERIC = r"^(?:-?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|nan|-?inf)$"
 NP_WRAP = r"^np\.(?:float|int|uint)[0-9]+\((.*)\)$"
 NP_BOOL = r"^np\.(True|False)_$"
 # `.3f` shape (verl 0.1–0.4); nan/inf print the same in both eras.
