@@ -202,3 +202,17 @@ def test_copied_run_folder(wandb_run, tmp_path):
     shutil.copytree(folder, copy, symlinks=True)
     (run,) = wandb_offline.read(copy)
     assert run.n_steps == N_STEPS
+
+
+def test_wandb_dir_with_an_empty_run_reads_the_others(wandb_run, tmp_path):
+    wandb_dir, _, _ = wandb_run
+    copy = tmp_path / "wandb"
+    shutil.copytree(wandb_dir, copy, symlinks=True)
+    starting = copy / "offline-run-20991231_000000-zzzzzzzz"
+    starting.mkdir()
+    (starting / "run-zzzzzzzz.wandb").write_bytes(b"")  # wandb.init has just created it
+    (run,) = wandb_offline.read(copy)
+    assert run.n_steps == N_STEPS
+    assert any("run-zzzzzzzz.wandb" in n for n in run.parse_stats.notes)
+    with pytest.raises(IngestError, match="empty"):
+        wandb_offline.read(starting)

@@ -554,4 +554,17 @@ def read(path: Path, *, progress: Any = None) -> list[Run]:
         raise IngestError(
             str(path), "no W&B run here (expected run-*.wandb, offline-run-*/ or run-*/ folders)"
         )
-    return [_read_file(file, progress) for file in files]
+    if len(files) == 1:
+        return [_read_file(files[0], progress)]
+    runs: list[Run] = []
+    failed: list[IngestError] = []
+    for file in files:  # one unreadable run (e.g. just created, still empty) spares the others
+        try:
+            runs.append(_read_file(file, progress))
+        except IngestError as exc:
+            failed.append(exc)
+    if not runs:
+        raise failed[0]
+    for run in runs:
+        run.parse_stats.notes.extend(f"other run skipped: {exc}" for exc in failed)
+    return runs
