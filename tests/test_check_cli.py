@@ -113,3 +113,10 @@ def test_output_file_and_html(tmp_path):
 def test_nothing_to_check_exits_2():
     assert invoke().exit_code == 2
     assert invoke("--", "echo", "hello").exit_code == 2
+
+
+def test_script_on_stdin():
+    text = (FIXTURES / "run_ppo_tuned.sh").read_text()
+    result = runner.invoke(app, ["check", "-", "-f", "json"], input=text)
+    assert result.exit_code == 0, result.output
+    assert '"<stdin>"' in result.stdout

@@ -20,7 +20,8 @@ def check(
     target: Annotated[
         list[str] | None,
         typer.Argument(
-            help="A launch script, a YAML config or a log; or, after `--`, a verl command line.",
+            help="A launch script, a YAML config or a log (`-`: a script on stdin); or, after "
+            "`--`, a verl command line.",
             show_default=False,
         ),
     ] = None,
@@ -70,7 +71,13 @@ def check(
                 "nothing to check: give a script/YAML/log path, or `-- python3 -m "
                 "verl.trainer.main_ppo key=value …`"
             )
-        if len(args) == 1 and Path(args[0]).exists():
+        if args == ["-"]:
+            import sys
+
+            from logscope.check import check_text
+
+            reports = check_text(sys.stdin.read(), path="<stdin>", version=verl_version)
+        elif len(args) == 1 and Path(args[0]).exists():
             if output is not None and _same_file(output, Path(args[0])):
                 raise LogscopeError(f"--output {output} is the input; refusing to overwrite it")
             reports = check_path(args[0], version=verl_version)
