@@ -250,3 +250,43 @@ def test_bad_parameters_rejected():
         GradNormSpike(z_threshold=0)
     with pytest.raises(BadDetectorParameters):
         ResponseLengthCollapse(cap_fraction=2)
+
+
+_METRICS = (
+    "actor/kl_loss",
+    "actor/ppo_kl",
+    "actor/entropy",
+    "actor/grad_norm",
+    "actor/pg_clipfrac",
+    "response_length/clip_ratio",
+    "response_length/mean",
+)
+
+
+def test_never_raises_on_arbitrary_series():
+    """Property: any finite/NaN/inf/negative/constant values, any length, rounded or not."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    values = st.lists(
+        st.one_of(
+            st.floats(allow_nan=True, allow_infinity=True, width=64),
+            st.sampled_from([0.0, 1e-5, 0.001, 0.5, 1e6, -1.0]),
+        ),
+        min_size=0,
+        max_size=80,
+    )
+
+    @settings(max_examples=40, deadline=None)
+    @given(st.lists(values, min_size=len(_METRICS), max_size=len(_METRICS)), st.booleans())
+    def check(columns, is_rounded):
+        series = {m: v for m, v in zip(_METRICS, columns, strict=True) if v}
+        meta = {"value_resolution": 0.0005} if is_rounded else {}
+        run = make_run(series, meta=meta, config=CONFIG) if series else make_run({})
+        for cls in ALL_LS1XX:
+            det = cls()
+            if det.skip_reason(run) is None:
+                for f in det.detect(run):
+                    assert f.step is not None
+
+    check()
