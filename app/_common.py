@@ -22,7 +22,7 @@ import streamlit as st
 
 from logscope.analyze import analyze_run
 from logscope.model import SEVERITY_RANK, Finding, Run
-from logscope.report import Report
+from logscope.report import Report, md_escape
 from logscope.store import Store, default_root
 
 # Material icons ship with Streamlit (emoji need a system font a headless server may lack).
@@ -303,7 +303,7 @@ def show_finding(f: Finding, run_id: str, index: int) -> None:
         if f.metric and f.step is not None:
             st.page_link(
                 "pages/metrics.py",
-                label=f"Chart of {f.metric} at step {f.step}",
+                label=f"Chart of {md_escape(f.metric)} at step {f.step}",
                 icon=":material/show_chart:",
                 query_params={"run": run_id, "metric": f.metric, "step": str(f.step)},
             )

@@ -12,6 +12,7 @@ usable from a notebook. Two numeric helpers do the heavy lifting for long runs:
 
 from __future__ import annotations
 
+import html
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -273,6 +274,12 @@ def downsample(
     return steps[idx], np.asarray(values)[idx]
 
 
+def plain(text: object) -> str:
+    """Text for a plotly label: plotly reads a small HTML subset (<a href>, <b>, …) in every
+    label, so the characters that start markup are written as entities (shown as typed)."""
+    return html.escape(str(text), quote=False)
+
+
 # ---- figures ----------------------------------------------------------------------------
 def _value_at(steps: np.ndarray, values: np.ndarray, step: int) -> float | None:
     if steps.size == 0:
@@ -286,7 +293,7 @@ def _value_at(steps: np.ndarray, values: np.ndarray, step: int) -> float | None:
 
 def _layout(fig: go.Figure, title: str, height: int) -> None:
     fig.update_layout(
-        title={"text": title, "x": 0.0, "xanchor": "left"},
+        title={"text": plain(title), "x": 0.0, "xanchor": "left"},
         height=height,
         margin={"l": 50, "r": 20, "t": 40, "b": 40},
         hovermode="x unified",
@@ -388,7 +395,7 @@ def metric_figure(
                     x=ds_steps,
                     y=ds_values,
                     mode="lines",
-                    name=f"{name} (raw)",
+                    name=f"{plain(name)} (raw)",
                     line={"color": color, "width": 1},
                     opacity=0.3,
                     showlegend=False,
@@ -398,7 +405,9 @@ def metric_figure(
             sm = ema(values, smoothing)
             s_steps, s_values = downsample(steps, sm, max_points, keep_steps)
             fig.add_trace(
-                go.Scatter(x=s_steps, y=s_values, mode="lines", name=name, line={"color": color})
+                go.Scatter(
+                    x=s_steps, y=s_values, mode="lines", name=plain(name), line={"color": color}
+                )
             )
         else:
             fig.add_trace(
@@ -406,13 +415,13 @@ def metric_figure(
                     x=ds_steps,
                     y=ds_values,
                     mode="lines",
-                    name=name,
+                    name=plain(name),
                     line={"color": color, "width": 1.5},
                 )
             )
         if name not in shown:
             for trace in fig.data:
-                if trace.name in (name, f"{name} (raw)"):
+                if trace.name in (plain(name), f"{plain(name)} (raw)"):
                     trace.visible = "legendonly"
         marks = [f for f in mine if f.metric == name]
         if marks:
@@ -421,7 +430,7 @@ def metric_figure(
                 y = _value_at(steps, values, int(f.step))  # type: ignore[arg-type]
                 xs.append(f.step)
                 ys.append(y if y is not None else np.nanmedian(values) if values.size else 0.0)
-                texts.append(f"{f.code} {f.name}: {f.title}")
+                texts.append(plain(f"{f.code} {f.name}: {f.title}"))
                 colors.append(SEVERITY_COLOR.get(f.severity, "#888"))
                 line_steps[int(f.step)] = colors[-1]  # type: ignore[arg-type]
             fig.add_trace(
@@ -514,7 +523,7 @@ def overlay_figure(
                 x=ds_steps,
                 y=ds_values,
                 mode="lines",
-                name=labels[i] if labels else run.id,
+                name=plain(labels[i] if labels else run.id),
                 line={"color": RUN_COLORS[i % len(RUN_COLORS)], "width": 1.5},
             )
         )
@@ -561,7 +570,7 @@ def incident_timeline(report: Report, height: int | None = None) -> go.Figure:
                 orientation="h",
                 name=sev,
                 marker={"color": SEVERITY_COLOR[sev]},
-                text=[f"{f.code} {f.metric or ''}" for f in these],
+                text=[plain(f"{f.code} {f.metric or ''}") for f in these],
                 hovertemplate="%{y}: step %{base:.0f}, %{text}<extra></extra>",
             )
         )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import html
 import json
 from pathlib import Path
 
@@ -161,7 +162,7 @@ def test_run_page_findings_incidents_overrides(app, ids) -> None:
 def test_metrics_page_groups_markers_spans(app, ids) -> None:
     at = app("metrics", run_id=ids[0])
     charts = _charts(at)
-    titles = [c["layout"]["title"]["text"] for c in charts]
+    titles = [html.unescape(c["layout"]["title"]["text"]) for c in charts]
     for group in ("Reward / score", "KL & clipping", "Entropy", "Lengths", "Timing", "Memory"):
         assert any(t.startswith(group) for t in titles), titles
     assert any(t.startswith("Validation") for t in titles)

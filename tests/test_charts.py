@@ -203,3 +203,14 @@ def test_groups_draw_headline_metrics_and_flagged_ones_by_default() -> None:
 class _Report:
     def __init__(self, run, findings) -> None:  # type: ignore[no-untyped-def]
         self.run, self.findings, self.incidents = run, findings, []
+
+
+def test_log_text_in_plotly_labels_is_not_markup() -> None:
+    evil = "x/<a href='javascript:alert(1)'>click</a>"
+    run = make_run({evil: np.arange(5.0)})
+    fig = metric_figure(run, [evil], findings=[_finding(evil, 2)])
+    names = [t.name for t in fig.data]
+    assert "<a" not in " ".join(names) and "&lt;a href" in names[0]
+    assert "<a" not in fig.layout.title.text
+    marker = next(t for t in fig.data if t.name == "findings")
+    assert marker.x == (2,)

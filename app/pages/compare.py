@@ -5,6 +5,7 @@ from logscope.app import _common as ui
 
 from logscope.charts import overlay_figure
 from logscope.compare import KEY_METRICS, compare_runs
+from logscope.report import md_escape
 
 ui.page_setup()
 st.title("Compare")
@@ -24,7 +25,7 @@ else:
     runs = [r for r in runs if r is not None]
     labels = [ui.label_of(root, r.id) for r in runs]
     cmp = compare_runs(runs, labels=labels)
-    st.caption("Runs: " + " · ".join(labels))
+    st.caption("Runs: " + " · ".join(md_escape(lab) for lab in labels))
 
     st.subheader("Key metrics")
     st.caption(

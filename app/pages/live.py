@@ -9,6 +9,7 @@ from logscope.app import _common as ui
 from logscope.analyze import analyze_run
 from logscope.charts import metric_figure
 from logscope.exceptions import LogscopeError
+from logscope.report import md_escape
 
 ui.page_setup()
 st.title("Live")
@@ -22,12 +23,12 @@ every = st.sidebar.select_slider("Refresh every (s)", [2, 5, 10, 30], value=5, k
 def follow(path: str) -> None:
     p = Path(path)
     if not p.is_file():
-        st.warning(f"Not a file: {path}")
+        st.warning(f"Not a file: {md_escape(path)}")
         return
     try:
         runs = ui.get_store().load(p)  # content-hashed: unchanged file → cached Parquet
     except LogscopeError as exc:
-        st.error(str(exc))
+        st.error(md_escape(exc))
         return
     if not runs:
         st.info("No run in this file yet.")

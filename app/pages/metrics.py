@@ -4,6 +4,7 @@ import streamlit as st
 from logscope.app import _common as ui
 
 from logscope.charts import group_title, metric_figure, metric_groups
+from logscope.report import md_escape
 
 ui.page_setup()
 st.title("Metrics")
@@ -39,7 +40,7 @@ if picked is not None:
         step = int(focus_step)
         steps = run.steps
         half = max(25, int(0.05 * (int(steps[-1]) - int(steps[0])))) if len(steps) else 25
-        st.subheader(f"Focus: {focus_metric} around step {step}")
+        st.subheader(f"Focus: {md_escape(focus_metric)} around step {step}")
         st.plotly_chart(
             metric_figure(
                 run,

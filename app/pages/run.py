@@ -4,6 +4,7 @@ import streamlit as st
 from logscope.app import _common as ui
 
 from logscope.charts import incident_timeline
+from logscope.report import md_escape
 
 ui.page_setup()
 st.title("Run")
@@ -12,7 +13,7 @@ if picked is not None:
     run_id, report = picked
     run = report.run
     s = run.summary()
-    st.subheader(ui.run_label(run))
+    st.subheader(md_escape(ui.run_label(run)))
     st.text(f"{s['source']['kind']}: {s['source']['path']}")
     c = st.columns(5)
     c[0].metric("steps", s["steps"]["count"])
@@ -42,7 +43,7 @@ if picked is not None:
             for n, k in enumerate(inc.findings):
                 ui.show_finding(report.findings[k], run_id, n)
     for err in report.errors:
-        st.error(err)
+        st.error(md_escape(err))
     if report.skipped:
         with st.expander(f"Not applicable here ({len(report.skipped)})"):
             st.dataframe(

@@ -4,28 +4,29 @@ import streamlit as st
 from logscope.app import _common as ui
 
 from logscope.exceptions import LogscopeError
+from logscope.report import md_escape
 
 ui.page_setup()
 st.title("Runs")
 root = ui.store_root()
-st.caption(f"Store: {root}")
+st.caption(f"Store: {md_escape(root)}")
 
 with st.expander("Add a run", expanded=not ui.list_run_ids()):
     path = st.text_input("Path to a log file or run folder (read only, never modified)")
     if st.button("Add path", disabled=not path):
         try:
             runs = ui.ingest(path.strip())
-            st.success(f"Added {len(runs)} run(s) from {path}")
+            st.success(f"Added {len(runs)} run(s) from {md_escape(path)}")
         except (LogscopeError, OSError) as exc:
-            st.error(str(exc))
+            st.error(md_escape(exc))
     upload = st.file_uploader("…or upload a verl log (saved into the store's uploads folder)")
     if upload is not None:
         saved = ui.save_upload(upload.name, upload.getvalue())
         try:
             runs = ui.ingest(saved)
-            st.success(f"Added {len(runs)} run(s) from {upload.name}")
+            st.success(f"Added {len(runs)} run(s) from {md_escape(upload.name)}")
         except LogscopeError as exc:
-            st.error(str(exc))
+            st.error(md_escape(exc))
 
 ids = ui.list_run_ids()
 rows = [r for r in (ui.run_row(root, rid) for rid in ids) if r is not None]
