@@ -129,6 +129,7 @@ def write_wandb_offline(
     name: str = "exp",
     console: Mapping[int, list[str]] | None = None,
     table_step: int | None = None,
+    python: str = sys.executable,
 ) -> Path:
     """A real offline W&B run (wandb SDK in a subprocess, WANDB_MODE=offline); returns its
     run folder. `console` lines are printed before the step's wandb.log (captured by wandb)."""
@@ -157,7 +158,7 @@ def write_wandb_offline(
     )
     before = set((wandb_dir / "wandb").glob("offline-run-*"))
     subprocess.run(
-        [sys.executable, str(script), str(spec_path)],
+        [python, str(script), str(spec_path)],
         env=env,
         check=True,
         capture_output=True,
