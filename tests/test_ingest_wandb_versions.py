@@ -1,5 +1,5 @@
 """`.wandb` files from older wandb SDKs (0.16.6: Python backend, `key=`; 0.22.3: wandb-core,
-`nested_key=`), written by those SDKs (fixtures/wandb/make_wandb_fixtures.py says how) and read
+`nested_key=`), written by those SDKs (fixtures/wandb_sdk/make_wandb_fixtures.py says how) and read
 without wandb. The current SDK's files are covered by test_ingest_wandb_offline.py."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 
 from logscope.ingest import wandb_offline
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "wandb"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "wandb_sdk"
 _spec = importlib.util.spec_from_file_location("make_wandb", FIXTURES / "make_wandb_fixtures.py")
 make = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(make)
