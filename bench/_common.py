@@ -1,0 +1,201 @@
+"""Shared helpers of the bench scripts: timing, results, the machine's description.
+
+Every script prints medians of repeated timings and ratios against a baseline timed in the same
+run, and can write its results as JSON (`--json FILE`) for `python -m bench`, which turns them
+into docs/performance.md. A result line is a `Check`: a measured value, its target, pass/fail.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import resource
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH = ROOT / "bench"
+WORKDIR = Path(os.environ.get("LOGSCOPE_BENCH_DIR", Path(tempfile.gettempdir()) / "logscope-bench"))
+
+
+def fix_sys_path() -> None:
+    """`python bench/x.py` puts bench/ first on sys.path, where bench/tensorboard.py would shadow
+    the tensorboard package; use the repository root instead."""
+    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != BENCH]
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+
+
+def workdir(*parts: str) -> Path:
+    path = WORKDIR.joinpath(*parts)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def cpu_seconds() -> float:
+    """CPU time (user + system) of this process, all its threads, and its waited-for children."""
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+@dataclass
+class Timing:
+    """Repeated timings of one contender: wall seconds (what the targets use) and CPU seconds
+    (less sensitive to other processes on a shared machine)."""
+
+    walls: list[float]
+    cpus: list[float]
+    result: Any = None
+
+    @property
+    def wall(self) -> float:
+        return statistics.median(self.walls)
+
+    @property
+    def cpu(self) -> float:
+        return statistics.median(self.cpus)
+
+
+def timed(fn: Callable[[], Any], repeat: int) -> Timing:
+    """`repeat` calls of `fn`, each timed (wall and CPU); keeps the last result."""
+    walls: list[float] = []
+    cpus: list[float] = []
+    result = None
+    for _ in range(repeat):
+        c = cpu_seconds()
+        t = time.perf_counter()
+        result = fn()
+        walls.append(time.perf_counter() - t)
+        cpus.append(cpu_seconds() - c)
+    return Timing(walls, cpus, result)
+
+
+def fmt_times(times: list[float]) -> str:
+    return "[" + ", ".join(f"{t:.3f}" for t in times) + "]"
+
+
+@dataclass
+class Check:
+    """One line of the performance table."""
+
+    topic: str
+    what: str
+    value: float | None
+    unit: str  # "x", "s", "MB", "%"
+    target: str  # e.g. ">= 5x"
+    passed: bool | None  # None: not measured (see note)
+    note: str = ""
+
+    def line(self) -> str:
+        verdict = {True: "PASS", False: "MISS", None: "n/a"}[self.passed]
+        val = "—" if self.value is None else f"{self.value:,.2f}{'' if self.unit == 'x' else ' '}{self.unit}"
+        note = f"  ({self.note})" if self.note else ""
+        return f"[{verdict}] {self.what}: {val}  target {self.target}{note}"
+
+
+@dataclass
+class Results:
+    """What a script hands to the runner."""
+
+    topic: str
+    command: str
+    checks: list[Check] = field(default_factory=list)
+    lines: list[str] = field(default_factory=list)  # the printed table, for the doc
+
+    def say(self, text: str = "") -> None:
+        print(text, flush=True)
+        self.lines.append(text)
+
+    def check(self, *args: Any, **kwargs: Any) -> Check:
+        c = Check(self.topic, *args, **kwargs)
+        self.checks.append(c)
+        self.say(c.line())
+        return c
+
+    def write(self, path: Path | None) -> None:
+        if path is None:
+            return
+        data = {
+            "topic": self.topic,
+            "command": self.command,
+            "checks": [asdict(c) for c in self.checks],
+            "lines": self.lines,
+        }
+        Path(path).write_text(json.dumps(data, indent=1))
+
+    def exit_code(self) -> int:
+        return 0 if all(c.passed is not False for c in self.checks) else 1
+
+
+def command_line() -> str:
+    return "python " + " ".join([os.path.relpath(sys.argv[0], ROOT), *sys.argv[1:]])
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def _mem_total_gb() -> float | None:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) / 1024**2
+    except OSError:
+        pass
+    return None
+
+
+def _version(package: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(package)
+    except PackageNotFoundError:
+        return "not installed"
+
+
+PACKAGES = (
+    "logscope",
+    "polars",
+    "pyarrow",
+    "numpy",
+    "ruptures",
+    "protobuf",
+    "tensorboard",
+    "tbparse",
+    "wandb",
+    "slack_sdk",
+    "streamlit",
+)
+
+
+def machine() -> dict[str, Any]:
+    """nproc, memory, CPU model, OS, Python and key package versions, load average."""
+    try:
+        load = os.getloadavg()
+    except OSError:
+        load = None
+    mem = _mem_total_gb()
+    return {
+        "nproc": os.cpu_count(),
+        "memory_gb": round(mem, 1) if mem else None,
+        "cpu_model": _cpu_model(),
+        "os": f"{platform.system()} {platform.release()}",
+        "python": platform.python_version(),
+        "packages": {p: _version(p) for p in PACKAGES},
+        "loadavg": [round(x, 2) for x in load] if load else None,
+    }
