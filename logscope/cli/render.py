@@ -134,12 +134,13 @@ def render_report(report: Report, console: Console) -> None:
             )
         console.print(table)
     ps = report.run.parse_stats
-    stats = Text(
-        f"parsed {ps.lines_read:,} lines: {ps.step_lines:,} step lines, "
-        f"{len(report.run.events):,} events, {ps.skipped_lines:,} skipped",
-        style="dim",
-    )
-    console.print(stats)
+    if ps.lines_read:  # a check of a command or YAML reads no log lines
+        stats = Text(
+            f"parsed {ps.lines_read:,} lines: {ps.step_lines:,} step lines, "
+            f"{len(report.run.events):,} events, {ps.skipped_lines:,} skipped",
+            style="dim",
+        )
+        console.print(stats)
     for line_no, text in ps.skipped_examples:
         console.print(Text(f"  skipped line {line_no}: {text}", style="dim"))
     for note in ps.notes:
