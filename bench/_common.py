@@ -96,7 +96,11 @@ class Check:
 
     def line(self) -> str:
         verdict = {True: "PASS", False: "MISS", None: "n/a"}[self.passed]
-        val = "—" if self.value is None else f"{self.value:,.2f}{'' if self.unit == 'x' else ' '}{self.unit}"
+        val = (
+            "—"
+            if self.value is None
+            else f"{self.value:,.2f}{'' if self.unit == 'x' else ' '}{self.unit}"
+        )
         note = f"  ({self.note})" if self.note else ""
         return f"[{verdict}] {self.what}: {val}  target {self.target}{note}"
 

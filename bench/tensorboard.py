@@ -21,13 +21,16 @@ from __future__ import annotations
 import argparse
 import random
 import sys
+from functools import partial
 from pathlib import Path
 
 if __package__ in (None, ""):
-    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+    sys.path[:] = [
+        p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent
+    ]
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._common import Results, command_line, fmt_times, timed, workdir  # noqa: E402
+from bench._common import Results, command_line, fmt_times, timed, workdir
 
 TARGET = 5.0
 
@@ -125,13 +128,15 @@ def main(argv: list[str] | None = None) -> int:
         # Warm the imports once so that the first timed repetition is not an import.
         read_logscope(folder)
         contenders = {
-            "logscope tensorboard.read": lambda: read_logscope(folder),
-            "tbparse SummaryReader": lambda: read_tbparse(folder, style),
-            "EventAccumulator (no sampling)": lambda: read_event_accumulator(folder, style),
+            "logscope tensorboard.read": partial(read_logscope, folder),
+            "tbparse SummaryReader": partial(read_tbparse, folder, style),
+            "EventAccumulator (no sampling)": partial(read_event_accumulator, folder, style),
         }
         t = {name: timed(fn, args.repeat) for name, fn in contenders.items()}
         ours = t["logscope tensorboard.read"]
-        res.say(f"{'':32s}{'wall s':>8s}{'ratio':>8s}{'cpu s':>8s}{'ratio':>8s}{'points':>10s}   wall runs")
+        res.say(
+            f"{'':32s}{'wall s':>8s}{'ratio':>8s}{'cpu s':>8s}{'ratio':>8s}{'points':>10s}   wall runs"
+        )
         for name, x in t.items():
             res.say(
                 f"{name:32s}{x.wall:8.3f}{x.wall / ours.wall:7.1f}x{x.cpu:8.3f}"
