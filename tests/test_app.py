@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import polars as pl
 import pytest
 
 pytest.importorskip("streamlit")
@@ -15,7 +16,7 @@ pytest.importorskip("plotly")
 
 from streamlit.testing.v1 import AppTest
 
-from logscope.model import Event
+from logscope.model import Event, Source
 from logscope.store import Store
 from tests.dashboard_data import FIXTURES, build_run, fixtures_readable, seed_store
 
@@ -265,6 +266,12 @@ def test_log_content_is_never_rendered_as_markup(tmp_path: Path, monkeypatch) ->
     run = build_run("evil0000000000000000000000", seed=5)
     run.events.append(Event(line_no=7, step_hint=3, kind="error", text=evil))
     run.meta["experiment"] = evil
+    run.source = Source("verl-console", "/data/[run](javascript:alert(1)).log")
+    # A metric whose name is markup, with a NaN so a finding (and its chart link) points at it.
+    frame = run.metrics.filter(pl.col("metric") == "actor/pg_loss").with_columns(
+        pl.lit("actor/pg_loss/[x](javascript:alert(1))").alias("metric")
+    )
+    run.metrics = pl.concat([run.metrics, frame])
     Store(tmp_path).put_run(run)
     monkeypatch.setenv("LOGSCOPE_STORE", str(tmp_path))
     at = AppTest.from_file(str(APP), default_timeout=60)
@@ -274,6 +281,10 @@ def test_log_content_is_never_rendered_as_markup(tmp_path: Path, monkeypatch) ->
     assert not at.exception
     assert evil in _texts(at)  # shown, as text
     assert not any(evil in m.value or "onerror" in m.value for m in at.markdown)
+    # Markdown-read labels (subheader, page links) carry the escaped text, never a live link.
+    labels = [e.value for e in at.subheader] + [p.proto.label for p in at.get("page_link")]
+    assert any("javascript" in x for x in labels)
+    assert not any("](javascript" in x for x in labels)
     app_dir = APP.parent
     for source in [APP, *app_dir.glob("pages/*.py"), app_dir / "_common.py"]:
         assert "unsafe_allow_html" not in source.read_text(), source

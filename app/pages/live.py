@@ -34,7 +34,9 @@ def follow(path: str) -> None:
         st.info("No run in this file yet.")
         return
     run = runs[-1]
-    report = analyze_run(run)
+    # The run id is the content hash: an unchanged file reuses the cached Report.
+    report = ui.load_report(ui.store_root(), run.id) or analyze_run(run)
+    run = report.run
     steps = run.steps
     c = st.columns(3)
     c[0].metric("last step", int(steps[-1]) if len(steps) else "–")
