@@ -167,12 +167,19 @@ class MemoryLeak(Detector):
         metric, steps, values = concept_series(run, *concepts)
         if metric is None or len(steps) < self.min_points:
             return None
+        sigma = noise_floor(values, run.value_resolution)
+        # memory pinned at a ceiling (the allocator's limit) ends the ramp: fit up to it
+        top = float(values.max())
+        at_top = np.flatnonzero(values >= top - 3 * sigma)
+        if len(at_top) > 3 and at_top[0] < len(values) - 3:
+            cut = int(at_top[0]) + 1
+            if cut >= self.min_points:
+                steps, values = steps[:cut], values[:cut]
         x, y = binned(steps, values, self.max_points)
         n = len(x)
         span = float(x[-1] - x[0])
         if span <= 0 or n < self.min_points:
             return None
-        sigma = noise_floor(values, run.value_resolution)
         latest = x[-1] - self.min_fraction * span
         fit = hinge_fit(x, y, mode="flat_before", candidates=x[x <= latest], min_side=3)
         if fit is None or fit.slope_after <= 0:
@@ -660,11 +667,19 @@ class ThroughputDrop(Detector):
             delta = sign * (after - before)
             if delta < math.log1p(self.min_change) or delta < 4 * noise / math.sqrt(w):
                 continue
-            # lasting: the rest of the next segment stays at the worse level
-            seg_level = float(np.median(y[seg_next[0] : seg_next[1]]))
+            # lasting: the following segments stay at the worse level (until a recovery)
+            end = seg_next[1]
+            j = i + 2
+            while j < len(bounds) - 1:
+                nxt = float(np.median(y[bounds[j] : bounds[j + 1]]))
+                if sign * (nxt - before) < 0.5 * math.log1p(self.min_change):
+                    break
+                end = bounds[j + 1]
+                j += 1
+            seg_level = float(np.median(y[cp:end]))
             if sign * (seg_level - before) < 0.5 * math.log1p(self.min_change):
                 continue
-            last = x[seg_next[1] - 1]
+            last = x[end - 1]
             if last - x[cp] + 1 < need:
                 continue
             step = self._refine(steps, logv, float(x[cp]), x, sign)
