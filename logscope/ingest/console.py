@@ -11,7 +11,9 @@ or garbled step lines — goes through the same `ConsoleParser`, in file order.
 from __future__ import annotations
 
 import re
+from collections import deque
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -72,11 +74,21 @@ def read(path: str | Path, *, progress: Progress | None = None) -> list[Run]:
         chunks = ByteChunks(p, CHUNK_BYTES)
     except OSError as exc:
         raise IngestError(str(path), f"cannot open: {exc.strerror or exc}") from exc
-    with chunks:
+    # The bulk item parse of a chunk runs in a worker thread (polars releases the GIL) while
+    # the next chunk is split and classified; at most one is in flight.
+    with chunks, ThreadPoolExecutor(max_workers=1) as pool:
+        queue: deque[tuple[pl.DataFrame, Future[pl.DataFrame], bool]] = deque()
         for data, end in chunks:
-            line_no = _chunk(data, end, line_no, parser, fast)
+            line_no, steps = _chunk(data, end, line_no, parser, fast)
+            if steps.height:
+                need_three = fast.not_three == 0 and parser._not_three == 0
+                queue.append((steps, pool.submit(_items, steps, need_three), need_three))
+            while len(queue) > 1:
+                _add_items(*queue.popleft(), fast, parser)
             if progress is not None:
                 progress(chunks.done, chunks.total)
+        while queue:
+            _add_items(*queue.popleft(), fast, parser)
         tail = chunks.tail
         if tail:  # the last line has no newline: it may have been cut off mid-write
             parser.feed([tail.decode("utf-8", errors="replace")], first_line_no=line_no + 1)
@@ -131,8 +143,11 @@ def _lines(data: bytes, end: int) -> pl.Series:
         return pl.Series("raw", rows, dtype=pl.String)
 
 
-def _chunk(data: bytes, end: int, line_no: int, parser: ConsoleParser, fast: FastPart) -> int:
-    """Parse the lines in `data[:end]` (the first is line `line_no + 1`); return the last number."""
+def _chunk(
+    data: bytes, end: int, line_no: int, parser: ConsoleParser, fast: FastPart
+) -> tuple[int, pl.DataFrame]:
+    """Read the lines in `data[:end]` (the first is line `line_no + 1`): every line but the clean
+    step lines goes through `parser` now; return the last line number and the clean step lines."""
     if b"\x00" in data:
         parser.nul_bytes += data.count(b"\x00", 0, end)
     raw = _lines(data, end)
@@ -158,11 +173,10 @@ def _chunk(data: bytes, end: int, line_no: int, parser: ConsoleParser, fast: Fas
             if pseq is not None:
                 parser.sync_step(pseq, pstep)
             parser.segment(ln, sub, last, text)
-    steps = frame.filter("fast")
+    steps = frame.filter("fast").select("seq", "step", "raw", "pos")
     if steps.height:
         parser.sync_step(steps.get_column("seq")[-1], steps.get_column("step")[-1])
-        _parse_steps(steps, fast, parser)
-    return line_no + n
+    return line_no + n, steps
 
 
 def _split_cr(frame: pl.DataFrame) -> tuple[pl.DataFrame, bool]:
@@ -291,8 +305,41 @@ def _classify(frame: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _parse_steps(steps: pl.DataFrame, fast: FastPart, parser: ConsoleParser) -> None:
-    """Bulk-parse clean step lines into (seq, step, metric, value) rows.
+def _items(steps: pl.DataFrame, need_three: bool) -> pl.DataFrame:
+    """The items of clean step lines: seq, step, metric, value, v (text), ok[, three]."""
+    body = pl.col("raw")
+    item = pl.col("item")
+    v = pl.col("v")
+    columns = [
+        "seq",
+        "step",
+        pl.col("key").alias("metric"),
+        v.cast(pl.Float64, strict=False).alias("value"),
+        v,
+        ((pl.col("cp") > 0) & v.str.contains(vt.NUMERIC)).fill_null(False).alias("ok"),
+    ]
+    if need_three:
+        columns.append(v.str.contains(vt.THREE_DECIMALS).alias("three"))
+    return (
+        steps.lazy()
+        .select("seq", "step", item=body.str.split(" - ").list.slice(1))
+        .explode("item")
+        .filter(item.is_not_null())
+        .with_columns(cp=item.str.find(":", literal=True))
+        .with_columns(key=item.str.slice(0, pl.col("cp")), v=item.str.slice(pl.col("cp") + 1))
+        .select(columns)
+        .collect(engine="streaming")
+    )
+
+
+def _add_items(
+    steps: pl.DataFrame,
+    job: Future[pl.DataFrame],
+    need_three: bool,
+    fast: FastPart,
+    parser: ConsoleParser,
+) -> None:
+    """Add the bulk-parsed items of clean step lines to `fast`.
 
     Same rules as `verl_text.parse_items`; a line with any item those rules reject (truncated,
     garbled, a Ray suffix, trailing blanks, ...) is handed to `parser` whole, so the line-by-line
@@ -305,31 +352,7 @@ def _parse_steps(steps: pl.DataFrame, fast: FastPart, parser: ConsoleParser) -> 
         name = vt.prefix_name(vt.split_prefix(vt.strip_ansi(head))[0])
         if name:
             fast.names.add(name)
-
-    body = pl.col("raw")
-    item = pl.col("item")
-    v = pl.col("v")
-    need_three = fast.not_three == 0 and parser._not_three == 0
-    columns = [
-        "seq",
-        "step",
-        pl.col("key").alias("metric"),
-        v.cast(pl.Float64, strict=False).alias("value"),
-        v,
-        ((pl.col("cp") > 0) & v.str.contains(vt.NUMERIC)).fill_null(False).alias("ok"),
-    ]
-    if need_three:
-        columns.append(v.str.contains(vt.THREE_DECIMALS).alias("three"))
-    items = (
-        steps.lazy()
-        .select("seq", "step", item=body.str.split(" - ").list.slice(1))
-        .explode("item")
-        .filter(item.is_not_null())
-        .with_columns(cp=item.str.find(":", literal=True))
-        .with_columns(key=item.str.slice(0, pl.col("cp")), v=item.str.slice(pl.col("cp") + 1))
-        .select(columns)
-        .collect(engine="streaming")
-    )
+    items = job.result()
     ok = items.get_column("ok")
     fixed: list[tuple[int, bool, bool]] = []  # (seq, was wrapped, not three decimals)
     bad: set[int] = set()
