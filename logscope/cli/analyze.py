@@ -6,15 +6,15 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
 from logscope.cli.common import (
     FailOn,
     OutputFormat,
+    emit_reports,
     progress_bar,
+    same_file,
     split_codes,
     user_errors,
-    write_output,
 )
 from logscope.exceptions import LogscopeError
 
@@ -62,10 +62,9 @@ def analyze(
     Example: logscope analyze verl_tuned.log --format json -o report.json
     """
     from logscope.analyze import analyze_paths
-    from logscope.report import render_html, render_markdown, reports_to_json
 
     with user_errors():
-        if output is not None and any(_same_file(output, Path(p)) for p in paths):
+        if output is not None and any(same_file(output, Path(p)) for p in paths):
             raise LogscopeError(f"--output {output} is one of the inputs; refusing to overwrite it")
         with progress_bar(enabled=format == OutputFormat.rich or output is not None) as progress:
             reports = analyze_paths(
@@ -77,31 +76,6 @@ def analyze(
                 use_cache=not no_cache,
                 progress=progress,
             )
-        if format == OutputFormat.rich:
-            if output is None:
-                _print_rich(reports, Console())
-            else:
-                with output.open("w", encoding="utf-8") as fh:
-                    _print_rich(reports, Console(file=fh, width=110, force_terminal=False))
-        elif format == OutputFormat.json:
-            write_output(reports_to_json(reports), output)
-        elif format == OutputFormat.markdown:
-            write_output(render_markdown(reports), output)
-        else:
-            write_output(render_html(reports), output)
+        emit_reports(reports, format, output)
     if any(r.fails(fail_on.value) for r in reports):
         raise typer.Exit(1)
-
-
-def _print_rich(reports: list, console: Console) -> None:
-    from logscope.cli.render import render_report
-
-    for report in reports:
-        render_report(report, console)
-
-
-def _same_file(a: Path, b: Path) -> bool:
-    try:
-        return a.exists() and b.exists() and a.resolve() == b.resolve()
-    except OSError:
-        return False

@@ -6,9 +6,15 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
-from logscope.cli.common import FailOn, OutputFormat, user_errors, write_output
+from logscope.cli.common import (
+    FailOn,
+    OutputFormat,
+    emit_reports,
+    same_file,
+    user_errors,
+    write_output,
+)
 from logscope.exceptions import LogscopeError
 
 #: Typer settings so that `logscope check -- python3 -m verl… k=v` reaches us untouched.
@@ -56,7 +62,6 @@ def check(
     logscope check -- python3 -m verl.trainer.main_ppo data.train_batch_size=512 …
     """
     from logscope.check import check_command, check_path, fix_text
-    from logscope.report import render_html, render_markdown, reports_to_json
 
     args = list(target or []) + list(ctx.args)
     with user_errors():
@@ -78,7 +83,7 @@ def check(
 
             reports = check_text(sys.stdin.read(), path="<stdin>", version=verl_version)
         elif len(args) == 1 and Path(args[0]).exists():
-            if output is not None and _same_file(output, Path(args[0])):
+            if output is not None and same_file(output, Path(args[0])):
                 raise LogscopeError(f"--output {output} is the input; refusing to overwrite it")
             reports = check_path(args[0], version=verl_version)
         else:
@@ -86,18 +91,8 @@ def check(
         if fix:
             text = "\n\n".join(fix_text(r) for r in reports)
             write_output(text, output)
-        elif format == OutputFormat.rich:
-            if output is None:
-                _print_rich(reports, Console())
-            else:
-                with output.open("w", encoding="utf-8") as fh:
-                    _print_rich(reports, Console(file=fh, width=110, force_terminal=False))
-        elif format == OutputFormat.json:
-            write_output(reports_to_json(reports), output)
-        elif format == OutputFormat.markdown:
-            write_output(render_markdown(reports), output)
         else:
-            write_output(render_html(reports), output)
+            emit_reports(reports, format, output)
     if any(r.fails(fail_on.value) for r in reports):
         raise typer.Exit(1)
 
@@ -140,17 +135,3 @@ def _own_options(args: list[str]) -> tuple[list[str], dict[str, str]]:
                 choices = ", ".join(m.value for m in kind)
                 raise LogscopeError(f"--{key.replace('_', '-')}: choose one of {choices}") from None
     return rest, found
-
-
-def _print_rich(reports: list, console: Console) -> None:
-    from logscope.cli.render import render_report
-
-    for report in reports:
-        render_report(report, console)
-
-
-def _same_file(a: Path, b: Path) -> bool:
-    try:
-        return a.exists() and b.exists() and a.resolve() == b.resolve()
-    except OSError:
-        return False

@@ -45,7 +45,9 @@ def user_errors() -> Iterator[None]:
     try:
         yield
     except LogscopeError as exc:
-        err_console.print(f"[bold red]logscope:[/] {escape(str(exc))}", markup=True, highlight=False)
+        err_console.print(
+            f"[bold red]logscope:[/] {escape(str(exc))}", markup=True, highlight=False
+        )
         raise typer.Exit(2) from None
 
 
@@ -80,3 +82,37 @@ def write_output(text: str, output: Path | None) -> None:
         return
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(text, encoding="utf-8")
+
+
+def same_file(a: Path, b: Path) -> bool:
+    """True when two paths name the same existing file (guards `--output` against inputs)."""
+    try:
+        return a.exists() and b.exists() and a.resolve() == b.resolve()
+    except OSError:
+        return False
+
+
+def emit_reports(reports: list, format: OutputFormat, output: Path | None) -> None:
+    """Render reports in `format` to `--output` or stdout (rich goes to the terminal)."""
+    from rich.console import Console
+
+    from logscope.cli.render import render_report
+    from logscope.report import render_html, render_markdown, reports_to_json
+
+    if format == OutputFormat.rich:
+        if output is None:
+            console = Console()
+            for report in reports:
+                render_report(report, console)
+            return
+        with output.open("w", encoding="utf-8") as fh:
+            console = Console(file=fh, width=110, force_terminal=False)
+            for report in reports:
+                render_report(report, console)
+        return
+    if format == OutputFormat.json:
+        write_output(reports_to_json(reports), output)
+    elif format == OutputFormat.markdown:
+        write_output(render_markdown(reports), output)
+    else:
+        write_output(render_html(reports), output)
