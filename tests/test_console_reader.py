@@ -759,3 +759,44 @@ def test_tailing_snapshot_does_not_disturb_the_parser(tmp_path):
 def test_read_text_helper():
     run = console.read_text(TR + "step:1 - actor/pg_loss:0.1\n")
     assert value(run, "actor/pg_loss", 1) == 0.1
+
+
+# ---- simulated logs (logscope.synthetic), when it is installed -----------------------------------
+
+synthetic = pytest.importorskip("logscope.synthetic")
+
+
+@pytest.mark.parametrize(
+    ("version", "algorithm", "ansi", "inject"),
+    [
+        ("0.1", "ppo", False, None),
+        ("0.3", "grpo", True, "grad-norm-not-finite"),
+        ("0.4", "grpo", False, "kl-coef-changed-midrun"),
+        ("0.5", "ppo", True, "cuda-oom"),
+        ("0.8", "grpo", False, "nan-loss"),
+        ("0.9", "grpo", True, None),
+    ],
+)
+def test_simulated_logs_read_back(tmp_path, version, algorithm, ansi, inject):
+    injections = [synthetic.Injection(inject, step=40)] if inject else []
+    sim = synthetic.simulate(
+        n_steps=60, algorithm=algorithm, seed=3, version=version, inject=injections
+    )
+    path = synthetic.write_console_log(sim, tmp_path / "sim.log", ansi=ansi)
+    run = console.read(path)[0]
+    assert run_key(incremental(path, pieces=5)) == run_key(run)
+    assert run.parse_stats.skipped_lines == 0
+    expected = sim.to_run()
+    assert len(run.config_segments) == len(expected.config_segments)
+    assert run.config_segments[0].config == expected.config_segments[0].config
+    want = expected.metrics.select("step", "metric", "value")
+    got = run.metrics.select("step", "metric", "value")
+    joined = want.join(got, on=["step", "metric"], how="left", suffix="_read")
+    assert joined.get_column("value_read").null_count() == 0  # every simulated value was read
+    tol = 5e-4 if version in ("0.1", "0.3", "0.4") else 1e-12
+    diff = joined.select(
+        ((pl.col("value") - pl.col("value_read")).abs() <= tol + 1e-9 * pl.col("value").abs())
+        | (pl.col("value").is_nan() & pl.col("value_read").is_nan())
+        | (pl.col("value") == pl.col("value_read"))
+    ).to_series()
+    assert diff.all(), joined.filter(~diff).head()
