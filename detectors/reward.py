@@ -456,6 +456,16 @@ class RewardPlateau(Detector):
         if fit is None:
             return []
         start = fit.at
+        # a curved (saturating) rise biases a straight-line "before": refit on the half of the
+        # rise nearest the break, where the curve is closer to straight
+        for _ in range(2):
+            near = x >= start - 0.5 * (start - x[0])
+            if near.sum() < 12:
+                break
+            local = hinge_fit(x[near], y[near], mode="flat_after", candidates=cand, min_side=3)
+            if local is None or local.slope_before <= 0:
+                break
+            start = local.at
         # a flat run from the start is "stuck": the fit's slope before is then no better
         if fit.slope_before * (start - x[0]) < self.max_change_sigma * sigma:
             start = float(x[0])
