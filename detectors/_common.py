@@ -240,7 +240,10 @@ def micro_batch_advice(run: Run, key: str, why: str, source: str) -> Advice:
         suggested = golden
     detail = ""
     if golden is not None:
-        detail = f" The golden formula gives floor(24·1024 / {tokens}) = {golden} for this run's lengths."
+        detail = f" The golden formula gives floor(24·1024 / {tokens}) = {golden} for this run's lengths"
+        if current is not None and golden is not None and current <= golden:
+            detail += f"; {int(current)} is already within it, and it still ran out of memory, so halve it"
+        detail += "."
     return advise(
         run,
         key,
