@@ -77,8 +77,9 @@ class CriticValueError(Detector):
         broken by a second sign: `critic/vf_explained_var` below `explained_var_threshold`, or
         `critic/advantages/mean` off 0 by more than `adv_mean_threshold`, or the value loss
         risen to at least `rise_factor` × its best level earlier in the run. A high value loss
-        that is still falling (the critic's warm-up) is not reported. The start is refined to
-        the best upward shift of the raw value loss near the stretch's first step.
+        that is still falling (the critic's warm-up) is not reported; gaps of a few points in
+        the stretch are closed. The start is refined to the best upward shift of the raw (log)
+        value loss near the stretch's first step.
 
     Why it matters:
         PPO's advantages are returns minus the critic's values. A critic that does not fit the
@@ -303,7 +304,9 @@ class AdvantageCollapse(Detector):
         At least `min_steps` consecutive logged steps (and `min_fraction` of the run) where
         max(|advantages/max|, |advantages/min|) ≤ eps, with eps the larger of `abs_eps`, twice
         the log's print resolution (`.3f` logs print 0.000 for anything below 5e-4) and
-        `rel_eps` × the typical advantage range of the run. Evidence: the advantage range before
+        `rel_eps` × the typical advantage range of the run. The start is walked back over the
+        steps already decaying toward 0 (below the earlier level by more than 3 robust sigmas).
+        Evidence: the advantage range before
         and during the stretch, and the score spread (max − min, and the variation of the mean).
 
     Why it matters:

@@ -85,10 +85,14 @@ class RewardSawtooth(Detector):
         component of that period from the trend), the residual correlates with itself one period
         later. For each candidate period the residual's lag-period correlation is computed over
         every tail of the run that holds at least `min_cycles` cycles; the shortest period whose
-        correlation reaches `min_autocorr` (and clears the noise level expected for that many
-        points) wins. The start is the best single upward shift of the product
-        residual[t]·residual[t+period], which is zero-mean before the oscillation and positive
-        inside it. Long runs are binned to at most `max_points` points first.
+        correlation reaches `min_autocorr` (and clears `noise_z`/√points, what noise alone
+        reaches) wins, and the cycle's half peak-to-peak amplitude must be at least
+        `min_amplitude_sigma` noise sigmas. Periods are searched on the run binned to
+        `max_points` points and, for periods too short to survive binning, on finer grids (×8
+        apart, up to `max_raw_steps` points); the period is then settled at full resolution.
+        The start comes from a matched filter: the cycle's own shape (per-phase median of the
+        residual) is slid back from the end, and the start is where "cycle + noise" stops
+        explaining the residual better than "noise alone".
 
     Why it matters:
         A reward curve that climbs and falls back on a regular rhythm is not learning steadily:
@@ -372,11 +376,14 @@ class RewardPlateau(Detector):
 
     What it detects:
         `critic/score/mean` (or `critic/rewards/mean`) flat from some step to the end: a
-        continuous "rise, then flat" fit places the plateau start; the plateau must cover at
+        continuous "rise, then flat" fit places the plateau start (refitted on the half of the
+        rise nearest the break, so a saturating rise does not drag it early); a run that never
+        rose is "stuck" from its first step. The plateau must cover at
         least `min_fraction` of the run, and over it the Theil–Sen slope must move the reward by
-        less than `max_change_sigma` noise sigmas (and less than `max_change_fraction` of the
-        run's overall reward range), with no Mann–Kendall trend at `p < trend_p` — or, for long
-        plateaus where Mann–Kendall sees trends of any size, a change below three quarters of it.
+        less than `max_change_sigma` sigmas of the plateau's spread (and less than
+        `max_change_fraction` of the run's overall reward range); when Mann–Kendall finds a
+        trend (p < `trend_p`, which on long plateaus happens for trends of any size) the change
+        must also stay below three quarters of that bound.
         Evidence: slope per 100 steps and Mann–Kendall p over the last third, the plateau level,
         and the change across the plateau.
 
@@ -553,17 +560,21 @@ class RewardPlateau(Detector):
 class ValidationDrop(Detector):
     """Validation score falls while the training reward keeps rising (over-fitting or LR too high).
 
-    Validation metrics are sparse (every `trainer.test_freq` steps); the break where validation
-    turns down is placed between validation points by a continuous two-piece linear fit.
+    Validation metrics are sparse (every `trainer.test_freq` steps); the finding's step is the
+    first validation step after the turn.
 
     What it detects:
         A validation score (`val-core/<source>/<var>/mean@N`, or `val/test_score/<source>` in
-        older verl) that rises (or holds) and then falls: a continuous two-piece linear fit over
-        the validation points gives the turning step; the fall after it must exceed
-        `min_drop_sigma` times the fit's residual noise and `min_drop` in absolute terms, be a
-        Mann–Kendall downward trend (p < `trend_p`) over at least `min_points_after` validation
-        points, while the training reward over the same steps is not falling (its Theil–Sen
-        change is above −`train_fall_ratio` × the validation drop).
+        older verl) that rises (or holds) and then falls. The turn is the split of the
+        validation points that best fits "non-decreasing before (any rising or saturating
+        shape: isotonic regression), a quadratic after", among splits whose later points sit
+        below the level reached before. The drop (level before the turn minus the level just
+        after it or at the end, whichever is larger) must exceed `min_drop_sigma` noise sigmas
+        (noise from the fit's residuals) and `min_drop` in absolute terms; the validation points
+        after the turn must sit below the earlier level (binomial sign test p < `trend_p`, over
+        at least `min_points_after` points, or a drop twice as large); and the training reward
+        over the same steps must not be falling (its Theil–Sen change above
+        −`train_fall_ratio` × the validation drop).
 
     Why it matters:
         Training reward up, validation down is the textbook sign of over-fitting the training

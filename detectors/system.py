@@ -90,6 +90,7 @@ class MemoryLeak(Detector):
         `min_rise_sigma` noise sigmas, with a Mann–Kendall upward trend (p < `trend_p`) after
         the start, lasting at least `min_fraction` of the run, and fitting better than a single
         jump (a one-off rise to a new level, e.g. when vLLM's cache warms up, is not a leak).
+        A series pinned at a ceiling at the end is fitted up to where it reaches it.
         The projected OOM step extrapolates the Theil–Sen rate to a capacity guessed as the
         smallest usual GPU size (24/40/48/80/94/141 GB) at least 5% above the highest value
         seen: an estimate, since the log does not say which GPU it ran on.
@@ -568,8 +569,8 @@ class ThroughputDrop(Detector):
         logged), after dropping steps that ran validation (`timing_s/testing`) or saved a
         checkpoint (`timing_s/save_checkpoint`) and a 5-step rolling median. A change counts
         when the level right after it is at least `min_change` worse (relative) than right
-        before, and the worse level lasts at least `min_duration` steps (and `min_fraction` of
-        the run). Evidence: levels before and after, and which timing phase grew the most.
+        before, and the worse level lasts (through later segments, until a recovery) at least
+        `min_duration` steps and `min_fraction` of the run. Evidence: levels before and after, and which timing phase grew the most.
 
     Why it matters:
         A run that suddenly takes longer per step burns GPU hours: a 30% drop over the rest of
