@@ -46,8 +46,9 @@ def get_store() -> Store:
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
-def run_ids(root: str, _version: float) -> list[str]:
-    """Ids of the runs in the store (`_version` is the runs folder's mtime: new runs show)."""
+def run_ids(root: str, version: float) -> list[str]:
+    """Ids of the runs in the store (`version` is the runs folder's mtime, so new runs show;
+    not `_version`: st.cache_data leaves underscore arguments out of the key)."""
     return Store(root).run_ids()
 
 
@@ -193,15 +194,23 @@ def select_run(ids: list[str]) -> str | None:
     if ss.get("run_id") not in ids:
         pre = _preselected(ids)
         ss["run_id"] = pre[0] if pre else ids[0]
+    # The widget's own key follows run_id (which tests, links and other pages may set); a
+    # user's pick goes the other way through the callback, which runs before the script.
+    if ss.get("_run_select") != ss["run_id"]:
+        ss["_run_select"] = ss["run_id"]
     root = store_root()
-    choice = st.sidebar.selectbox(
+    st.sidebar.selectbox(
         "Run",
         ids,
-        index=ids.index(ss["run_id"]),
+        key="_run_select",
         format_func=lambda rid: label_of(root, rid),
+        on_change=_picked_run,
     )
-    ss["run_id"] = choice
-    return choice
+    return ss["run_id"]
+
+
+def _picked_run() -> None:
+    st.session_state["run_id"] = st.session_state["_run_select"]
 
 
 def require_run() -> tuple[str, Report] | None:

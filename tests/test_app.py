@@ -307,3 +307,22 @@ def test_every_page_on_the_committed_fixtures(tmp_path: Path, monkeypatch) -> No
     at.switch_page("pages/compare.py").run()
     table = at.dataframe[0].value
     assert len([c for c in table.columns if c.startswith("Δ ")]) == len(ids) - 1
+
+
+def test_switching_runs_keeps_each_runs_groups(app, ids, store_dir: Path) -> None:
+    from tests.helpers import make_run
+
+    small = make_run({"critic/score/mean": np.arange(50.0)}, run_id="small0000000000000")
+    Store(store_dir).put_run(small)
+    try:
+        at = app("metrics", run_id=ids[0])
+        n_full = len(_charts(at))
+        at.sidebar.selectbox[0].set_value(small.id).run()
+        assert not at.exception and len(_charts(at)) == 1
+        at.sidebar.selectbox[0].set_value(ids[1]).run()
+        assert at.session_state["run_id"] == ids[1]
+        assert len(_charts(at)) == n_full  # the small run's group choice did not stick
+    finally:
+        import shutil
+
+        shutil.rmtree(Store(store_dir).run_dir(small.id))

@@ -27,7 +27,7 @@ if picked is not None:
         list(groups),
         default=list(groups),
         format_func=group_title,
-        key="groups",
+        key=f"groups-{run_id}",  # per run: runs have different groups
     )
     marks = st.sidebar.toggle("Finding markers and incident spans", value=True, key="marks")
     findings = report.findings if marks else ()
