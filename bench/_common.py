@@ -203,3 +203,40 @@ def machine() -> dict[str, Any]:
         "packages": {p: _version(p) for p in PACKAGES},
         "loadavg": [round(x, 2) for x in load] if load else None,
     }
+
+
+def console_log(
+    steps: int,
+    *,
+    algorithm: str = "ppo",
+    seed: int = 1,
+    inject: tuple[tuple[str, float], ...] = (("kl-jump", 0.6),),
+    ansi: bool = True,
+    tag: str = "",
+) -> Path:
+    """A generated verl console log (logscope.synthetic), cached in the bench work folder.
+
+    `inject` holds (pathology, position as a fraction of the run)."""
+    from logscope.synthetic import Injection, simulate, write_console_log
+
+    kinds = "-".join(f"{k}@{f:g}" for k, f in inject) or "healthy"
+    path = workdir("logs") / f"{algorithm}_{steps}_{seed}_{kinds}{tag}.log"
+    if not path.exists():
+        injections = [Injection(k, max(1, int(steps * f))) for k, f in inject]
+        sim = simulate(steps, algorithm, seed=seed, inject=injections)
+        tmp = path.with_suffix(".tmp")
+        write_console_log(sim, tmp, ansi=ansi)
+        tmp.replace(path)
+    return path
+
+
+def run_child(cmd: list[str], **kwargs: Any) -> tuple[float, float, float, int]:
+    """Run `cmd` to completion: (wall s, CPU s, peak RSS MB, exit code) of that child alone."""
+    import subprocess
+
+    t = time.perf_counter()
+    proc = subprocess.Popen(cmd, **kwargs)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, proc.returncode
