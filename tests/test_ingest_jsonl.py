@@ -79,3 +79,25 @@ def test_sniff_rejects_other_jsonl(tmp_path):
     assert not jsonl.sniff(other)
     with pytest.raises(IngestError):
         jsonl.read(other)
+
+
+def test_bulk_path_equals_per_line_path(tmp_path, monkeypatch):
+    """The polars bulk path (clean 0.7+ files) reads what the per-line path reads: keys that
+    come and go (validation every 5 steps), null, ints, bools, a step logged twice."""
+    rows = []
+    for s in range(0, 40):
+        data = {"actor/pg_loss": 0.1 * s, "actor/grad_norm": None if s % 7 == 3 else 1.0 + s}
+        if s % 5 == 0:
+            data["val-core/openai/gsm8k/acc/mean@1"] = 0.4 + 0.01 * s
+        data["training/global_step"] = s
+        data["training/is_val"] = s % 5 == 0
+        rows.append((s, data))
+    rows.append((39, {"actor/pg_loss": -1.0}))  # logged again: the later value wins
+    path = write_verl_jsonl(tmp_path / "run.jsonl", rows)
+    (bulk,) = jsonl.read(path)
+    monkeypatch.setattr(jsonl, "_fast_frame", lambda body: None)
+    (per_line,) = jsonl.read(path)
+    assert bulk.metrics.equals(per_line.metrics, null_equal=True)
+    assert bulk.parse_stats.step_lines == per_line.parse_stats.step_lines == 41
+    assert bulk.series("actor/pg_loss")[1][-1] == -1.0
+    assert len(bulk.series("val-core/openai/gsm8k/acc/mean@1")[0]) == 8

@@ -17,10 +17,20 @@ from logscope.model import METRICS_SCHEMA, empty_metrics
 NAN = float("nan")
 
 
+def _hasher() -> Any:
+    """xxh3-64 when xxhash is installed (as the console reader uses), else blake2b-64."""
+    try:
+        import xxhash
+
+        return xxhash.xxh3_64()
+    except ImportError:  # pragma: no cover - xxhash is optional
+        return hashlib.blake2b(digest_size=8)
+
+
 def content_hash(*chunks: bytes | str) -> str:
     """A run id from the bytes it was read from (16 hex digits, like the console reader's): the
     store keys runs by it, so two different files never share an id and a re-read one keeps it."""
-    digest = hashlib.blake2b(digest_size=8)
+    digest = _hasher()
     for chunk in chunks:
         digest.update(chunk.encode("utf-8", "surrogateescape") if isinstance(chunk, str) else chunk)
         digest.update(b"\0")

@@ -8,13 +8,16 @@ and counted. The file is truncated by verl on restart, so one file is one run.
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 from typing import Any
 
+import polars as pl
+
 from logscope.exceptions import IngestError
 from logscope.ingest._common import content_hash, metrics_frame, to_float, version_and_algorithm
-from logscope.model import Run, Source
+from logscope.model import METRICS_SCHEMA, ParseStats, Run, Source
 
 KIND = "verl-jsonl"
 DESCRIPTION = 'verl file-logger JSONL, one {"step": N, "data": {...}} per line'
@@ -56,30 +59,85 @@ def sniff(path: Path) -> bool:
     return False
 
 
-def read(path: Path, *, progress: Any = None) -> list[Run]:
-    path = Path(path)
+# null (verl 0.7+: NaN/inf) becomes this number on the polars path, then NaN; absent keys stay null
+_NULL_SENTINEL = -1.2345678901234567e307
+
+
+def _fast_frame(body: bytes) -> tuple[pl.DataFrame, int] | None:
+    """The long frame of whole, clean verl 0.7+ lines through polars' JSON reader (~10x the
+    per-line path), or None when the file needs the per-line path (bare NaN of 0.6, odd lines,
+    values that are not numbers)."""
+    if b"NaN" in body or b"Infinity" in body:
+        return None
     try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise IngestError(str(path), f"cannot read: {exc.strerror or exc}") from exc
-    run = Run(id=content_hash(KIND, raw), source=Source(KIND, str(path)))
-    stats = run.parse_stats
+        frame = pl.read_ndjson(
+            io.BytesIO(body.replace(b":null", b":%r" % _NULL_SENTINEL)),
+            infer_schema_length=None,
+        )
+        if set(frame.columns) != {"step", "data"} or not isinstance(
+            frame.schema["data"], pl.Struct
+        ):
+            return None
+        wide = frame.select(
+            pl.col("step").cast(pl.Int64, strict=True), pl.col("data").struct.unnest()
+        )
+        if wide.get_column("step").null_count():
+            return None
+        metrics = sorted(c for c in wide.columns if c != "step")
+        bad = [
+            c for c in metrics if not wide.schema[c].is_numeric() and wide.schema[c] != pl.Boolean
+        ]
+        if bad:
+            return None
+        # metrics in sorted column order → unpivot yields (metric, row) order; a stable sort by
+        # step then gives (step, metric) without sorting 5M strings
+        long = (
+            wide.select("step", *[pl.col(c).cast(pl.Float64) for c in metrics])
+            .unpivot(index="step", variable_name="metric", value_name="value")
+            .drop_nulls("value")
+            .with_columns(
+                pl.when(pl.col("value") == _NULL_SENTINEL)
+                .then(float("nan"))
+                .otherwise(pl.col("value"))
+                .alias("value"),
+                pl.lit(None, dtype=pl.Float64).alias("wall_time"),
+            )
+        )
+        steps = wide.get_column("step")
+        if steps.is_duplicated().any():  # a step logged twice: the later value wins
+            long = long.unique(subset=["step", "metric"], keep="last", maintain_order=True).sort(
+                ["step", "metric"]
+            )
+        else:
+            long = long.sort("step", maintain_order=True)
+    except (pl.exceptions.PolarsError, ValueError, TypeError):
+        return None
+    return long, frame.height
+
+
+def _per_line(
+    lines: list[bytes],
+    first_index: int,
+    raw_ends_in_newline: bool,
+    stats: ParseStats,
+    progress: Any,
+) -> tuple[list[int], list[str], list[float]]:
+    """Columns of verl records in `lines` (line numbers from first_index + 1), parsed one by one."""
     steps: list[int] = []
     names: list[str] = []
     values: list[float] = []
-    lines = raw.split(b"\n")
     last_content = max((i for i, ln in enumerate(lines) if ln.strip()), default=-1)
     total = len(lines)
     for index, line in enumerate(lines):
         if not line.strip():
             continue
-        line_no = index + 1
+        line_no = first_index + index + 1
         stats.lines_read += 1
         try:
             obj = _loads(line)
         except ValueError:
             stats.skip(line_no, line.decode("utf-8", "replace"))
-            if index == last_content and not raw.endswith(b"\n"):
+            if index == last_content and not raw_ends_in_newline:
                 stats.notes.append(
                     f"line {line_no}: last line is cut off (file still being written?); ignored"
                 )
@@ -102,9 +160,37 @@ def read(path: Path, *, progress: Any = None) -> list[Run]:
             values.append(number)
         if progress is not None and index % 1000 == 0:
             progress(index, total)
+    return steps, names, values
+
+
+def read(path: Path, *, progress: Any = None) -> list[Run]:
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise IngestError(str(path), f"cannot read: {exc.strerror or exc}") from exc
+    run = Run(id=content_hash(KIND, raw), source=Source(KIND, str(path)))
+    stats = run.parse_stats
+    ends_in_newline = raw.endswith(b"\n")
+    body_end = raw.rfind(b"\n") + 1
+    fast = _fast_frame(raw[:body_end]) if body_end else None
+    if fast is not None:
+        frame, n_rows = fast
+        stats.lines_read = stats.step_lines = n_rows
+        n_lines = raw.count(b"\n", 0, body_end)
+        tail = _per_line([raw[body_end:]], n_lines, ends_in_newline, stats, None)
+        if tail[0]:  # a whole record after the last newline
+            frame = (
+                pl.concat([frame, metrics_frame(*tail)], how="vertical_relaxed")
+                .unique(subset=["step", "metric"], keep="last", maintain_order=True)
+                .sort(["step", "metric"])
+            )
+        run.metrics = frame.select(list(METRICS_SCHEMA))
+    else:
+        columns = _per_line(raw.split(b"\n"), 0, ends_in_newline, stats, progress)
+        run.metrics = metrics_frame(*columns)
     if stats.step_lines == 0:
         raise IngestError(str(path), "no verl file-logger records ({'step': N, 'data': {...}})")
-    run.metrics = metrics_frame(steps, names, values)
     run.meta.update({"experiment": path.stem, "project": path.parent.name})
     run.meta.update(version_and_algorithm(set(run.metric_names), {}, before_08="0.6-0.7"))
     return [run]

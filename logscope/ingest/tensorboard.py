@@ -14,7 +14,6 @@ folder (restarts) are merged in file-name (= creation time) order, the later val
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import struct
@@ -24,6 +23,7 @@ from typing import Any
 
 from logscope.exceptions import IngestError, OptionalDependencyMissing
 from logscope.ingest._common import (
+    _hasher,
     first_step,
     meta_from_config,
     metrics_frame,
@@ -369,7 +369,8 @@ def read(path: Path, *, progress: Any = None) -> list[Run]:
         builder = _RunBuilder()
         damage = _Damage()
         records = 0
-        digest = hashlib.blake2b(KIND.encode(), digest_size=8)
+        digest = _hasher()
+        digest.update(KIND.encode())
         for file in files:
             payloads = _records(file, masked_crc, damage, digest)
             records += len(payloads)
