@@ -8,7 +8,12 @@ Layout (Hive-style, so DuckDB/Spark/Trino or polars can scan a fleet of runs in 
 
 The source key hashes the input's bytes (and the reader format version), so re-analysing an
 unchanged file reads Parquet instead of re-parsing. Every write goes to a temporary name first
-and is renamed into place, so readers never see half-written entries.
+and is renamed into place, so readers never see half-written entries; run.json is written last
+and marks a run complete, the source index after all its runs. Processes writing the same entry
+at once write the same bytes, and the last rename wins. A writer killed mid-write leaves at most
+a temporary file (`.<name>.<host>.<pid>.*.tmp`), which readers never look at and later writers
+sweep. A damaged entry (unreadable Parquet, bad JSON) reads as absent, so `load()` parses the
+source again and rewrites it.
 """
 
 from __future__ import annotations
@@ -16,7 +21,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import socket
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -37,6 +44,9 @@ from logscope.model import (
 # Bump when readers change what they produce, so old cache entries are not reused.
 FORMAT_VERSION = "1"
 _HASH_CHUNK = 1 << 22
+# A temporary file older than this is an orphan (its writer died) whatever host wrote it.
+STALE_TEMP_S = 3600.0
+_HOST = socket.gethostname().replace(".", "_")
 
 
 def default_root() -> Path:
@@ -79,8 +89,10 @@ def source_key(path: str | Path) -> str | None:
 
 
 def _atomic_write_bytes(target: Path, data: bytes) -> None:
+    """Write `data` to a temporary file beside `target`, fsync it, rename it over `target`."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    prefix = f".{target.name}.{_HOST}.{os.getpid()}."
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=prefix, suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
@@ -90,6 +102,47 @@ def _atomic_write_bytes(target: Path, data: bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _orphaned(tmp: Path, now: float) -> bool:
+    """A temporary file whose writer is gone: dead pid on this host, or older than an hour."""
+    try:
+        age = now - tmp.stat().st_mtime
+    except OSError:
+        return False
+    if age > STALE_TEMP_S:
+        return True
+    parts = tmp.name.rsplit(".", 4)  # [.<target>, host, pid, random, tmp]
+    if len(parts) != 5 or parts[1] != _HOST or not parts[2].isdigit():
+        return False
+    pid = int(parts[2])
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False
+    return False
+
+
+def sweep_temp_files(folder: Path) -> int:
+    """Delete orphaned temporary files in `folder` (left by a killed writer); how many."""
+    removed = 0
+    now = time.time()
+    try:
+        candidates = [p for p in folder.iterdir() if p.name.startswith(".") and p.suffix == ".tmp"]
+    except OSError:
+        return 0
+    for tmp in candidates:
+        if _orphaned(tmp, now):
+            try:
+                tmp.unlink()
+                removed += 1
+            except OSError:
+                pass
+    return removed
 
 
 def run_to_json(run: Run) -> dict[str, Any]:
@@ -150,6 +203,7 @@ class Store:
         """Write one run (metrics first, run.json last: run.json marks the entry complete)."""
         folder = self.run_dir(run.id)
         folder.mkdir(parents=True, exist_ok=True)
+        sweep_temp_files(folder)
         buf = _parquet_bytes(run.metrics)
         _atomic_write_bytes(folder / "metrics.parquet", buf)
         payload = json.dumps(run_to_json(run), allow_nan=False).encode()
@@ -159,6 +213,7 @@ class Store:
         for run in runs:
             self.put_run(run)
         index = {"path": path, "runs": [r.id for r in runs], "format": FORMAT_VERSION}
+        sweep_temp_files(self.root / "sources")
         _atomic_write_bytes(self.root / "sources" / f"{key}.json", json.dumps(index).encode())
 
     # ---- reading ------------------------------------------------------------------------
@@ -166,12 +221,20 @@ class Store:
         """A stored run, or None when absent or damaged (a damaged entry is rebuilt later)."""
         folder = self.run_dir(run_id)
         try:
-            data = json.loads((folder / "run.json").read_text())
+            data = json.loads((folder / "run.json").read_text(encoding="utf-8"))
             metrics = pl.read_parquet(folder / "metrics.parquet")
             if dict(metrics.schema) != METRICS_SCHEMA:
                 return None
             return run_from_json(data, metrics)
-        except (OSError, ValueError, KeyError, TypeError, pl.exceptions.PolarsError):
+        except (
+            OSError,
+            ValueError,
+            KeyError,
+            TypeError,
+            AttributeError,
+            pl.exceptions.PolarsError,
+            pl.exceptions.PanicException,  # a BaseException: polars' Rust side gave up on the bytes
+        ):
             return None
 
     def get_source(self, key: str) -> list[Run] | None:
@@ -179,7 +242,10 @@ class Store:
             index = json.loads((self.root / "sources" / f"{key}.json").read_text())
         except (OSError, ValueError):
             return None
-        runs = [self.get_run(rid) for rid in index.get("runs", [])]
+        ids = index.get("runs") if isinstance(index, dict) else None
+        if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+            return None
+        runs = [self.get_run(rid) for rid in ids]
         if not runs or any(r is None for r in runs):
             return None
         return runs  # type: ignore[return-value]
