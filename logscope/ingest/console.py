@@ -119,9 +119,9 @@ def read_text(text: str, source: str = "<text>") -> Run:
 # ---- the bulk path -----------------------------------------------------------------------------
 
 
-def _lines(data: bytes, end: int) -> pl.Series:
+def _lines(data: bytes, end: int, nul: bool) -> pl.Series:
     """The complete lines in `data[:end]` as strings, the way `verl_text.segments()` sees them."""
-    if b"\x00" in data:
+    if nul:
         data = data[:end].replace(b"\x00", b"")
         end = len(data)
     try:
@@ -148,9 +148,10 @@ def _chunk(
 ) -> tuple[int, pl.DataFrame]:
     """Read the lines in `data[:end]` (the first is line `line_no + 1`): every line but the clean
     step lines goes through `parser` now; return the last line number and the clean step lines."""
-    if b"\x00" in data:
+    nul = b"\x00" in data
+    if nul:
         parser.nul_bytes += data.count(b"\x00", 0, end)
-    raw = _lines(data, end)
+    raw = _lines(data, end, nul)
     n = raw.len()
     parser.stats.lines_read += n
     if raw.str.contains("\ufffd", literal=True).any():
@@ -242,7 +243,6 @@ def _classify(frame: pl.DataFrame) -> pl.DataFrame:
         .select(
             pos=raw.str.find("step:", literal=True),
             esc=raw.str.contains("\x1b", literal=True),
-            start=raw.str.slice(0, 64),
         )
         .collect()
     )
@@ -257,7 +257,7 @@ def _classify(frame: pl.DataFrame) -> pl.DataFrame:
     if cand.any():
         idx = cand.arg_true()
         head = raw.str.slice(0, pl.col("pos"))
-        odd = r"\x1b|\|"
+        odd = r"\x1b|\||\[repeated |\(Ray deduplicates"
         good = (
             frame.select("raw")
             .gather(idx)
@@ -272,22 +272,22 @@ def _classify(frame: pl.DataFrame) -> pl.DataFrame:
                 & (raw.str.count_matches(odd) == head.str.count_matches(odd))
                 & ~raw.str.ends_with(" ")
                 & ~raw.str.ends_with("\t")
-                & ~raw.str.contains("[repeated ", literal=True)
-                & ~raw.str.contains("(Ray deduplicates", literal=True)
             )
             .collect(engine="streaming")
             .to_series()
         )
         ok = ok.scatter(idx, good)
-    # Could the segment be the wrapped rest of a step line? (if not sure: yes)
-    esc = flags.get_column("esc")
-    start = flags.get_column("start")
-    not_cont = start.str.replace_all(vt.ANSI, "").str.starts_with("(") | drop
-    plain = ~esc & ~not_cont
-    if plain.any():
-        idx = plain.arg_true()
-        text = frame.get_column("raw").gather(idx)
-        sure = text.str.contains(vt.STEP_START) | ~text.str.contains(vt.CONT)
+    # Could the segment be the wrapped rest of a step line? (if not sure: yes) Only asked of
+    # segments that follow a possible fast step line.
+    not_cont = drop.clone()
+    after = ok.shift(1, fill_value=False) & ~drop
+    if after.any():
+        idx = after.arg_true()
+        rows = frame.select("raw").gather(idx).with_columns(esc=flags.get_column("esc").gather(idx))
+        sure = rows.select(
+            raw.str.slice(0, 64).str.replace_all(vt.ANSI, "").str.starts_with("(")
+            | (~pl.col("esc") & (raw.str.contains(vt.STEP_START) | ~raw.str.contains(vt.CONT)))
+        ).to_series()
         not_cont = not_cont.scatter(idx, sure)
     frame = frame.with_columns(pos=pos, ok=ok, drop=drop, not_cont=not_cont)
     nxt = (
