@@ -33,6 +33,38 @@ def _check(name: str, value: float, low: float = 0.0, high: float = math.inf) ->
         raise BadDetectorParameters(f"{name} must be in ({low}, {high}), got {value!r}")
 
 
+def _group_spikes(cands: list[Change], max_findings: int) -> list[list[Change]]:
+    """Spikes of one metric form one group (first spike leads, chronological); each lasting
+    rise is its own group. At most `max_findings` lasting rises, strongest first."""
+    spikes = sorted((c for c in cands if c.kind == "spike"), key=lambda c: c.onset)
+    shifts = sorted((c for c in cands if c.kind != "spike"), key=lambda c: -c.z)
+    groups = [[c] for c in shifts[:max_findings]]
+    if spikes:
+        groups.append(spikes)
+    return groups
+
+
+def _spike_list(s: Series, group: list[Change], limit: int = 10) -> list[dict[str, Any]]:
+    return [
+        {
+            "step": s.step_at(c.onset),
+            "peak": sig(c.after),
+            "baseline": sig(c.before),
+            "ratio": sig(c.ratio, 3),
+            "z": round(c.z, 1),
+        }
+        for c in group[:limit]
+    ]
+
+
+def _also(s: Series, group: list[Change]) -> str:
+    if len(group) < 2:
+        return ""
+    steps = [str(s.step_at(c.onset)) for c in group[1:11]]
+    more = f" and {len(group) - 11} more" if len(group) > 11 else ""
+    return f" {len(group)} spikes in all; also at steps {', '.join(steps)}{more}."
+
+
 def _change_evidence(s: Series, c: Change, **extra: Any) -> dict[str, Any]:
     """What every located change shows: steps, levels either side, ratio, noise units."""
     return {
@@ -219,7 +251,8 @@ class ClipRatioSpike(Detector):
         z-score against a centred running median (window `window`, noise = MAD of the
         residuals, never below the print resolution) is at least `z_threshold`, at least `min_ratio` times the running median and at least `min_rise`
         above it; consecutive points are one spike. Lasting rises: a KernelCPD level shift up
-        by the same factors. One finding per metric and episode (at most `max_findings`).
+        by the same factors. One finding per metric for its spikes (dated at the first, every spike
+        listed in the evidence), and one per lasting rise (at most `max_findings`).
 
     Why it matters:
         A truncation spike means many responses hit the length cap: their reward is usually
@@ -300,18 +333,19 @@ class ClipRatioSpike(Detector):
                 and not any(abs(c.onset - o.onset) <= self.max_rise_steps for o in cands)
             ):
                 cands.append(c)
-        cands.sort(key=lambda c: -c.z)
-        return [self._finding(run, s, c) for c in cands[: self.max_findings]]
+        return [self._finding(run, s, g) for g in _group_spikes(cands, self.max_findings)]
 
-    def _finding(self, run: Run, s: Series, c: Change) -> Finding:
-        step, end = s.step_at(c.onset), s.step_at(c.end)
+    def _finding(self, run: Run, s: Series, group: list[Change]) -> Finding:
+        c = group[0]
+        step, end = s.step_at(c.onset), s.step_at(group[-1].end)
         truncation = s.metric == "response_length/clip_ratio"
         what = "truncated responses" if truncation else "clipped tokens"
         shape = "spiked" if c.kind == "spike" else "rose and stayed"
         message = (
             f"{s.metric} ({what}) {shape} from {fmt(c.before)} to {fmt(c.after)} "
             f"({c.ratio:.1f}×, {c.z:.0f} noise units) at step {step}"
-            + (f", back by step {end}." if c.kind == "spike" else ".")
+            + (f", back by step {s.step_at(c.end)}." if c.kind == "spike" else ".")
+            + _also(s, group)
         )
         evidence = _change_evidence(
             s,
@@ -322,6 +356,9 @@ class ClipRatioSpike(Detector):
                 "min_rise": self.min_rise,
             },
         )
+        if c.kind == "spike":
+            evidence["spikes"] = _spike_list(s, group)
+            evidence["spike_count"] = len(group)
         return self.finding(
             message=message,
             metric=s.metric,
@@ -396,8 +433,9 @@ class GradNormSpike(Detector):
         against a centred running median (window `window`, MAD noise) is at least
         `z_threshold` and at least `min_ratio` times the running median — warning; a KernelCPD
         level shift up by `min_ratio` or more that completes within `max_rise_steps` — error
-        (explosion). One finding per metric and episode (at most `max_findings`). Non-finite
-        values are LS001's.
+        (explosion). One finding per metric for its spikes (dated at the first, every spike listed
+        in the evidence) and one per lasting rise (at most `max_findings`). Non-finite values are
+        LS001's.
 
     Why it matters:
         verl clips the gradient to `grad_clip` after measuring it, so a spike is an update whose
@@ -477,19 +515,30 @@ class GradNormSpike(Detector):
                 and not any(abs(c.onset - o.onset) <= self.max_rise_steps for o in cands)
             ):
                 cands.append(c)
-        cands.sort(key=lambda c: -c.z)
-        return [self._finding(run, s, c, role) for c in cands[: self.max_findings]]
+        return [self._finding(run, s, g, role) for g in _group_spikes(cands, self.max_findings)]
 
-    def _finding(self, run: Run, s: Series, c: Change, role: str) -> Finding:
-        step, end = s.step_at(c.onset), s.step_at(c.end)
+    def _finding(self, run: Run, s: Series, group: list[Change], role: str) -> Finding:
+        c = group[0]
+        step, end = s.step_at(c.onset), s.step_at(group[-1].end)
         spike = c.kind == "spike"
         message = (
             f"{s.metric} "
             + ("spiked" if spike else "rose and stayed high")
             + f" from {fmt(c.before)} to {fmt(c.after)} ({c.ratio:.1f}×, {c.z:.0f} noise units "
             f"on a log scale) at step {step}"
-            + (f", back by step {end}." if spike else ": the optimisation is unstable.")
+            + (
+                f", back by step {s.step_at(c.end)}."
+                if spike
+                else ": the optimisation is unstable."
+            )
+            + _also(s, group)
         )
+        evidence = _change_evidence(
+            s, c, thresholds={"z": self.z_threshold, "min_ratio": self.min_ratio}
+        )
+        if spike:
+            evidence["spikes"] = _spike_list(s, group)
+            evidence["spike_count"] = len(group)
         advice: list[Advice] = []
         clip = grad_clip_advice(
             run, role, "The norm is measured before clipping; clipping bounds the update."
@@ -511,9 +560,7 @@ class GradNormSpike(Detector):
             metric=s.metric,
             step=step,
             end_step=end,
-            evidence=_change_evidence(
-                s, c, thresholds={"z": self.z_threshold, "min_ratio": self.min_ratio}
-            ),
+            evidence=evidence,
             advice=advice,
             references=[f"{SEED_PPO} §3.2", "verl:workers/actor/dp_actor.py"],
         )

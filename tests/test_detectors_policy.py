@@ -290,3 +290,15 @@ def test_never_raises_on_arbitrary_series():
                     assert f.step is not None
 
     check()
+
+
+def test_spikes_of_one_metric_are_one_finding_dated_at_the_first():
+    rng = np.random.default_rng(7)
+    gn = 0.5 * np.exp(rng.normal(0, 0.15, 300))
+    for i, k in ((60, 8), (150, 6), (240, 9)):
+        gn[i] *= k
+    (f,) = GradNormSpike().detect(make_run({"actor/grad_norm": gn}, config=CONFIG))
+    assert f.step == 61 and f.end_step == 241
+    assert f.evidence["spike_count"] == 3
+    assert [x["step"] for x in f.evidence["spikes"]] == [61, 151, 241]
+    assert "also at steps 151, 241" in f.message
