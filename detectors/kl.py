@@ -412,8 +412,8 @@ class KLOutOfBand(Detector):
         level, peak = float(np.median(seg)), float(np.max(seg))
         message = (
             f"{s.metric} left the {fmt(self.band_low)}–{fmt(self.band_high)} band at step "
-            f"{step} and stays above {fmt(self.high_threshold)} (median {fmt(level)}, peak "
-            f"{fmt(peak)} up to step {end})."
+            f"{step} and stays above {fmt(self.high_threshold)} until step {end} (median "
+            f"{fmt(level)}, peak {fmt(peak)})."
         )
         advice = [
             _raise_kl_coef(run, s.metric, f"KL to the reference is {fmt(level)}, above the band."),
