@@ -315,9 +315,9 @@ def _items(steps: pl.DataFrame, need_three: bool) -> pl.DataFrame:
         "step",
         pl.col("key").alias("metric"),
         v.cast(pl.Float64, strict=False).alias("value"),
-        v,
         ((pl.col("cp") > 0) & v.str.contains(vt.NUMERIC)).fill_null(False).alias("ok"),
     ]
+    columns.append(pl.when(~columns[-1]).then(v).alias("v"))  # text only where needed
     if need_three:
         columns.append(v.str.contains(vt.THREE_DECIMALS).alias("three"))
     return (
