@@ -207,3 +207,29 @@ def test_record_that_is_not_an_event(tmp_path):
     assert run.n_steps == 4
     assert run.parse_stats.skipped_lines == 1
     assert any("not TensorBoard events" in n for n in run.parse_stats.notes)
+
+
+def test_tensorboardx_writer_with_hparams(tmp_path):
+    """tensorboardX's SummaryWriter (the torch-free twin of torch's, which verl uses): scalars,
+    a text summary, and add_hparams, which writes to a `<run>/<time.time()>/` subfolder that
+    belongs to the same run."""
+    tbx = pytest.importorskip("tensorboardX")
+    writer = tbx.SummaryWriter(str(tmp_path / "tensorboard_log" / "gsm8k" / "qwen"))
+    for s in range(1, 11):
+        writer.add_scalar("actor/pg_loss", 0.1 * s, s)
+        writer.add_scalar("actor/grad_norm", float("nan") if s == 5 else 1.0, s)
+    writer.add_text("val/generations", "Q: 1+1? A: 2", 10)
+    writer.add_hparams(
+        {"actor_rollout_ref.actor.kl_loss_coef": 0.001, "algorithm.adv_estimator": "grpo"},
+        {"hparam/final_score": 0.5},
+    )
+    writer.close()
+    (run,) = tensorboard.read(tmp_path / "tensorboard_log")
+    assert run.meta["project"] == "gsm8k" and run.meta["experiment"] == "qwen"
+    assert run.config_value("actor_rollout_ref.actor.kl_loss_coef") == pytest.approx(0.001)
+    assert run.meta["algorithm"] == "grpo"
+    steps, values = run.series("actor/pg_loss")
+    assert list(steps) == list(range(1, 11))
+    np.testing.assert_allclose(values, [0.1 * s for s in range(1, 11)], rtol=1e-6)
+    assert math.isnan(run.series("actor/grad_norm")[1][4])
+    assert not any("text_summary" in m for m in run.metric_names)

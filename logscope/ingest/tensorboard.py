@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import struct
 from collections.abc import Callable
 from pathlib import Path
@@ -36,6 +37,7 @@ KIND = "tensorboard"
 DESCRIPTION = "TensorBoard event files (events.out.tfevents.*), or a directory of them"
 
 _MARKER = "tfevents"
+_TIME_DIR = re.compile(r"^[0-9]{9,}(?:\.[0-9]+)?$")
 _VERL_CONFIG_KEYS = ("actor_rollout_ref", "data", "trainer", "algorithm", "critic")
 
 # tensorflow DataType enum values (tensorboard/compat/proto/types.proto)
@@ -97,8 +99,14 @@ def _run_folders(root: Path) -> dict[Path, list[Path]]:
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
         dirnames.sort()
         files = sorted(f for f in filenames if _is_event_file(f))
-        if files:
-            folders[Path(dirpath)] = [Path(dirpath) / f for f in files]
+        if not files:
+            continue
+        folder = Path(dirpath)
+        if _TIME_DIR.match(folder.name) and folder.parent in folders:
+            # torch's / tensorboardX's add_hparams writes to <run>/<time.time()>/: same run
+            folders[folder.parent].extend(folder / f for f in files)
+        else:
+            folders[folder] = [folder / f for f in files]
     return folders
 
 
