@@ -67,13 +67,14 @@ def _aligned(steps: np.ndarray, src_steps: np.ndarray, src_values: np.ndarray) -
     return out
 
 
-def _occasional_steps(run: Run) -> set[int]:
-    """Steps that ran validation or saved a checkpoint (their step time includes it)."""
-    out: set[int] = set()
+def _extra_seconds(run: Run, steps: np.ndarray) -> np.ndarray:
+    """Seconds of validation and checkpoint saving inside each step's time (0 where none)."""
+    out = np.zeros(len(steps))
     prefix = _timing_prefix(run)
     for phase in ("testing", "save_checkpoint"):
         s, v = clean_series(run, prefix + phase)
-        out.update(int(x) for x in s[v > 0])
+        extra = _aligned(steps, s, v)
+        out += np.where(np.isfinite(extra) & (extra > 0), extra, 0.0)
     return out
 
 
@@ -294,14 +295,15 @@ class MemoryLeak(Detector):
     def _refine(self, steps: np.ndarray, values: np.ndarray, approx: float, span: float) -> int:
         """The hinge again on raw points near the coarse break (long runs are binned)."""
         width = span / max(self.max_points - 1, 1)
-        if width <= 1.5:
-            return int(steps[min(int(np.searchsorted(steps, approx - 1e-9)), len(steps) - 1)])
-        half = max(40 * width, 50.0)
-        win = (steps >= approx - half) & (steps <= approx + half)
-        cand = np.arange(approx - 15 * width, approx + 15 * width + 1)
-        fit = hinge_fit(steps[win], values[win], mode="flat_before", candidates=cand)
-        at = fit.at if fit is not None else approx
-        return int(steps[min(int(np.searchsorted(steps, at - 1e-9)), len(steps) - 1)])
+        at = approx
+        if width > 1.5:
+            half = max(40 * width, 50.0)
+            win = (steps >= approx - half) & (steps <= approx + half)
+            cand = np.arange(approx - 15 * width, approx + 15 * width + 1)
+            fit = hinge_fit(steps[win], values[win], mode="flat_before", candidates=cand)
+            at = fit.at if fit is not None else approx
+        # the ramp is 0 at the kink: the first step that shows it is the next one
+        return int(steps[min(int(np.searchsorted(steps, at + 1e-9)), len(steps) - 1)])
 
 
 class RolloutBottleneck(Detector):
@@ -389,14 +391,12 @@ class RolloutBottleneck(Detector):
         gs, gv = clean_series(run, gen_name)
         ss, sv = clean_series(run, step_name)
         steps = np.intersect1d(gs, ss)
-        skip = _occasional_steps(run)
-        if skip:
-            steps = steps[~np.isin(steps, np.fromiter(skip, dtype=np.float64))]
         if len(steps) < max(self.min_duration, 6):
             return []
         gen = _aligned(steps, gs, gv)
-        total = _aligned(steps, ss, sv)
-        ok = np.isfinite(gen) & np.isfinite(total) & (total > 0)
+        # a step's time includes validation and checkpoint saving when they ran: take them out
+        total = _aligned(steps, ss, sv) - _extra_seconds(run, steps)
+        ok = np.isfinite(gen) & np.isfinite(total) & (total > 0) & (gen <= 1.05 * total)
         steps, gen, total = steps[ok], gen[ok], total[ok]
         if len(steps) < max(self.min_duration, 6):
             return []
@@ -639,11 +639,8 @@ class ThroughputDrop(Detector):
         steps, values = clean_series(run, metric)
         if len(steps) < 2 * self.min_duration:
             return []
-        skip = _occasional_steps(run)
-        if skip:
-            keep = ~np.isin(steps, np.fromiter(skip, dtype=np.float64))
-            steps, values = steps[keep], values[keep]
-        pos = values > 0
+        values = self._without_occasional(run, metric, sign, steps, values)
+        pos = np.isfinite(values) & (values > 0)
         steps, values = steps[pos], values[pos]
         if len(steps) < 2 * self.min_duration:
             return []
@@ -691,6 +688,28 @@ class ThroughputDrop(Detector):
                 break
         return findings
 
+    @staticmethod
+    def _without_occasional(
+        run: Run, metric: str, sign: int, steps: np.ndarray, values: np.ndarray
+    ) -> np.ndarray:
+        """Values as if the step had not run validation or saved a checkpoint.
+
+        Step time: minus those seconds. Throughput (tokens / step time): rescaled by the step
+        time without them; NaN (dropped) where the step time is not logged.
+        """
+        extra = _extra_seconds(run, steps)
+        if not (extra > 0).any():
+            return values
+        if sign > 0:
+            out = values - extra
+            return np.where(out > 0, out, np.nan)
+        step_name = resolve(run, "time_step")
+        ts, tv = clean_series(run, step_name)
+        total = _aligned(steps, ts, tv)
+        scale = total / (total - extra)
+        fixed = np.where(np.isfinite(scale) & (scale > 0), values * scale, np.nan)
+        return np.where(extra > 0, fixed, values)
+
     def _refine(
         self, steps: np.ndarray, logv: np.ndarray, approx: float, x: np.ndarray, sign: int
     ) -> int:
@@ -725,14 +744,30 @@ class ThroughputDrop(Detector):
             f"({rel:+.0%}) and stays there (median {fmt(seg)} through step {end})."
         )
         grew = self._phase_growth(run, step)
+        uniform = None
         if grew:
+            total = sum(g["before_s"] for g in grew) or 1.0
+            ratios = [
+                g["after_s"] / g["before_s"]
+                for g in grew
+                if g["before_s"] >= 0.05 * total and g["before_s"] > 0
+            ]
+            if len(ratios) >= 2 and max(ratios) > 1.1 and min(ratios) >= 0.75 * max(ratios):
+                uniform = float(np.median(ratios))
+        if uniform is not None:
+            msg += (
+                f" Every phase slowed by about ×{uniform:.2f} (generation, log-probs and updates "
+                "alike): the cause is outside any one phase — the node, storage, network or "
+                "another job."
+            )
+        elif grew:
             top = grew[0]
             msg += (
                 f" The phase that grew most: {top['phase']} ({fmt(top['before_s'])} → "
                 f"{fmt(top['after_s'])} s)."
             )
         advice: list[Advice] = []
-        if grew and grew[0]["phase"] == "gen":
+        if uniform is None and grew and grew[0]["phase"] == "gen":
             advice.append(
                 advise(
                     run,
@@ -793,12 +828,8 @@ class ThroughputDrop(Detector):
     def _phase_growth(self, run: Run, step: int, window: int = 20) -> list[dict[str, Any]]:
         """Timing phases ranked by how many seconds they grew across `step`."""
         out = []
-        skip = _occasional_steps(run)
         for phase, name in _phase_metrics(run).items():
             s, v = clean_series(run, name)
-            if skip:
-                keep = ~np.isin(s, np.fromiter(skip, dtype=np.float64))
-                s, v = s[keep], v[keep]
             b = v[(s < step) & (s >= step - window)]
             a = v[(s >= step) & (s < step + window)]
             if len(b) >= 2 and len(a) >= 2:
