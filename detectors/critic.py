@@ -62,6 +62,12 @@ def _refine_up(steps: np.ndarray, values: np.ndarray, approx: float, half: float
     k, _ = best_split(wv, min_side=3, direction=sign)
     if k < 0:
         return int(ws[min(int(np.searchsorted(ws, approx)), len(ws) - 1)])
+    # a ramp's first steps sit below the new mean but already off the old level: include them
+    pre = wv[:k]
+    level = float(np.median(pre))
+    spread = max(mad_sigma(pre), 1e-12)
+    while k > 1 and sign * (wv[k - 1] - level) > 3 * spread:
+        k -= 1
     return int(ws[k])
 
 
