@@ -44,6 +44,8 @@ _HEADER = 7
 _FULL, _FIRST, _MIDDLE, _LAST = 1, 2, 3, 4
 _SEED = {t: zlib.crc32(bytes([t])) for t in (_FULL, _FIRST, _MIDDLE, _LAST)}
 _RUN_PREFIXES = ("offline-run-", "run-")
+PARSED_STEP_LINES = 50  # printed step lines parsed in full (their format dates the verl version)
+_CLEAN_STEP = re.compile(r"^step:([0-9]{1,18}) - [^ :]+:")
 SUMMARY_TAIL = 256  # summary records read for the run summary (see _summary)
 
 # ---- minimal Record schema ------------------------------------------------------------------
@@ -520,11 +522,26 @@ def _console(lines: list[tuple[str, int | None]]) -> tuple[list[Event], Run | No
     (tracebacks, OOMs, warnings, …; step hints from the printed step lines), and the Run that
     parser read from it (its config dump and print format). Raw lines when it is absent."""
     try:
+        from logscope.ingest import verl_text
         from logscope.ingest.console_parser import ConsoleParser
     except ImportError:  # pragma: no cover - console reader absent
         return _raw_console_events(lines), None
     parser = ConsoleParser()
-    parser.feed(text for text, _ in lines)
+    batch: list[str] = []
+    parsed_step_lines = 0
+    for line_no, (text, _) in enumerate(lines, start=1):
+        match = _CLEAN_STEP.match(text)
+        if match is None or parsed_step_lines < PARSED_STEP_LINES:
+            parsed_step_lines += match is not None
+            batch.append(text)
+            continue
+        # History already has the metrics: later step lines only set the step hint
+        if batch:
+            parser.feed(batch, first_line_no=line_no - len(batch))
+            batch = []
+        parser.sync_step(verl_text.seq_of(line_no, 0), int(match.group(1)))
+    if batch:
+        parser.feed(batch, first_line_no=len(lines) - len(batch) + 1)
     printed = parser.to_run(Source("verl-console", "<wandb output_raw>"), final=True)
     return printed.events, printed
 
