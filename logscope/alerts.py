@@ -255,6 +255,9 @@ class Notifier:
         self._next_attempt = 0.0
         self.delivered: list[str] = []
         self.failures: list[str] = []
+        # Set on SIGTERM/SIGINT: the send in flight completes (so its outcome is known and the
+        # outbox stays exact), nothing more is sent; the rest waits in the outbox.
+        self.stopping = False
 
     def submit(self, alert: Alert) -> None:
         if self.sender is not None:
@@ -270,8 +273,10 @@ class Notifier:
         sent = 0
         for alert in self.outbox.pending():
             wait = self._last_send + self.min_interval_s - time.monotonic()
-            if wait > 0:
+            if wait > 0 and not self.stopping:
                 time.sleep(wait)
+            if self.stopping:
+                break
             ok, detail = self.sender.send(alert)
             self._last_send = time.monotonic()
             if not ok:

@@ -3,7 +3,9 @@
 Polling (not inotify) works on NFS/Lustre, where training logs often live. A partial last line
 waits for its newline; a file that does not exist yet is waited for; a file that shrinks is read
 again from the start; a file replaced by a new one (new inode: rotation, `tee` restarted) is
-drained to its end first and then the new file is followed from its start.
+drained to its end first and then the new file is followed from its start. A replacement that
+holds the same bytes as what was read (a copy or sync tool such as rsync rewrote the file under
+a new inode) is not a restart: following goes on at the same offset.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 _READ_CHUNK = 1 << 20
+# Bytes compared at the start and just before the offset to recognise a copy of the same log.
+_SAME_WINDOW = 1 << 20
 
 
 @dataclass
@@ -49,6 +53,7 @@ class Poll:
     lines: list[tuple[int, str]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     restarted: bool = False  # the file was truncated or replaced: downstream state should reset
+    restart_at: int = 0  # when restarted: index in `lines` of the new file's first line
 
 
 class LineFollower:
@@ -93,14 +98,54 @@ class LineFollower:
     def _restart(self, out: Poll, why: str) -> None:
         out.notes.append(why)
         out.restarted = True
+        out.restart_at = len(out.lines)
         self._partial = b""
         self.state.line_no = 0
         self.state.generation += 1
         self._open(0)
 
+    def _same_content(self) -> bool:
+        """Does the file now at `path` start with exactly the bytes read from the open one?"""
+        assert self._fh is not None
+        offset = self.state.offset
+        try:
+            with open(self.path, "rb") as new:
+                if os.fstat(new.fileno()).st_size < offset:
+                    return False
+                starts = sorted({0, max(0, offset - _SAME_WINDOW)})
+                for start in starts:
+                    size = min(_SAME_WINDOW, offset - start)
+                    self._fh.seek(start)
+                    new.seek(start)
+                    if self._fh.read(size) != new.read(size):
+                        return False
+                return True
+        except OSError:
+            return False
+        finally:
+            self._fh.seek(offset)
+
+    def _switch(self, out: Poll) -> None:
+        """Follow the replacement at the same offset (it holds what was already read)."""
+        out.notes.append(
+            f"{self.path} was replaced by a copy of what was read so far (copied or synced); "
+            f"continuing at byte {self.state.offset}"
+        )
+        offset, partial = self.state.offset, self._partial
+        self._open(offset)
+        self._partial = partial
+
     def poll(self) -> Poll:
         """Read what is new since the last poll."""
         out = Poll()
+        try:
+            self._poll(out)
+        except OSError as exc:  # permissions changed, I/O error: say so and try again later
+            self.close()
+            out.notes.append(f"cannot read {self.path}: {exc.strerror or exc}")
+        return out
+
+    def _poll(self, out: Poll) -> None:
         try:
             st = os.stat(self.path)
         except FileNotFoundError:
@@ -110,10 +155,7 @@ class LineFollower:
             if not self._missing_noted:
                 out.notes.append(f"waiting for {self.path} to appear")
                 self._missing_noted = True
-            return out
-        except OSError as exc:
-            out.notes.append(f"cannot stat {self.path}: {exc.strerror}")
-            return out
+            return
         self._missing_noted = False
 
         if self._fh is None:
@@ -131,11 +173,10 @@ class LineFollower:
                     self._open(resume)
         elif st.st_ino != self.state.inode:
             self._read_available(out)  # drain the old file to its end first
-            self._restart(out, f"{self.path} was replaced (rotated); following the new file")
+            if self._same_content():
+                self._switch(out)
+            else:
+                self._restart(out, f"{self.path} was replaced (rotated); following the new file")
         elif st.st_size < self.state.offset:
             self._restart(out, f"{self.path} shrank (truncated); reading it again from the start")
-        try:
-            self._read_available(out)
-        except OSError as exc:
-            out.notes.append(f"read error on {self.path}: {exc.strerror}")
-        return out
+        self._read_available(out)

@@ -155,21 +155,18 @@ class TailSession:
         polled = self.follower.poll()
         self.status.notes = polled.notes
         alerts: list[Alert] = []
-        if polled.lines:
-            self.parser.feed([t for _, t in polled.lines], polled.lines[0][0])
-            run = self.parser.to_run(Source("verl-console", str(self.path)))
-            steps = run.steps
-            if len(steps) > self.status.steps_seen:
-                self._last_step_at = now
-                self._step_arrivals.append((int(steps[-1]), now))
-                self._step_arrivals = self._step_arrivals[-200:]
-                self._dirty = True
-            if len(run.events) != self._events_seen:
-                self._events_seen = len(run.events)
-                self._dirty = True
-            self.run = run
-            self.status.steps_seen = len(steps)
-            self.status.step = int(steps[-1]) if len(steps) else None
+        lines = polled.lines
+        if polled.restarted:
+            # The old file's last lines belong to the old run; the new file is a run of its own
+            # (what `analyze` of it would read), so the parse starts over. What was alerted is
+            # remembered: a copy of the same log re-read from the start alerts nothing again.
+            old, lines = lines[: polled.restart_at], lines[polled.restart_at :]
+            if old:
+                self._ingest(old, now)
+                alerts += self._analyze()
+            self._reset_parse()
+        if lines:
+            self._ingest(lines, now)
         if self._dirty and now - self._last_analyze >= self.options.min_analyze_interval_s:
             alerts += self._analyze()
             self._last_analyze = now
@@ -178,10 +175,40 @@ class TailSession:
         if self.notifier is not None:
             for alert in alerts:
                 self.notifier.submit(alert)
-            self.notifier.flush()
-        if alerts or polled.lines:
+        # State before delivery: an alert is either in the outbox or remembered as sent, so a
+        # crash between the two can neither lose it nor make the next run send it again.
+        if alerts or polled.lines or polled.restarted:
             self.save_state()
+        if self.notifier is not None:
+            self.notifier.flush()
         return alerts
+
+    def _ingest(self, lines: list[tuple[int, str]], now: float) -> None:
+        self.parser.feed([t for _, t in lines], lines[0][0])
+        run = self.parser.to_run(Source("verl-console", str(self.path)))
+        steps = run.steps
+        if len(steps) > self.status.steps_seen:
+            self._last_step_at = now
+            self._step_arrivals.append((int(steps[-1]), now))
+            self._step_arrivals = self._step_arrivals[-200:]
+            self._dirty = True
+        if len(run.events) != self._events_seen:
+            self._events_seen = len(run.events)
+            self._dirty = True
+        self.run = run
+        self.status.steps_seen = len(steps)
+        self.status.step = int(steps[-1]) if len(steps) else None
+
+    def _reset_parse(self) -> None:
+        from logscope.ingest.console import ConsoleParser
+
+        self.parser = ConsoleParser()
+        self.run = self.parser.to_run(Source("verl-console", str(self.path)))
+        self.status.steps_seen = 0
+        self.status.step = None
+        self._events_seen = 0
+        self._step_arrivals = []
+        self._dirty = True
 
     def _analyze(self) -> list[Alert]:
         run = self.run

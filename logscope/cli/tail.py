@@ -117,9 +117,14 @@ def tail(
     stop = {"now": False}
 
     def _stop(signum, frame):
+        # Graceful: the send in flight finishes (its outcome decides whether the alert leaves
+        # the outbox), then the loop ends; undelivered alerts stay in the outbox for next time.
         stop["now"] = True
+        if notifier is not None:
+            notifier.stopping = True
 
     signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
     target = "Slack" if notifier else "the terminal"
     console.print(Text(f"logscope tail: following {path}; alerts go to {target}", style="bold"))
     show_live = live and console.is_terminal and not once
@@ -134,7 +139,8 @@ def tail(
         else:
             _loop(session, console, once, poll_interval, stop, lambda: None)
     except KeyboardInterrupt:
-        pass
+        if notifier is not None:
+            notifier.stopping = True
     finally:
         session.close()
         if notifier is not None:
