@@ -25,6 +25,11 @@ from pathlib import Path
 
 import numpy as np
 
+# Run as a script, this folder is sys.path[0]; keep its modules from shadowing packages
+# (bench/tensorboard.py vs the tensorboard package).
+if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
+    sys.path.pop(0)
+
 # Diagnoses under test, and whether they are located at a step (reward-plateau is a tail-of-run
 # verdict: its step is reported but not scored).
 KINDS: dict[str, bool] = {
