@@ -33,7 +33,7 @@ EXPECTED = (
     "expected a verl console log: lines like `step:1 - actor/pg_loss:0.1 - ...` "
     "(or verl/Ray start-up and crash output)"
 )
-CHUNK_BYTES = 64 << 20
+CHUNK_BYTES = 16 << 20
 SNIFF_BYTES = 256 << 10
 
 Progress = Callable[[int, int], None]
