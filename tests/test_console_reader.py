@@ -800,3 +800,18 @@ def test_simulated_logs_read_back(tmp_path, version, algorithm, ansi, inject):
         | (pl.col("value") == pl.col("value_read"))
     ).to_series()
     assert diff.all(), joined.filter(~diff).head()
+
+
+def test_line_by_line_fallback_reads_the_same(tmp_path, monkeypatch):
+    path = FIXTURES / "verl_0.5-0.7.log"
+    bulk = console.read(path)[0]
+
+    def broken(*args, **kwargs):
+        raise pl.exceptions.ComputeError("simulated polars failure")
+
+    monkeypatch.setattr(console, "_classify", broken)
+    fallback = console.read(path)[0]
+    assert fallback.parse_stats.notes[-1].startswith("bulk reader failed (ComputeError)")
+    fallback.parse_stats.notes.pop()
+    assert run_key(fallback) == run_key(bulk)
+    assert fallback.id == bulk.id

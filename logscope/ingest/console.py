@@ -67,13 +67,46 @@ def read(path: str | Path, *, progress: Progress | None = None) -> list[Run]:
     p = Path(path)
     if not p.is_file():
         raise IngestError(str(path), f"not a regular file; {EXPECTED}")
+    try:
+        run = _read_bulk(p, progress)
+    except (IngestError, OSError):
+        raise
+    except Exception as exc:  # a polars corner case: the line-by-line parser means the same
+        run = _read_lines(p)
+        run.parse_stats.notes.append(
+            f"bulk reader failed ({type(exc).__name__}); read line by line"
+        )
+    if not run.parse_stats.step_lines and not run.events and not run.config_segments:
+        raise IngestError(
+            str(p), f"no verl output found in {run.parse_stats.lines_read} lines; {EXPECTED}"
+        )
+    return [run]
+
+
+def _read_lines(p: Path) -> Run:
+    """The whole file through ConsoleParser (the reference path; slower)."""
+    parser = ConsoleParser()
+    with ByteChunks(p, CHUNK_BYTES) as chunks:
+        line_no = 0
+        for data, end in chunks:
+            lines = data[:end].decode("utf-8", errors="replace").split("\n")[:-1]
+            parser.feed(lines, first_line_no=line_no + 1)
+            line_no += len(lines)
+        if chunks.tail:
+            parser.feed([chunks.tail.decode("utf-8", errors="replace")], first_line_no=line_no + 1)
+        run_id = chunks.hexdigest()
+    source = Source(KIND, str(p))
+    return parser.to_run(source, run_id, ended_mid_line=bool(chunks.tail), final=True)
+
+
+def _read_bulk(p: Path, progress: Progress | None) -> Run:
     parser = ConsoleParser()
     fast = FastPart()
     line_no = 0
     try:
         chunks = ByteChunks(p, CHUNK_BYTES)
     except OSError as exc:
-        raise IngestError(str(path), f"cannot open: {exc.strerror or exc}") from exc
+        raise IngestError(str(p), f"cannot open: {exc.strerror or exc}") from exc
     # The bulk item parse of a chunk runs in a worker thread (polars releases the GIL) while
     # the next chunk is split and classified; at most one is in flight.
     with chunks, ThreadPoolExecutor(max_workers=1) as pool:
@@ -97,14 +130,9 @@ def read(path: str | Path, *, progress: Progress | None = None) -> list[Run]:
             parser.stats.notes.append("the gzip stream is truncated or corrupt; read what decoded")
         if progress is not None:
             progress(chunks.total, chunks.total)
-    run = parser.to_run(
+    return parser.to_run(
         Source(KIND, str(p)), run_id, ended_mid_line=bool(tail), fast=fast, final=True
     )
-    if not run.parse_stats.step_lines and not run.events and not run.config_segments:
-        raise IngestError(
-            str(p), f"no verl output found in {run.parse_stats.lines_read} lines; {EXPECTED}"
-        )
-    return [run]
 
 
 def read_text(text: str, source: str = "<text>") -> Run:
