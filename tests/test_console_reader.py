@@ -570,7 +570,10 @@ def test_traceback_block_keeps_frames_and_final_exception(tmp_path):
         ),
         ("(TaskRunner pid=1) Total training steps: 435", "total-training-steps"),
         ("(TaskRunner pid=1) Load from checkpoint folder: /ckpt/global_step_20", "checkpoint-load"),
-        ("(TaskRunner pid=1) Initial validation metrics: {'val-core/x': 0.5}", None),
+        (
+            "(TaskRunner pid=1) Initial validation metrics: {'val-core/x': 0.5}",
+            "validation-metrics",
+        ),
         ("(TaskRunner pid=1) 'Final validation metrics: None'", "validation-metrics"),
         ("(TaskRunner pid=1) WARNING: val_batch_size is deprecated.", "warning"),
         ("(TaskRunner pid=1) Using dataset class: RLHFDataset", None),

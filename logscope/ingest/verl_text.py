@@ -263,7 +263,7 @@ EVENT_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             r"|[Ll]oading checkpoint|[Ll]oaded checkpoint",
         ),
         ("checkpoint-save", r"^local_global_step_folder: |[Ss]aving checkpoint"),
-        ("validation-metrics", r"^\(?['\"](?:Initial|Final) validation metrics: "),
+        ("validation-metrics", r"^\(?['\"]?(?:Initial|Final) validation metrics: "),
         ("killed", r"\bKilled\b|SIGKILL|SIGTERM|[Ss]egmentation fault|core dumped"),
         (
             "warning",
