@@ -278,10 +278,6 @@ def sniff(path: Path) -> bool:
 # ---- decoding ---------------------------------------------------------------------------------
 
 
-def _item_key(item: Any) -> str:
-    return item.key or ".".join(item.nested_key)
-
-
 def _json(text: str) -> Any:
     try:
         return json.loads(text)
@@ -296,12 +292,11 @@ def unwrap_config(value: Any) -> Any:
     return value
 
 
-def _apply_items(target: dict[str, Any], items: Any, *, unwrap: bool) -> None:
+def _apply_config(target: dict[str, Any], items: Any) -> None:
+    """Config items (top-level sections, or nested keys) into `target`, unwrapped."""
     for item in items:
         path = list(item.nested_key) if not item.key else [item.key]
-        value = _json(item.value_json)
-        if unwrap:
-            value = unwrap_config(value)
+        value = unwrap_config(_json(item.value_json))
         node = target
         for part in path[:-1]:
             child = node.get(part)
@@ -427,13 +422,13 @@ def _read_file(path: Path, progress: Any = None) -> Run:
             out = getattr(record, kind)
             console.add(out.output_type, out.line, last_step)
         elif kind == "config":
-            _apply_items(config, record.config.update, unwrap=True)
+            _apply_config(config, record.config.update)
             _remove_items(config, record.config.remove)
         elif kind == "summary":
             summaries.append(record.summary)
         elif kind == "run":
             run_rec = record.run
-            _apply_items(config, run_rec.config.update, unwrap=True)
+            _apply_config(config, run_rec.config.update)
             for field in ("run_id", "entity", "project", "display_name", "run_group", "host"):
                 if getattr(run_rec, field):
                     meta[f"wandb_{field}"] = getattr(run_rec, field)
