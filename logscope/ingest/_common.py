@@ -17,7 +17,7 @@ from logscope.model import METRICS_SCHEMA, empty_metrics
 NAN = float("nan")
 
 
-def _hasher() -> Any:
+def new_hasher() -> Any:
     """xxh3-64 when xxhash is installed (as the console reader uses), else blake2b-64."""
     try:
         import xxhash
@@ -30,7 +30,7 @@ def _hasher() -> Any:
 def content_hash(*chunks: bytes | str) -> str:
     """A run id from the bytes it was read from (16 hex digits, like the console reader's): the
     store keys runs by it, so two different files never share an id and a re-read one keeps it."""
-    digest = _hasher()
+    digest = new_hasher()
     for chunk in chunks:
         digest.update(chunk.encode("utf-8", "surrogateescape") if isinstance(chunk, str) else chunk)
         digest.update(b"\0")

@@ -24,11 +24,11 @@ from typing import Any
 
 from logscope.exceptions import IngestError, OptionalDependencyMissing
 from logscope.ingest._common import (
-    _hasher,
     first_step,
     meta_from_config,
     metrics_frame,
     nest_dotted,
+    new_hasher,
     version_and_algorithm,
 )
 from logscope.model import ConfigSegment, Run, Source
@@ -345,7 +345,7 @@ class _RunBuilder:
 
 
 def _meta_from_path(root: Path, folder: Path) -> tuple[str, dict[str, Any]]:
-    """Run id and project/experiment from where the folder sits (verl: .../{project}/{exp})."""
+    """Run name and project/experiment from where the folder sits (verl: .../{project}/{exp})."""
     base = root.parent if root.is_file() else root
     try:
         rel_parts = folder.relative_to(base).parts
@@ -377,7 +377,7 @@ def read(path: Path, *, progress: Any = None) -> list[Run]:
         builder = _RunBuilder()
         damage = _Damage()
         records = 0
-        digest = _hasher()
+        digest = new_hasher()
         digest.update(KIND.encode())
         for file in files:
             payloads = _records(file, masked_crc, damage, digest)
