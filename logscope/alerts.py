@@ -30,11 +30,18 @@ SEVERITY_EMOJI = {
 _MRKDWN_CONTROL = re.compile(r"[&<>]")
 
 
-def mrkdwn_escape(text: Any) -> str:
-    """Escape Slack mrkdwn control characters (&, <, >) and neutralise formatting marks."""
-    s = _MRKDWN_CONTROL.sub(
+def slack_control_escape(text: Any) -> str:
+    """Escape only Slack's control characters (&, <, >): `<!channel>`, `<@U1>` and `<url|x>` in a
+    log line stay text. For the top-level `text` (notifications), where formatting marks are
+    harmless but mentions would ping."""
+    return _MRKDWN_CONTROL.sub(
         lambda m: {"&": "&amp;", "<": "&lt;", ">": "&gt;"}[m.group()], str(text)
     )
+
+
+def mrkdwn_escape(text: Any) -> str:
+    """Escape Slack mrkdwn control characters (&, <, >) and neutralise formatting marks."""
+    s = slack_control_escape(text)
     # Zero-width space after *, _, ~, ` stops them from toggling bold/italic/strike/code.
     return re.sub(r"([*_~`])", "\\1\u200b", s)
 
@@ -106,7 +113,7 @@ def incident_alert(
         lines.append(f"  {adv.parameter}: {_short(adv.current)} → {_short(adv.suggested)}")
     overrides = [a.override for a in first.advice if a.override]
     if overrides:
-        code = "\n".join(overrides).replace("```", "'''")
+        code = slack_control_escape("\n".join(overrides).replace("```", "'''"))
         blocks.append(
             {"type": "section", "text": {"type": "mrkdwn", "text": f"```{code}```"[:2900]}}
         )
@@ -229,7 +236,8 @@ class SlackSender:
     def send(self, alert: Alert) -> tuple[bool, str]:
         """(delivered, detail). Never raises for network or HTTP failures."""
         try:
-            resp = self._client.send(text=alert.text[:3000], blocks=alert.blocks)
+            text = slack_control_escape(alert.text[:3000])
+            resp = self._client.send(text=text, blocks=alert.blocks)
         except Exception as exc:
             return False, self.scrub(f"{type(exc).__name__}: {exc}")
         if resp.status_code == 200:
