@@ -31,6 +31,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+# Run as a script, bench/ is sys.path[0]: keep bench/tensorboard.py from shadowing the package
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 sys.path.insert(0, str(ROOT / "tests"))
 
 from _ingest_writers import write_tensorboard, write_wandb_offline  # noqa: E402
