@@ -818,3 +818,13 @@ def test_line_by_line_fallback_reads_the_same(tmp_path, monkeypatch):
     fallback.parse_stats.notes.pop()
     assert run_key(fallback) == run_key(bulk)
     assert fallback.id == bulk.id
+
+
+def test_parser_compacts_rows_for_long_tails(tmp_path, monkeypatch):
+    from logscope.ingest import console_parser
+
+    monkeypatch.setattr(console_parser, "COMPACT_ROWS", 10)
+    text = "".join(TR + f"step:{s} - a/x:{s!r} - b/y:{-s!r} - c/z:0.5\n" for s in range(1, 40))
+    run = read_both(tmp_path, text)
+    assert run.metrics.height == 39 * 3
+    assert value(run, "b/y", 39) == -39

@@ -25,6 +25,7 @@ MAX_EVENTS = 50_000
 MAX_EVENT_TEXT = 4000
 MAX_BLOCK_LINES = 400  # traceback lines kept (more are counted)
 MAX_DUMP_LINES = 50_000
+COMPACT_ROWS = 200_000  # metric rows kept as Python lists before moving them into a frame
 CONFIG_KEYS = ("actor_rollout_ref", "trainer", "data", "algorithm")
 DIGITS_RE = re.compile(r"[0-9]+")
 EXCEPTION_RE = re.compile(r"[A-Za-z_][\w.]*(?:\([\w.]*\))?: ")
@@ -118,6 +119,7 @@ class ConsoleParser:
         self._rows_step: list[int] = []
         self._rows_key: list[str] = []
         self._rows_value: list[float] = []
+        self._frames: list[pl.DataFrame] = []
         self._marks: list[tuple[int, int]] = []
         self._pending: _Pending | None = None
         self._last_step: int | None = None
@@ -258,8 +260,17 @@ class ConsoleParser:
         self._not_three += items.not_three
         if items.bad_last:
             self._truncated += 1
+        if len(self._rows_seq) >= COMPACT_ROWS:
+            self._compact()
         if items.bad_middle:
             self._skip(p.line_no, p.text)
+
+    def _compact(self) -> None:
+        """Move the collected rows into a polars frame (a long tail stays small in memory)."""
+        from logscope.ingest.console_run import rows_frame
+
+        self._frames.append(rows_frame(self))
+        self._rows_seq, self._rows_step, self._rows_key, self._rows_value = [], [], [], []
 
     def _skip(self, line_no: int, text: str) -> None:
         self._bad_count += 1

@@ -27,17 +27,8 @@ def build_run(
     from logscope.ingest.console_parser import FastPart
 
     fast = fast or FastPart()
-    slow = pl.DataFrame(
-        {
-            "seq": parser._rows_seq,
-            "step": parser._rows_step,
-            "metric": parser._rows_key,
-            "value": parser._rows_value,
-        },
-        schema=ROWS_SCHEMA,
-    )
-    frames = [f for f in fast.frames if f.height]
-    rows = pl.concat([*frames, slow]) if frames else slow  # not in file order: fine
+    frames = [f for f in [*fast.frames, *parser._frames, rows_frame(parser)] if f.height]
+    rows = pl.concat(frames) if frames else rows_frame(parser)  # not in file order: fine
 
     mark_seq = np.concatenate(
         [*fast.step_seqs, np.array([s for s, _ in parser._marks], dtype=np.int64)]
@@ -79,6 +70,19 @@ def build_run(
     )
     run.meta = _meta(run, parser, fast)
     return run
+
+
+def rows_frame(parser: ConsoleParser) -> pl.DataFrame:
+    """The metric rows the parser holds in lists, as a frame."""
+    return pl.DataFrame(
+        {
+            "seq": parser._rows_seq,
+            "step": parser._rows_step,
+            "metric": parser._rows_key,
+            "value": parser._rows_value,
+        },
+        schema=ROWS_SCHEMA,
+    )
 
 
 def _stats(parser: ConsoleParser, fast: FastPart) -> ParseStats:
