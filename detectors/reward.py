@@ -47,6 +47,15 @@ def _first_step_at_or_after(steps: np.ndarray, x: float) -> int:
     return int(steps[min(i, len(steps) - 1)])
 
 
+def _lag_corr(x: np.ndarray, lag: int) -> float:
+    """Correlation of x[t] with x[t+lag] (0 when too short)."""
+    if lag <= 0 or len(x) <= lag + 2:
+        return 0.0
+    a, b = x[:-lag], x[lag:]
+    denom = math.sqrt(float(np.sum(a * a)) * float(np.sum(b * b)))
+    return float(np.sum(a * b)) / denom if denom > 0 else 0.0
+
+
 def kl_coef_changes(run: Run) -> list[dict[str, Any]]:
     """Mid-run changes of the KL coefficient between config segments (A16)."""
     changes = []
@@ -137,7 +146,7 @@ class RewardSawtooth(Detector):
         min_cycles: int = 3,
         min_period: int = 4,
         max_period: int = 500,
-        min_autocorr: float = 0.4,
+        min_autocorr: float = 0.5,
         noise_z: float = 4.5,
         min_amplitude_sigma: float = 0.75,
         max_points: int = 2000,
@@ -305,6 +314,11 @@ class RewardSawtooth(Detector):
         start_step = _first_step_at_or_after(steps, float(grid[split]))
         resid = cand["resid"][split:]
         cycles = len(resid) // p
+        # a true period repeats: the residual also matches itself two periods later, which
+        # slow random wander (that can fake one period over a few cycles) does not
+        corr2 = _lag_corr(resid, 2 * p)
+        if corr2 < 0.6 * cand["corr"]:
+            return None
         folded = resid[: cycles * p].reshape(cycles, p) if cycles else resid[None, :]
         profile = np.median(folded, axis=0)
         amplitude = float(profile.max() - profile.min()) / 2
@@ -352,6 +366,7 @@ class RewardSawtooth(Detector):
             "start_step": start_step,
             "cycles": cycles,
             "autocorrelation_at_period": round(cand["corr"], 3),
+            "autocorrelation_at_two_periods": round(corr2, 3),
             "amplitude": amplitude,
             "noise_sigma": noise,
             "kl_coef_changes": changes,
@@ -609,7 +624,7 @@ class ValidationDrop(Detector):
         min_val_points: int = 6,
         min_points_after: int = 3,
         min_drop_sigma: float = 4.0,
-        min_drop: float = 0.01,
+        min_drop: float = 0.02,
         trend_p: float = 0.05,
         train_fall_ratio: float = 0.5,
     ) -> None:
