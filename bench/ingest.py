@@ -5,7 +5,7 @@
 Writes (once, cached in the temp dir) a verl 0.5-style console log: a Ray-prefixed config dump,
 `step:N - k:v - …` lines with ANSI-coloured `(TaskRunner pid=…)` prefixes, a tqdm update after
 every step, validation merged every 10 steps and worker warnings. Then times, median of
-`--repeat` runs each: reading the bytes (the floor), a straightforward per-line Python regex
+`--repeat` interleaved runs each: reading the bytes (the floor), a straightforward per-line Python regex
 parser that builds the same long polars frame (the baseline), and `logscope.ingest.console.read`.
 Prints MB/s and the ratio logscope / baseline (acceptance: ≥ 6).
 """
@@ -165,15 +165,22 @@ def read_bytes(path: Path) -> int:
         return len(f.read())
 
 
-def timed(fn, repeat: int) -> tuple[float, float, object]:
-    """Median wall seconds, median CPU seconds (all threads), last result."""
-    walls, cpus, result = [], [], None
+def timed(fns: dict[str, object], repeat: int) -> dict[str, tuple[float, float, object]]:
+    """Median wall and CPU seconds (all threads) of each function, runs interleaved so that a
+    change in machine load hits all of them alike; with the last result of each."""
+    walls: dict[str, list[float]] = {name: [] for name in fns}
+    cpus: dict[str, list[float]] = {name: [] for name in fns}
+    results: dict[str, object] = {}
     for _ in range(repeat):
-        t, c = time.perf_counter(), time.process_time()
-        result = fn()
-        walls.append(time.perf_counter() - t)
-        cpus.append(time.process_time() - c)
-    return statistics.median(walls), statistics.median(cpus), result
+        for name, fn in fns.items():
+            t, c = time.perf_counter(), time.process_time()
+            results[name] = fn()  # type: ignore[operator]
+            walls[name].append(time.perf_counter() - t)
+            cpus[name].append(time.process_time() - c)
+    return {
+        name: (statistics.median(walls[name]), statistics.median(cpus[name]), results[name])
+        for name in fns
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -196,9 +203,17 @@ def main(argv: list[str] | None = None) -> int:
     mb = path.stat().st_size / 1e6
     print(f"input: {path} ({mb:.1f} MB, {args.steps} steps, ~{args.metrics} metrics/line)")
 
-    t_raw, c_raw, _ = timed(lambda: read_bytes(path), args.repeat)
-    t_base, c_base, base = timed(lambda: baseline(path), args.repeat)
-    t_ours, c_ours, runs = timed(lambda: console.read(path), args.repeat)
+    timings = timed(
+        {
+            "raw read (floor)": lambda: read_bytes(path),
+            "per-line Python": lambda: baseline(path),
+            "logscope console.read": lambda: console.read(path),
+        },
+        args.repeat,
+    )
+    t_raw, c_raw, _ = timings["raw read (floor)"]
+    t_base, c_base, base = timings["per-line Python"]
+    t_ours, c_ours, runs = timings["logscope console.read"]
     ours = runs[0].metrics  # type: ignore[index]
     columns = ["step", "metric", "value"]
     same = ours.select(columns).sort(columns).equals(base.sort(columns), null_equal=True)  # type: ignore[union-attr]
