@@ -4,11 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from logscope.detector import Detector
 from logscope.incidents import group_incidents
-from logscope.model import SEVERITY_RANK, Finding, Run
+from logscope.model import SEVERITY_RANK, Finding, Run, jsonable
 from logscope.report import Report, Skipped
+
+if TYPE_CHECKING:
+    from logscope.store import Store
 
 Progress = Callable[[int, int], None]
 
@@ -65,14 +69,125 @@ def analyze_paths(
     use_cache: bool = True,
     progress: Progress | None = None,
 ) -> list[Report]:
-    """Read every path (through the store's cache) and analyse each run found."""
-    from logscope.detectors.registry import select
+    """Read every path (through the store's cache) and analyse each run found.
+
+    With the cache, the findings of an unchanged input analysed by the same detector code with
+    the same selection are kept in the store too, so a second analysis reads them back instead
+    of running the detectors again (and does not import them).
+    """
     from logscope.store import Store
 
     store = Store(store_dir)
-    detectors = select(only, skip)
-    reports = []
+    detectors: Sequence[Detector] | None = None
+    reports: list[Report] = []
     for path in paths:
-        for run in store.load(path, source=source, use_cache=use_cache, progress=progress):
-            reports.append(analyze_run(run, detectors))
+        skey = store.key(path, source) if use_cache else None
+        key = _results_key(skey, only, skip)
+        cached = _cached_reports(store, key, skey) if key and skey else None
+        if cached is not None:
+            reports.extend(cached)
+            continue
+        if detectors is None:
+            from logscope.detectors.registry import select
+
+            detectors = select(only, skip)
+        runs = store.load(path, source=source, use_cache=use_cache, progress=progress)
+        found = [analyze_run(run, detectors) for run in runs]
+        reports.extend(found)
+        if key and runs and not any(r.errors for r in found):
+            store.put_results(key, _results_to_json(found))
     return reports
+
+
+# ---- cached findings ----------------------------------------------------------------------
+RESULTS_FORMAT = "1"
+
+
+def _results_key(
+    source_key: str | None, only: list[str] | None, skip: list[str] | None
+) -> str | None:
+    if source_key is None:
+        return None
+    import hashlib
+    import json
+
+    text = json.dumps([RESULTS_FORMAT, source_key, _code_fingerprint(), only, skip])
+    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+
+
+_FINGERPRINT: list[str] = []
+
+
+def _code_fingerprint() -> str:
+    """Status of every module of logscope and of its detectors: any code change is a new key."""
+    if _FINGERPRINT:
+        return _FINGERPRINT[0]
+    import hashlib
+    import importlib.util
+
+    from logscope import __version__
+
+    roots = [Path(__file__).resolve().parent]
+    spec = importlib.util.find_spec("logscope.detectors")
+    if spec is not None and spec.submodule_search_locations:
+        roots += [Path(p).resolve() for p in spec.submodule_search_locations]
+    digest = hashlib.blake2b(__version__.encode(), digest_size=16)
+    for root in dict.fromkeys(roots):
+        for file in sorted(root.rglob("*.py")):
+            st = file.stat()
+            digest.update(f"{file}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
+    _FINGERPRINT.append(digest.hexdigest())
+    return _FINGERPRINT[0]
+
+
+def _results_to_json(reports: list[Report]) -> dict:
+    return {
+        "format": RESULTS_FORMAT,
+        "runs": [
+            {
+                "run_id": r.run.id,
+                "kind": r.kind,
+                "summary": jsonable(r.run.summary()),
+                "findings": [f.to_dict() for f in r.findings],
+                "incidents": [i.to_dict() for i in r.incidents],
+                "skipped": [
+                    {"code": s.code, "name": s.name, "reason": s.reason} for s in r.skipped
+                ],
+            }
+            for r in reports
+        ],
+    }
+
+
+def _cached_reports(store: Store, key: str, source_key: str) -> list[Report] | None:
+    """Reports rebuilt from stored findings and the stored runs; None when anything is missing."""
+    from logscope.model import Advice, Incident
+
+    data = store.get_results(key)
+    ids = store.source_run_ids(source_key)
+    if data is None or data.get("format") != RESULTS_FORMAT or not ids:
+        return None
+    by_id = {r.get("run_id"): r for r in data.get("runs", []) if isinstance(r, dict)}
+    out = []
+    try:
+        for run_id in ids:
+            entry = by_id[run_id]
+            run = store.get_lazy_run(run_id, entry.get("summary"))
+            if run is None:
+                return None
+            findings = [
+                Finding(**{**f, "advice": [Advice(**a) for a in f["advice"]]})
+                for f in entry["findings"]
+            ]
+            out.append(
+                Report(
+                    run=run,
+                    findings=findings,
+                    incidents=[Incident(**i) for i in entry["incidents"]],
+                    skipped=[Skipped(**s) for s in entry["skipped"]],
+                    kind=entry["kind"],
+                )
+            )
+    except (KeyError, TypeError):
+        return None
+    return out

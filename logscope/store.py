@@ -18,6 +18,8 @@ source again and rewrites it.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import hashlib
 import json
 import os
@@ -38,6 +40,7 @@ from logscope.model import (
     ParseStats,
     Run,
     Source,
+    empty_metrics,
     jsonable,
 )
 
@@ -185,6 +188,41 @@ def run_from_json(data: dict[str, Any], metrics: pl.DataFrame) -> Run:
     )
 
 
+class StoredRun(Run):
+    """A Run from the store whose metrics are read from Parquet only when first used.
+
+    `summary` (what `Run.summary()` gave when the run was analysed) is returned as long as the
+    metrics have not been read, so showing a cached report does not read or scan them.
+    """
+
+    def __init__(
+        self, *, metrics_path: Path, summary: dict[str, Any] | None = None, **fields: Any
+    ) -> None:
+        self.__dict__["_metrics_path"] = metrics_path
+        self.__dict__["_summary"] = summary
+        super().__init__(metrics=None, **fields)  # type: ignore[arg-type]
+
+    @property  # type: ignore[override]
+    def metrics(self) -> pl.DataFrame:
+        frame = self.__dict__.get("_metrics")
+        if frame is None:
+            frame = pl.read_parquet(self.__dict__["_metrics_path"])
+            if dict(frame.schema) != METRICS_SCHEMA:
+                raise ValueError(f"{self.__dict__['_metrics_path']}: unexpected schema")
+            self.__dict__["_metrics"] = frame
+        return frame
+
+    @metrics.setter
+    def metrics(self, value: pl.DataFrame | None) -> None:
+        self.__dict__["_metrics"] = value
+
+    def summary(self) -> dict[str, Any]:
+        cached = self.__dict__.get("_summary")
+        if cached is not None and self.__dict__.get("_metrics") is None:
+            return {**cached, "source": {"kind": self.source.kind, "path": self.source.path}}
+        return super().summary()
+
+
 class Store:
     """A folder of runs. `load()` is the cached way to read any path."""
 
@@ -237,6 +275,29 @@ class Store:
         ):
             return None
 
+    def get_lazy_run(self, run_id: str, summary: dict[str, Any] | None = None) -> Run | None:
+        """A stored run whose metrics are read on first use (see `StoredRun`); None when absent."""
+        folder = self.run_dir(run_id)
+        if not (folder / "metrics.parquet").is_file():
+            return None
+        try:
+            data = json.loads((folder / "run.json").read_text())
+            plain = run_from_json(data, empty_metrics())
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        fields = {f.name: getattr(plain, f.name) for f in dataclasses.fields(Run)}
+        del fields["metrics"]
+        return StoredRun(metrics_path=folder / "metrics.parquet", summary=summary, **fields)
+
+    def source_run_ids(self, key: str) -> list[str] | None:
+        """Ids of the runs a source produced, from its index (None when not stored)."""
+        try:
+            index = json.loads((self.root / "sources" / f"{key}.json").read_text())
+        except (OSError, ValueError):
+            return None
+        runs = index.get("runs") if isinstance(index, dict) else None
+        return [str(r) for r in runs] if isinstance(runs, list) and runs else None
+
     def get_source(self, key: str) -> list[Run] | None:
         try:
             index = json.loads((self.root / "sources" / f"{key}.json").read_text())
@@ -277,9 +338,7 @@ class Store:
         """Runs of `path`: from the store when the content is unchanged, else parsed and saved."""
         from logscope.ingest import load as ingest_load
 
-        key = source_key(path) if use_cache else None
-        if key is not None and source is not None:
-            key = hashlib.blake2b(f"{key}/{source}".encode(), digest_size=16).hexdigest()
+        key, pending = self._key(path, source) if use_cache else (None, None)
         if key is not None:
             cached = self.get_source(key)
             if cached is not None:
@@ -288,10 +347,83 @@ class Store:
         if key is not None:
             try:
                 self.put_source(key, str(path), runs)
+                self._remember_key(pending)
             except OSError as exc:  # a read-only or full store must not stop the analysis
                 for run in runs:
                     run.parse_stats.notes.append(f"not cached: {exc}")
         return runs
+
+    # ---- source keys, remembered by file status -----------------------------------------
+    def key(self, path: str | Path, source: str | None = None) -> str | None:
+        """The store key of `path` (`source_key`, specialised by a forced reader), None for URIs.
+
+        Hashing a large log costs a read of all of it, so the key is remembered under the
+        files' status (path, size, mtime in ns, inode): an unchanged file is not hashed again.
+        A file that changes while it is hashed is not remembered.
+        """
+        key, pending = self._key(path, source)
+        self._remember_key(pending)
+        return key
+
+    def _key(
+        self, path: str | Path, source: str | None
+    ) -> tuple[str | None, tuple[Path, str] | None]:
+        """(key, memo entry still to write or None)."""
+        if "://" in str(path):
+            return None, None
+        before = _status_digest(path, source)
+        memo = self.root / "keys" / f"{before}.txt" if before else None
+        if memo is not None:
+            try:
+                known = memo.read_text().strip()
+                if len(known) == 32 and all(c in "0123456789abcdef" for c in known):
+                    return known, None
+            except OSError:
+                pass
+        key = source_key(path)
+        if key is not None and source is not None:
+            key = hashlib.blake2b(f"{key}/{source}".encode(), digest_size=16).hexdigest()
+        if key is None or memo is None or _status_digest(path, source) != before:
+            return key, None
+        return key, (memo, key)
+
+    def _remember_key(self, pending: tuple[Path, str] | None) -> None:
+        if pending is None:
+            return
+        # Only a shortcut: without it the file is hashed again next time.
+        with contextlib.suppress(OSError):
+            _atomic_write_bytes(pending[0], pending[1].encode())
+
+    # ---- cached analysis results ----------------------------------------------------------
+    def get_results(self, key: str) -> dict[str, Any] | None:
+        """What `put_results` stored under `key`, or None."""
+        try:
+            data = json.loads((self.root / "results" / f"{key}.json").read_text())
+        except (OSError, ValueError):
+            return None
+        return data if isinstance(data, dict) else None
+
+    def put_results(self, key: str, data: dict[str, Any]) -> None:
+        """Keep analysis results (plain JSON) under `key`; a failure to write is ignored."""
+        try:
+            payload = json.dumps(data, allow_nan=False).encode()
+            _atomic_write_bytes(self.root / "results" / f"{key}.json", payload)
+        except (OSError, ValueError, TypeError):
+            pass
+
+
+def _status_digest(path: str | Path, source: str | None) -> str | None:
+    """A digest of the status (path, size, mtime, inode) of every file a key would hash."""
+    p = Path(path)
+    digest = hashlib.blake2b(digest_size=16)
+    digest.update(f"{FORMAT_VERSION}/{__version__}/{source}/{p.resolve()}".encode())
+    try:
+        for file in _iter_files(p):
+            st = file.stat()
+            digest.update(f"{file}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ino}\0".encode())
+    except OSError:
+        return None
+    return digest.hexdigest()
 
 
 def _parquet_bytes(frame: pl.DataFrame) -> bytes:

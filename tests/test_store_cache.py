@@ -1,0 +1,99 @@
+"""The store's shortcuts: source keys remembered by file status, findings kept per input."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+import logscope.analyze as analyze_mod
+from logscope.analyze import analyze_paths
+from logscope.report import reports_to_json
+from logscope.store import Store, StoredRun, source_key
+
+
+@pytest.fixture(scope="module")
+def log_file(tmp_path_factory) -> Path:
+    from logscope.synthetic import Injection, simulate, write_console_log
+
+    sim = simulate(n_steps=300, seed=5, inject=[Injection("kl-jump", 200)])
+    path = tmp_path_factory.mktemp("cachelog") / "train.log"
+    write_console_log(sim, path)
+    return path
+
+
+def test_key_is_the_content_hash_and_is_remembered(tmp_path, monkeypatch, log_file) -> None:
+    store = Store(tmp_path / "store")
+    assert store.key(log_file) == source_key(log_file)
+    import logscope.store as store_mod
+
+    def no_hashing(path):
+        raise AssertionError("hashed an unchanged file again")
+
+    monkeypatch.setattr(store_mod, "source_key", no_hashing)
+    assert Store(tmp_path / "store").key(log_file) is not None
+
+
+def test_a_changed_file_gets_a_new_key(tmp_path, log_file) -> None:
+    copy = tmp_path / "copy.log"
+    copy.write_bytes(log_file.read_bytes())
+    store = Store(tmp_path / "store")
+    first = store.key(copy)
+    with copy.open("a") as fh:
+        fh.write("one more line\n")
+    assert store.key(copy) != first
+    assert store.key(copy) == source_key(copy)
+
+
+def test_second_analysis_reuses_findings_and_gives_the_same_report(
+    tmp_path, monkeypatch, log_file
+) -> None:
+    first = analyze_paths([log_file], store_dir=tmp_path / "store")
+    assert first[0].findings, "the injected KL jump should be found"
+
+    def no_detectors(*args, **kwargs):
+        raise AssertionError("ran the detectors on an unchanged input")
+
+    monkeypatch.setattr(analyze_mod, "analyze_run", no_detectors)
+    second = analyze_paths([log_file], store_dir=tmp_path / "store")
+    assert json.loads(reports_to_json(second)) == json.loads(reports_to_json(first))
+    run = second[0].run
+    assert isinstance(run, StoredRun)
+    assert run.metrics.height == first[0].run.metrics.height  # read on first use
+    assert run.summary() == first[0].run.summary()
+
+
+def test_selection_and_code_changes_are_new_entries(tmp_path, log_file) -> None:
+    store_dir = tmp_path / "store"
+    everything = analyze_paths([log_file], store_dir=store_dir)
+    only = analyze_paths([log_file], store_dir=store_dir, only=["LS001"])
+    assert {f.code for f in only[0].findings} <= {"LS001"}
+    assert len(everything[0].skipped) != len(only[0].skipped)
+    # a detector module edited since: the kept findings are not reused
+    analyze_mod._FINGERPRINT[:] = ["changed code"]
+    try:
+        calls = []
+        real = analyze_mod.analyze_run
+
+        def counting(*args, **kwargs):
+            calls.append(1)
+            return real(*args, **kwargs)
+
+        analyze_mod.analyze_run = counting
+        analyze_paths([log_file], store_dir=store_dir)
+        assert calls
+    finally:
+        analyze_mod.analyze_run = real
+        analyze_mod._FINGERPRINT.clear()
+
+
+def test_damaged_results_are_a_miss(tmp_path, log_file) -> None:
+    store_dir = tmp_path / "store"
+    first = analyze_paths([log_file], store_dir=store_dir)
+    for f in (store_dir / "results").glob("*.json"):
+        f.write_text("{not json")
+    again = analyze_paths([log_file], store_dir=store_dir)
+    assert [f.key for f in again[0].findings] == [f.key for f in first[0].findings]
+    assert os.listdir(store_dir / "results")
