@@ -97,3 +97,35 @@ def test_dashboard_preselects_the_runs_of_its_paths(tmp_path: Path, monkeypatch)
     from logscope.store import Store
 
     assert calls[0]["LOGSCOPE_RUNS"].split(",") == Store(store).run_ids()
+
+
+def _record_loads(monkeypatch) -> list[object]:
+    """Replace Store.load with a recorder that returns no runs (nothing is fetched)."""
+    from logscope.store import Store
+
+    seen: list[object] = []
+
+    def fake_load(self, path, source=None, use_cache=True, progress=None):
+        seen.append(path)
+        return []
+
+    monkeypatch.setattr(Store, "load", fake_load)
+    return seen
+
+
+def test_dashboard_passes_a_wandb_uri_through_intact(tmp_path: Path, monkeypatch) -> None:
+    # Path("wandb://ent/proj/run1") would become "wandb:/ent/proj/run1"
+    seen = _record_loads(monkeypatch)
+    monkeypatch.setattr(dashboard_mod.subprocess, "call", lambda cmd, env: 0)
+    uri = "wandb://ent/proj/run1"
+    res = runner.invoke(app, ["dashboard", uri, "--store", str(tmp_path / "store")])
+    assert res.exit_code == 0, res.output
+    assert seen == [uri]
+
+
+def test_compare_passes_a_wandb_uri_through_intact(tmp_path: Path, monkeypatch) -> None:
+    seen = _record_loads(monkeypatch)
+    uris = ["wandb://ent/proj/run1", "wandb://ent/proj/run2"]
+    res = runner.invoke(app, ["compare", *uris, "--store", str(tmp_path / "store")])
+    assert res.exit_code == 2  # the recorder returns no runs
+    assert seen == uris

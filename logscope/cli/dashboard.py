@@ -45,7 +45,8 @@ def streamlit_command(port: int, host: str) -> list[str]:
 
 def dashboard(
     paths: Annotated[
-        list[Path] | None,
+        # str, not Path: Path("wandb://e/p/id") would collapse the URI's "//"
+        list[str] | None,
         typer.Argument(help="Logs to add to the store first (they are preselected in the app)."),
     ] = None,
     store: Annotated[
