@@ -168,6 +168,9 @@ class SignatureDetector(Detector):
     pattern: ClassVar[re.Pattern[str]]
     keywords: ClassVar[tuple[str, ...]] = ()
 
+    def __init__(self) -> None:
+        """No tunables; a subclass that has some declares them as keyword arguments."""
+
     def hits(self, run: Run) -> list[Hit]:
         return find_lines(run, self.pattern, self.keywords)
 

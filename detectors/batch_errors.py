@@ -81,9 +81,6 @@ class BatchSizeDivisibilityError(SignatureDetector):
     pattern = BATCH_RE
     keywords = BATCH_KEYS
 
-    def __init__(self) -> None:
-        pass
-
     def build(self, run: Run, hits: list[Hit]) -> Finding:
         first = hits[0]
         kind, numbers = "unknown", []
@@ -284,9 +281,6 @@ class PromptTooLong(SignatureDetector):
     pattern = PROMPT_LONG_RE
     keywords = PROMPT_LONG_KEYS
 
-    def __init__(self) -> None:
-        pass
-
     def build(self, run: Run, hits: list[Hit]) -> Finding:
         lengths = [int(h.match.group(1)) for h in hits]
         limit = int(hits[0].match.group(2))
@@ -358,9 +352,6 @@ class MaxNumBatchedTokensTooSmall(SignatureDetector):
     groups = ("config", "vllm", "crash")
     pattern = CHUNKED_PREFILL_RE
     keywords = CHUNKED_PREFILL_KEYS
-
-    def __init__(self) -> None:
-        pass
 
     def build(self, run: Run, hits: list[Hit]) -> Finding:
         m = hits[0].match

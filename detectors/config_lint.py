@@ -40,6 +40,9 @@ class ConfigRule(Detector):
     reads: ClassVar[str] = "config"
     groups: ClassVar[tuple[str, ...]] = ("config",)
 
+    def __init__(self) -> None:
+        """No tunables; a subclass that has some declares them as keyword arguments."""
+
     @abstractmethod
     def check(self, view: ConfigView) -> list[Hit]:
         """The rule's hits on one config."""
@@ -154,9 +157,6 @@ class MicroBatchTpMismatch(ConfigRule):
     name = "micro-batch-tp-mismatch"
     title = "Actor micro batch not a multiple of the TP size"
 
-    def __init__(self) -> None:
-        pass
-
     def check(self, view: ConfigView) -> list[Hit]:
         return rules.micro_batch_tp_mismatch(view)
 
@@ -235,9 +235,6 @@ class BatchNotDivisibleByN(ConfigRule):
     name = "batch-not-divisible-by-n"
     title = "Train batch not a multiple of rollout.n"
 
-    def __init__(self) -> None:
-        pass
-
     def check(self, view: ConfigView) -> list[Hit]:
         return rules.batch_not_divisible_by_n(view)
 
@@ -275,9 +272,6 @@ class MiniBatchNotDivisor(ConfigRule):
     name = "mini-batch-not-divisor"
     title = "PPO mini batch does not divide the train batch"
 
-    def __init__(self) -> None:
-        pass
-
     def check(self, view: ConfigView) -> list[Hit]:
         return rules.mini_batch_not_divisor(view)
 
@@ -310,9 +304,6 @@ class MiniBatchLargerThanBatch(ConfigRule):
     name = "mini-batch-larger-than-batch"
     title = "PPO mini batch larger than the train batch"
     default_severity = "error"
-
-    def __init__(self) -> None:
-        pass
 
     def check(self, view: ConfigView) -> list[Hit]:
         return rules.mini_batch_larger_than_batch(view)
@@ -350,9 +341,6 @@ class KlCoefZero(ConfigRule):
     name = "kl-coef-zero"
     title = "KL coefficient set to 0"
     default_severity = "error"
-
-    def __init__(self) -> None:
-        pass
 
     def check(self, view: ConfigView) -> list[Hit]:
         return rules.kl_coef_zero(view)
@@ -472,9 +460,6 @@ class ShuffleMismatch(ConfigRule):
     title = "data.shuffle and actor.shuffle differ"
     default_severity = "info"
 
-    def __init__(self) -> None:
-        pass
-
     def check(self, view: ConfigView) -> list[Hit]:
         return rules.shuffle_mismatch(view)
 
@@ -544,9 +529,6 @@ class ResponseLengthMismatch(ConfigRule):
     code = "LS512"
     name = "response-length-mismatch"
     title = "rollout.response_length differs from data.max_response_length"
-
-    def __init__(self) -> None:
-        pass
 
     def check(self, view: ConfigView) -> list[Hit]:
         return rules.response_length_mismatch(view)
@@ -666,9 +648,6 @@ class KlCoefChangedMidrun(ConfigRule):
     name = "kl-coef-changed-midrun"
     title = "KL coefficient changed mid-run"
 
-    def __init__(self) -> None:
-        pass
-
     def check(self, view: ConfigView) -> list[Hit]:
         return []
 
@@ -748,9 +727,6 @@ class NormalizedMiniBatchMismatch(ConfigRule):
     code = "LS516"
     name = "normalized-mini-batch-mismatch"
     title = "Mini batch per GPU not a multiple of the micro batch"
-
-    def __init__(self) -> None:
-        pass
 
     def check(self, view: ConfigView) -> list[Hit]:
         return rules.normalized_mini_batch_mismatch(view)

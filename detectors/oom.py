@@ -279,9 +279,6 @@ class HostOomWorkerKilled(SignatureDetector):
     pattern = HOST_OOM_RE
     keywords = HOST_OOM_KEYS
 
-    def __init__(self) -> None:
-        pass
-
     def build(self, run: Run, hits: list[Hit]) -> Finding:
         evidence: dict[str, Any] = {}
         killed = 0

@@ -67,9 +67,6 @@ class RayWorkerRegistrationFailed(SignatureDetector):
     pattern = RAY_REGISTER_RE
     keywords = RAY_REGISTER_KEYS
 
-    def __init__(self) -> None:
-        pass
-
     def build(self, run: Run, hits: list[Hit]) -> Finding:
         eof = any("End of file" in h.text for h in hits)
         message = f"Ray could not register a worker with the raylet at {where(hits[0])}"
@@ -136,9 +133,6 @@ class VllmModelInspectionFailed(SignatureDetector):
     pattern = VLLM_INSPECT_RE
     keywords = VLLM_INSPECT_KEYS
 
-    def __init__(self) -> None:
-        pass
-
     def build(self, run: Run, hits: list[Hit]) -> Finding:
         archs = next((h.match.group(1) for h in hits if h.match.group(1)), None)
         what = f"Model architectures {archs}" if archs else "The model architecture"
@@ -203,9 +197,6 @@ class NcclError(SignatureDetector):
     groups = ("distributed", "crash")
     pattern = NCCL_RE
     keywords = NCCL_KEYS
-
-    def __init__(self) -> None:
-        pass
 
     def build(self, run: Run, hits: list[Hit]) -> Finding:
         timeout = any("timeout" in h.text.lower() for h in hits)
@@ -277,9 +268,6 @@ class TensorsOnDifferentDevices(SignatureDetector):
     groups = ("crash", "config")
     pattern = DEVICE_MISMATCH_RE
     keywords = DEVICE_MISMATCH_KEYS
-
-    def __init__(self) -> None:
-        pass
 
     def build(self, run: Run, hits: list[Hit]) -> Finding:
         m = re.search(r"devices?, (\S+) and (\S+?)!?$", hits[0].text)
