@@ -17,7 +17,7 @@ from scipy.ndimage import median_filter
 from logscope.aliases import resolve
 from logscope.model import Run
 
-from ._stats import MAD_TO_SIGMA, finite, mad_sigma, robust_sigma
+from ._stats import MAD_TO_SIGMA, changepoints_sigma, finite, mad_sigma, robust_sigma
 
 #: Long series are reduced to at most this many bin medians before ruptures runs
 #: (KernelCPD cost grows ~n²; 2,000 points take milliseconds).
@@ -94,24 +94,6 @@ def bin_medians(values: np.ndarray, max_points: int = MAX_CPD_POINTS) -> tuple[n
     return meds, size
 
 
-def changepoints_sigma(
-    x: np.ndarray, sigma: float, penalty_scale: float = 3.0, min_size: int = 5
-) -> list[int]:
-    """Mean-shift changepoints by ruptures KernelCPD(linear), penalty `scale·σ²·log n`.
-
-    Same BIC-like penalty as `_stats.changepoints`, but σ is given by the caller so that a floor
-    for rounded series (where the MAD of differences is 0) can be applied.
-    """
-    import ruptures as rpt
-
-    n = len(x)
-    if n < 2 * min_size or sigma <= 0:
-        return []
-    pen = penalty_scale * sigma**2 * math.log(n)
-    algo = rpt.KernelCPD(kernel="linear", min_size=min_size).fit(x.reshape(-1, 1))
-    return [int(b) for b in algo.predict(pen=pen) if b < n]
-
-
 def noise_sigma(x: np.ndarray) -> float:
     """Point-to-point noise: `robust_sigma`, or — when most differences are exactly 0 (a metric
     pinned at a cap, or constant stretches) — the same statistic over the non-zero differences.
@@ -122,7 +104,7 @@ def noise_sigma(x: np.ndarray) -> float:
     d = np.diff(np.asarray(x, dtype=np.float64))
     nz = d[np.isfinite(d) & (d != 0)]
     if len(nz) >= 3:
-        return float(MAD_TO_SIGMA * np.median(np.abs(nz - np.median(nz))) / math.sqrt(2))
+        return mad_sigma(nz) / math.sqrt(2)
     return float(np.std(x)) if len(x) else 0.0
 
 

@@ -122,17 +122,25 @@ def changepoints(values: np.ndarray, penalty_scale: float = 3.0, min_size: int =
     follows the series' own noise rather than a magic constant. Returns change indices
     (the first index of each new segment), excluding the end.
     """
-    import ruptures as rpt
-
     v = np.asarray(values, dtype=np.float64)
     v = v[np.isfinite(v)]
-    n = len(v)
-    if n < 2 * min_size:
+    if len(v) < 2 * min_size:
         return []
-    sigma = robust_sigma(v)
-    if sigma <= 0:
-        sigma = float(np.std(v)) or 1.0
+    sigma = robust_sigma(v) or float(np.std(v)) or 1.0
+    return changepoints_sigma(v, sigma, penalty_scale, min_size)
+
+
+def changepoints_sigma(
+    x: np.ndarray, sigma: float, penalty_scale: float = 3.0, min_size: int = 5
+) -> list[int]:
+    """`changepoints` with the noise σ given by the caller (e.g. floored for a rounded series,
+    where the MAD of differences is 0). No changepoints when σ ≤ 0 or the series is short.
+    """
+    import ruptures as rpt
+
+    n = len(x)
+    if n < 2 * min_size or sigma <= 0:
+        return []
     pen = penalty_scale * sigma**2 * math.log(n)
-    algo = rpt.KernelCPD(kernel="linear", min_size=min_size).fit(v.reshape(-1, 1))
-    bkps = algo.predict(pen=pen)
-    return [b for b in bkps if b < n]
+    algo = rpt.KernelCPD(kernel="linear", min_size=min_size).fit(x.reshape(-1, 1))
+    return [int(b) for b in algo.predict(pen=pen) if b < n]
