@@ -706,8 +706,9 @@ class ThroughputDrop(Detector):
         step_name = resolve(run, "time_step")
         ts, tv = clean_series(run, step_name)
         total = _aligned(steps, ts, tv)
-        scale = total / (total - extra)
-        fixed = np.where(np.isfinite(scale) & (scale > 0), values * scale, np.nan)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            scale = total / (total - extra)
+            fixed = np.where(np.isfinite(scale) & (scale > 0), values * scale, np.nan)
         return np.where(extra > 0, fixed, values)
 
     def _refine(
