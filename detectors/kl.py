@@ -391,11 +391,11 @@ class KLOutOfBand(Detector):
             # the stretch is dated from where KL left the band on its way up
             while first > 0 and post[first - 1] and sm[first - 1] > self.band_high:
                 first -= 1
-            out.append(self._high(run, s, sm, post, first, last))
+            out.append(self._high(run, s, first, last))
         low_mask = (sm < self.low_threshold) & post
         if high is None and low_mask.sum() >= max(self.min_steps, self.low_fraction * n_post):
             first = int(np.nonzero(low_mask)[0][0])
-            out.append(self._low(run, s, sm, post, first, int(low_mask.sum()), n_post))
+            out.append(self._low(run, s, post, first, int(low_mask.sum()), n_post))
         return out
 
     def _stretch(self, mask: np.ndarray, post: np.ndarray, n_post: int) -> tuple[int, int] | None:
@@ -404,9 +404,7 @@ class KLOutOfBand(Detector):
             mask & post, max(self.min_steps, math.ceil(self.min_fraction * n_post))
         )
 
-    def _high(
-        self, run: Run, s: Series, sm: np.ndarray, post: np.ndarray, first: int, last: int
-    ) -> Finding:
+    def _high(self, run: Run, s: Series, first: int, last: int) -> Finding:
         step, end = s.step_at(first), s.step_at(last)
         seg = s.values[first : last + 1]
         level, peak = float(np.median(seg)), float(np.max(seg))
@@ -446,14 +444,7 @@ class KLOutOfBand(Detector):
         )
 
     def _low(
-        self,
-        run: Run,
-        s: Series,
-        sm: np.ndarray,
-        post: np.ndarray,
-        first: int,
-        count: int,
-        n_post: int,
+        self, run: Run, s: Series, post: np.ndarray, first: int, count: int, n_post: int
     ) -> Finding:
         step = s.step_at(first)
         level = float(np.median(s.values[post]))
@@ -596,7 +587,7 @@ class PPOKLTooLow(Detector):
             return []
         need = max(self.min_steps, math.ceil(self.min_fraction * n_post))
         if s.resolution is not None and s.resolution >= self.threshold:
-            return self._rounded(s, post, n_post, need)
+            return self._rounded(s, post, need)
         sm = smooth(s.values, self.smooth_steps)
         found = first_stretch((np.abs(sm) < self.threshold) & post, need)
         drops = [
@@ -621,7 +612,7 @@ class PPOKLTooLow(Detector):
                 first, last = drops[0].onset, max(last, len(s) - 1)
         return [self._finding(run, s, first, last, n_post)]
 
-    def _rounded(self, s: Series, post: np.ndarray, n_post: int, need: int) -> list[Finding]:
+    def _rounded(self, s: Series, post: np.ndarray, need: int) -> list[Finding]:
         """`.3f` logs: every print 0.000 over a stretch where 0.001 used to show up."""
         res = float(s.resolution or 0.0)
         nonzero = np.abs(s.values) >= res
@@ -632,46 +623,40 @@ class PPOKLTooLow(Detector):
             rate = float(prior.mean()) if len(prior) >= 10 else 0.0
             # a stretch this long without a single 0.001 is unlikely (< 0.1 %) at the prior rate
             if rate > 0 and (1 - rate) ** (last - first + 1) < 1e-3:
-                return [self._finding(None, s, first, last, n_post, rounded_rate=rate)]
-            rest = first_stretch(~nonzero & post & (np.arange(len(s)) > last), need)
-            found = rest
+                return [self._rounded_finding(s, first, last, rate)]
+            found = first_stretch(~nonzero & post & (np.arange(len(s)) > last), need)
         return []
 
-    def _finding(
-        self,
-        run: Run | None,
-        s: Series,
-        first: int,
-        last: int,
-        n_post: int,
-        rounded_rate: float | None = None,
-    ) -> Finding:
+    def _rounded_finding(self, s: Series, first: int, last: int, rate: float) -> Finding:
+        """Info: the `.3f` print went to 0.000 on a stretch; below `threshold` cannot be told."""
         step, end = s.step_at(first), s.step_at(last)
-        if rounded_rate is not None:
-            res = s.resolution or 0.0
-            return self.finding(
-                severity="info",
-                message=(
-                    f"Cannot judge: rounded. {s.metric} prints 0.000 on every step from step "
-                    f"{step} to step {end} ({last - first + 1} steps) after printing ≥ 0.001 on "
-                    f"{rounded_rate:.0%} of the steps before: it fell below {res:g}, but the "
-                    f".3f log cannot show whether it is below {fmt(self.threshold)}."
-                ),
-                metric=s.metric,
-                step=step,
-                end_step=end,
-                evidence={
-                    "first_step": step,
-                    "last_step": end,
-                    "steps_all_zero": last - first + 1,
-                    "nonzero_rate_before": round(rounded_rate, 3),
-                    "value_resolution": res,
-                    "threshold": self.threshold,
-                    "judged": False,
-                },
-                advice=[],
-                references=[f"{SEED_PPO} §4.2"],
-            )
+        res = s.resolution or 0.0
+        return self.finding(
+            severity="info",
+            message=(
+                f"Cannot judge: rounded. {s.metric} prints 0.000 on every step from step "
+                f"{step} to step {end} ({last - first + 1} steps) after printing ≥ 0.001 on "
+                f"{rate:.0%} of the steps before: it fell below {res:g}, but the "
+                f".3f log cannot show whether it is below {fmt(self.threshold)}."
+            ),
+            metric=s.metric,
+            step=step,
+            end_step=end,
+            evidence={
+                "first_step": step,
+                "last_step": end,
+                "steps_all_zero": last - first + 1,
+                "nonzero_rate_before": round(rate, 3),
+                "value_resolution": res,
+                "threshold": self.threshold,
+                "judged": False,
+            },
+            advice=[],
+            references=[f"{SEED_PPO} §4.2"],
+        )
+
+    def _finding(self, run: Run, s: Series, first: int, last: int, n_post: int) -> Finding:
+        step, end = s.step_at(first), s.step_at(last)
         seg = s.values[first : last + 1]
         level = float(np.median(seg))
         before = s.values[max(0, first - 20) : first]
