@@ -91,8 +91,13 @@ def analyze_paths(
             from logscope.detectors.registry import select
 
             detectors = select(only, skip)
-        runs = store.load(path, source=source, use_cache=use_cache, progress=progress)
-        found = [analyze_run(run, detectors) for run in runs]
+        runs = store.load(
+            path, source=source, use_cache=use_cache, progress=progress, write_behind=True
+        )
+        try:
+            found = [analyze_run(run, detectors) for run in runs]
+        finally:
+            store.wait()  # the store's entry is complete (or its failure noted) from here on
         reports.extend(found)
         if key and runs and not any(r.errors for r in found):
             store.put_results(key, _results_to_json(found))

@@ -25,6 +25,7 @@ import json
 import os
 import socket
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -228,6 +229,7 @@ class Store:
 
     def __init__(self, root: str | Path | None = None) -> None:
         self.root = Path(root).expanduser() if root else default_root()
+        self._writers: list[threading.Thread] = []
 
     @property
     def runs_dir(self) -> Path:
@@ -334,8 +336,14 @@ class Store:
         source: str | None = None,
         use_cache: bool = True,
         progress: Callable[[int, int], None] | None = None,
+        write_behind: bool = False,
     ) -> list[Run]:
-        """Runs of `path`: from the store when the content is unchanged, else parsed and saved."""
+        """Runs of `path`: from the store when the content is unchanged, else parsed and saved.
+
+        With `write_behind`, saving runs in a thread (Parquet encoding releases the GIL, so it
+        overlaps with the caller's analysis); call `wait()` before relying on the entry or on
+        the runs' `parse_stats.notes` (where a failure to save is noted).
+        """
         from logscope.ingest import load as ingest_load
 
         key, pending = self._key(path, source) if use_cache else (None, None)
@@ -345,13 +353,28 @@ class Store:
                 return cached
         runs = ingest_load(path, source=source, progress=progress)
         if key is not None:
-            try:
-                self.put_source(key, str(path), runs)
-                self._remember_key(pending)
-            except OSError as exc:  # a read-only or full store must not stop the analysis
-                for run in runs:
-                    run.parse_stats.notes.append(f"not cached: {exc}")
+            if write_behind:
+                writer = threading.Thread(
+                    target=self._save, args=(key, str(path), runs, pending), daemon=False
+                )
+                writer.start()
+                self._writers.append(writer)
+            else:
+                self._save(key, str(path), runs, pending)
         return runs
+
+    def _save(self, key: str, path: str, runs: list[Run], pending: tuple[Path, str] | None) -> None:
+        try:
+            self.put_source(key, path, runs)
+            self._remember_key(pending)
+        except OSError as exc:  # a read-only or full store must not stop the analysis
+            for run in runs:
+                run.parse_stats.notes.append(f"not cached: {exc}")
+
+    def wait(self) -> None:
+        """Wait for the saves started by `load(..., write_behind=True)`."""
+        while self._writers:
+            self._writers.pop(0).join()
 
     # ---- source keys, remembered by file status -----------------------------------------
     def key(self, path: str | Path, source: str | None = None) -> str | None:

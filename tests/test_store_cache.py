@@ -97,3 +97,18 @@ def test_damaged_results_are_a_miss(tmp_path, log_file) -> None:
     again = analyze_paths([log_file], store_dir=store_dir)
     assert [f.key for f in again[0].findings] == [f.key for f in first[0].findings]
     assert os.listdir(store_dir / "results")
+
+
+def test_saving_behind_the_analysis_still_notes_a_full_disk(
+    tmp_path, monkeypatch, log_file
+) -> None:
+    import logscope.store as store_mod
+
+    def broken_fsync(fd):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(store_mod.os, "fsync", broken_fsync)
+    (report,) = analyze_paths([log_file], store_dir=tmp_path / "store")
+    assert any("not cached" in n for n in report.run.parse_stats.notes)
+    assert report.findings
+    assert Store(tmp_path / "store").run_ids() == []
