@@ -164,3 +164,61 @@ def test_100k_steps_fast():
     assert elapsed < 15, elapsed
     drops = named(findings, "throughput-drop")
     assert drops and min(abs(f.step - 70_000) for f in drops) <= 5
+
+
+@pytest.mark.parametrize(
+    "shape",
+    ["const", "zeros", "nan", "inf", "negative", "huge", "binary", "ramp"],
+)
+@pytest.mark.parametrize("steps_kind", ["regular", "sparse", "duplicated"])
+def test_degenerate_series_never_raise_or_warn(shape, steps_kind):
+    import warnings
+
+    from logscope.detectors.critic import AdvantageCollapse, CriticValueError
+    from logscope.detectors.reward import RewardPlateau, RewardSawtooth, ValidationDrop
+
+    rng = np.random.default_rng(0)
+    n = 120
+    make = {
+        "const": lambda: np.full(n, 1.0),
+        "zeros": lambda: np.zeros(n),
+        "nan": lambda: np.full(n, np.nan),
+        "inf": lambda: np.where(rng.random(n) < 0.3, np.inf, rng.normal(size=n)),
+        "negative": lambda: -np.abs(rng.normal(size=n)) * 10,
+        "huge": lambda: rng.normal(size=n) * 1e12,
+        "binary": lambda: (rng.random(n) < 0.5).astype(float),
+        "ramp": lambda: np.arange(n, dtype=float),
+    }[shape]
+    names = [
+        "critic/score/mean",
+        "val-core/x/acc/mean@1",
+        "critic/vf_loss",
+        "critic/vf_explained_var",
+        "critic/advantages/mean",
+        "critic/advantages/max",
+        "critic/advantages/min",
+        "perf/max_memory_reserved_gb",
+        "timing_s/gen",
+        "timing_s/step",
+        "timing_s/testing",
+        "timing_s/update_actor",
+        "perf/throughput",
+    ]
+    steps = {
+        "regular": np.arange(1, n + 1),
+        "sparse": np.cumsum(rng.integers(1, 50, n)),
+        "duplicated": np.sort(rng.integers(0, n // 2, n)),
+    }[steps_kind]
+    run = make_run({m: make() for m in names}, steps=steps)
+    detectors = [
+        *DETECTORS,
+        RewardSawtooth(),
+        RewardPlateau(),
+        ValidationDrop(),
+        CriticValueError(),
+        AdvantageCollapse(),
+    ]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        for det in detectors:
+            det.detect(run)
