@@ -4,6 +4,7 @@ spikes (LS130) and response-length collapse (LS140)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -42,6 +43,32 @@ def _group_spikes(cands: list[Change], max_findings: int) -> list[list[Change]]:
     if spikes:
         groups.append(spikes)
     return groups
+
+
+def _spikes_and_rises(
+    s: Series, keep: Callable[[Change], bool], z_threshold: float, window: int, max_rise_steps: int
+) -> list[Change]:
+    """Upward spikes (log scale) that pass `keep`, then lasting rises that pass it too, reach
+    `z_threshold`, complete within `max_rise_steps` and are not within that of a spike."""
+    cands = [c for c in spike_changes(s, True, z_threshold, window) if keep(c)]
+    for c in level_shifts(s, True, +1):
+        if (
+            c.z >= z_threshold
+            and keep(c)
+            and c.end - c.onset <= max_rise_steps
+            and not any(abs(c.onset - o.onset) <= max_rise_steps for o in cands)
+        ):
+            cands.append(c)
+    return cands
+
+
+def _group_evidence(s: Series, group: list[Change], thresholds: dict[str, float]) -> dict[str, Any]:
+    """`_change_evidence` of the group's first change, plus every spike when it is a spike group."""
+    evidence = _change_evidence(s, group[0], thresholds=thresholds)
+    if group[0].kind == "spike":
+        evidence["spikes"] = _spike_list(s, group)
+        evidence["spike_count"] = len(group)
+    return evidence
 
 
 def _spike_list(s: Series, group: list[Change], limit: int = 10) -> list[dict[str, Any]]:
@@ -322,17 +349,9 @@ class ClipRatioSpike(Detector):
         return c.after >= self.min_ratio * base and c.after - c.before >= self.min_rise
 
     def _series(self, run: Run, s: Series) -> list[Finding]:
-        cands = [
-            c for c in spike_changes(s, True, self.z_threshold, self.window) if self._big(s, c)
-        ]
-        for c in level_shifts(s, True, +1):
-            if (
-                c.z >= self.z_threshold
-                and self._big(s, c)
-                and c.end - c.onset <= self.max_rise_steps
-                and not any(abs(c.onset - o.onset) <= self.max_rise_steps for o in cands)
-            ):
-                cands.append(c)
+        cands = _spikes_and_rises(
+            s, lambda c: self._big(s, c), self.z_threshold, self.window, self.max_rise_steps
+        )
         return [self._finding(run, s, g) for g in _group_spikes(cands, self.max_findings)]
 
     def _finding(self, run: Run, s: Series, group: list[Change]) -> Finding:
@@ -347,18 +366,11 @@ class ClipRatioSpike(Detector):
             + (f", back by step {s.step_at(c.end)}." if c.kind == "spike" else ".")
             + _also(s, group)
         )
-        evidence = _change_evidence(
+        evidence = _group_evidence(
             s,
-            c,
-            thresholds={
-                "z": self.z_threshold,
-                "min_ratio": self.min_ratio,
-                "min_rise": self.min_rise,
-            },
+            group,
+            {"z": self.z_threshold, "min_ratio": self.min_ratio, "min_rise": self.min_rise},
         )
-        if c.kind == "spike":
-            evidence["spikes"] = _spike_list(s, group)
-            evidence["spike_count"] = len(group)
         return self.finding(
             message=message,
             metric=s.metric,
@@ -501,20 +513,13 @@ class GradNormSpike(Detector):
 
     def _series(self, run: Run, s: Series, role: str) -> list[Finding]:
         start = s.steps[0] + self.warmup_steps
-        cands = [
-            c
-            for c in spike_changes(s, True, self.z_threshold, self.window)
-            if c.ratio >= self.min_ratio and s.steps[c.onset] >= start
-        ]
-        for c in level_shifts(s, True, +1):
-            if (
-                c.z >= self.z_threshold
-                and c.ratio >= self.min_ratio
-                and s.steps[c.onset] >= start
-                and c.end - c.onset <= self.max_rise_steps
-                and not any(abs(c.onset - o.onset) <= self.max_rise_steps for o in cands)
-            ):
-                cands.append(c)
+        cands = _spikes_and_rises(
+            s,
+            lambda c: c.ratio >= self.min_ratio and s.steps[c.onset] >= start,
+            self.z_threshold,
+            self.window,
+            self.max_rise_steps,
+        )
         return [self._finding(run, s, g, role) for g in _group_spikes(cands, self.max_findings)]
 
     def _finding(self, run: Run, s: Series, group: list[Change], role: str) -> Finding:
@@ -533,12 +538,7 @@ class GradNormSpike(Detector):
             )
             + _also(s, group)
         )
-        evidence = _change_evidence(
-            s, c, thresholds={"z": self.z_threshold, "min_ratio": self.min_ratio}
-        )
-        if spike:
-            evidence["spikes"] = _spike_list(s, group)
-            evidence["spike_count"] = len(group)
+        evidence = _group_evidence(s, group, {"z": self.z_threshold, "min_ratio": self.min_ratio})
         advice: list[Advice] = []
         clip = grad_clip_advice(
             run, role, "The norm is measured before clipping; clipping bounds the update."
