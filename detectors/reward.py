@@ -326,7 +326,8 @@ class RewardSawtooth(Detector):
         if amplitude < self.min_amplitude_sigma * noise:
             return None
         period_steps = p * width
-        changes = kl_coef_changes(run)
+        # a KL coefficient change explains the sawtooth only if it came before it showed
+        changes = [c for c in kl_coef_changes(run) if c["step"] <= start_step + 2 * p * width]
         msg = (
             f"{metric} oscillates with a period of about {fmt(period_steps)} steps from step "
             f"{start_step} ({cycles} cycles; amplitude ±{fmt(amplitude)}, autocorrelation "
