@@ -88,19 +88,23 @@ def metrics_frame(
     )
 
 
+def set_path(config: dict[str, Any], parts: Sequence[str], value: Any) -> None:
+    """config[parts[0]]…[parts[-1]] = value, making (or replacing non-dict) levels on the way."""
+    node = config
+    for part in parts[:-1]:
+        child = node.get(part)
+        if not isinstance(child, dict):
+            child = {}
+            node[part] = child
+        node = child
+    node[parts[-1]] = value
+
+
 def nest_dotted(flat: dict[str, Any]) -> dict[str, Any]:
     """{"a.b": 1} → {"a": {"b": 1}} (keys without dots stay as they are)."""
     out: dict[str, Any] = {}
     for key, value in flat.items():
-        node = out
-        parts = str(key).split(".")
-        for part in parts[:-1]:
-            child = node.get(part)
-            if not isinstance(child, dict):
-                child = {}
-                node[part] = child
-            node = child
-        node[parts[-1]] = value
+        set_path(out, str(key).split("."), value)
     return out
 
 

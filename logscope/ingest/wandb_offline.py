@@ -28,6 +28,7 @@ from logscope.ingest._common import (
     content_hash,
     meta_from_config,
     metrics_frame,
+    set_path,
     to_float,
     version_and_algorithm,
 )
@@ -297,15 +298,8 @@ def _apply_config(target: dict[str, Any], items: Any) -> None:
     for item in items:
         path = list(item.nested_key) if not item.key else [item.key]
         value = unwrap_config(_json(item.value_json))
-        node = target
-        for part in path[:-1]:
-            child = node.get(part)
-            if not isinstance(child, dict):
-                child = {}
-                node[part] = child
-            node = child
         if path:
-            node[path[-1]] = value
+            set_path(target, path, value)
 
 
 def _remove_items(target: dict[str, Any], items: Any) -> None:
