@@ -54,6 +54,13 @@ BENCHES = [
         ["--sessions", "6", "--idle", "8"],
     ),
     Bench(
+        "big_file",
+        "Big console log (--big only)",
+        ["--size", "1G"],
+        ["--size", "200M"],
+        json=False,
+    ),
+    Bench(
         "dashboard",
         "Dashboard",
         ["--steps", "100000", "--repeats", "3"],
@@ -261,6 +268,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="logscope-bench-run-") as tmp:
         for b in BENCHES:
             if only and b.name not in only:
+                continue
+            if b.name == "big_file" and not args.big and "big_file" not in only:
                 continue
             if not (BENCH / f"{b.name}.py").exists():
                 check = Check(

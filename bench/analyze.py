@@ -118,6 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sizes", default="10000,100000", help="steps, comma-separated")
     ap.add_argument("--big", action="store_true", help="add 1,000,000 steps")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--big-repeat", type=int, default=1, help="repetitions at 1M steps")
     ap.add_argument("--detector-repeat", type=int, default=1)
     ap.add_argument("--no-detectors", action="store_true", help="skip the per-detector table")
     ap.add_argument("--json", type=Path, default=None, help="write the results here (runner)")
@@ -138,7 +139,8 @@ def main(argv: list[str] | None = None) -> int:
 
     rows: dict[int, tuple[float, float, float, list[float]]] = {}
     for n in [100, *sizes]:
-        runs = [analyze_once(logs[n]) for _ in range(args.repeat)]
+        reps = args.big_repeat if n >= 1_000_000 else args.repeat
+        runs = [analyze_once(logs[n]) for _ in range(reps)]
         walls = [r[0] for r in runs]
         rows[n] = (
             statistics.median(walls),
