@@ -11,6 +11,7 @@ import math
 from typing import Any
 
 from logscope.synthetic.versions import at_least, check_version
+from logscope.verl_config import get
 
 GSM8K_TRAIN_PROMPTS = 7473
 GSM8K_TEST_PROMPTS = 1319
@@ -252,15 +253,6 @@ _LINKS: tuple[tuple[str, str], ...] = (
     ("critic.ppo_epochs", "actor_rollout_ref.actor.ppo_epochs"),
     ("critic.shuffle", "actor_rollout_ref.actor.shuffle"),
 )
-
-
-def get(config: dict[str, Any], key: str, default: Any = None) -> Any:
-    node: Any = config
-    for part in key.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return default
-        node = node[part]
-    return node
 
 
 def set_dotted(config: dict[str, Any], key: str, value: Any) -> None:
