@@ -240,7 +240,9 @@ def micro_batch_advice(run: Run, key: str, why: str, source: str) -> Advice:
         suggested = golden
     detail = ""
     if golden is not None:
-        detail = f" The golden formula gives floor(24·1024 / {tokens}) = {golden} for this run's lengths"
+        detail = (
+            f" The golden formula gives floor(24·1024 / {tokens}) = {golden} for this run's lengths"
+        )
         if current is not None and golden is not None and current <= golden:
             detail += f"; {int(current)} is already within it, and it still ran out of memory, so halve it"
         detail += "."
@@ -251,6 +253,18 @@ def micro_batch_advice(run: Run, key: str, why: str, source: str) -> Advice:
         source,
         suggest=suggested,
         rule="floor(24·1024 / (prompt + response length)), or half",
+    )
+
+
+def env_advice(name: str, suggested: Any, why: str, source: str) -> Advice:
+    """Advice about the environment (`env:<name>`: a package or variable), not a config key."""
+    return Advice(
+        parameter=f"env:{name}",
+        current=None,
+        suggested=suggested,
+        override=None,
+        rationale=why,
+        source=source,
     )
 
 

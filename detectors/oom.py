@@ -17,6 +17,7 @@ from logscope.verl_config import ACT, REF, RO
 from ._common import (
     Hit,
     context,
+    env_advice,
     find_lines,
     gpu_memory_advice,
     micro_batch_advice,
@@ -344,17 +345,13 @@ class HostOomWorkerKilled(SignatureDetector):
                 )
             )
         out.append(
-            Advice(
-                parameter="env:RAY_memory_usage_threshold",
-                current=None,
-                suggested=None,
-                override=None,
-                rationale=(
-                    "Ray kills the most recent task above this share of host memory (0.95 by "
-                    "default). Raise it (e.g. 0.98) only for a short spike; find and fix a leak "
-                    "otherwise (custom reward function, dataloader workers)."
-                ),
-                source=RAY_OOM_DOC,
+            env_advice(
+                "RAY_memory_usage_threshold",
+                None,
+                "Ray kills the most recent task above this share of host memory (0.95 by "
+                "default). Raise it (e.g. 0.98) only for a short spike; find and fix a leak "
+                "otherwise (custom reward function, dataloader workers).",
+                RAY_OOM_DOC,
             )
         )
         return out

@@ -6,11 +6,12 @@ import re
 from typing import Any
 
 from logscope.advice import SEED_GRPO, SEED_PPO, advise, current_value
-from logscope.model import Advice, Finding, Run
+from logscope.model import Finding, Run
 from logscope.verl_config import ACT, RO
 
 from ._common import (
     Hit,
+    env_advice,
     find_lines,
     gpu_memory_advice,
     signature_evidence,
@@ -72,14 +73,12 @@ class RayWorkerRegistrationFailed(SignatureDetector):
         message = f"Ray could not register a worker with the raylet at {where(hits[0])}"
         message += " (End of file: usually a Ray/protobuf version conflict)." if eof else "."
         advice = [
-            Advice(
-                parameter="env:ray",
-                current=None,
-                suggested='pip install --force-reinstall "ray[default]>=2.33.0"; rm -rf /tmp/ray',
-                override=None,
-                rationale="Conflicting Ray/protobuf versions stop workers from registering; "
+            env_advice(
+                "ray",
+                'pip install --force-reinstall "ray[default]>=2.33.0"; rm -rf /tmp/ray',
+                "Conflicting Ray/protobuf versions stop workers from registering; "
                 "reinstall Ray with its extras and clear its temp dir.",
-                source=f"{SEED_PPO} §7.1",
+                f"{SEED_PPO} §7.1",
             ),
             advise(
                 run,
@@ -138,14 +137,12 @@ class VllmModelInspectionFailed(SignatureDetector):
         what = f"Model architectures {archs}" if archs else "The model architecture"
         message = f"{what} failed to be inspected by vLLM at {where(hits[0])}: vLLM and transformers versions do not match the model."
         advice = [
-            Advice(
-                parameter="env:vllm",
-                current=None,
-                suggested='pip install "vllm==0.6.3.post1" "transformers>=4.41.0"',
-                override=None,
-                rationale="The article's stable pin for Qwen2 models with verl 0.2; with a newer "
+            env_advice(
+                "vllm",
+                'pip install "vllm==0.6.3.post1" "transformers>=4.41.0"',
+                "The article's stable pin for Qwen2 models with verl 0.2; with a newer "
                 "verl, install the vLLM version that release pins instead.",
-                source=f"{SEED_PPO} §7.2",
+                f"{SEED_PPO} §7.2",
             )
         ]
         return self.signature_finding(
