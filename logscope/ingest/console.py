@@ -265,46 +265,41 @@ def _classify(frame: pl.DataFrame) -> pl.DataFrame:
     (Items are checked in `_parse_steps`.)
     """
     raw = pl.col("raw")
-    n = frame.height
+    pos = raw.str.find("step:", literal=True)
+    head = raw.str.slice(0, pos)
+    odd = r"\x1b|\||\[repeated |\(Ray deduplicates"
+    # One parallel pass over every segment; the head checks are cheap (heads are short) and
+    # null where there is no `step:`.
     flags = (
         frame.lazy()
         .select(
-            pos=raw.str.find("step:", literal=True),
+            pos=pos,
             esc=raw.str.contains("\x1b", literal=True),
-        )
-        .collect()
-    )
-    pos = flags.get_column("pos")
-    cand = pos.is_not_null() & ~frame.get_column("gone")
-    drop = frame.get_column("gone")
-    rest = ~cand & ~drop
-    if rest.any():
-        idx = rest.arg_true()
-        drop = drop.scatter(idx, _noise(frame.select("raw").gather(idx)))
-    ok = pl.Series("ok", [False] * n, dtype=pl.Boolean)
-    if cand.any():
-        idx = cand.arg_true()
-        head = raw.str.slice(0, pl.col("pos"))
-        odd = r"\x1b|\||\[repeated |\(Ray deduplicates"
-        good = (
-            frame.select("raw")
-            .gather(idx)
-            .with_columns(pos=pos.gather(idx))
-            .lazy()
-            .select(
-                (raw.str.len_bytes() == raw.str.len_chars())
+            ok=(
+                ~pl.col("gone")
+                & (raw.str.len_bytes() == raw.str.len_chars())
                 & head.str.replace_all(vt.ANSI, "").str.contains(vt.HEAD)
                 & ~head.str.contains(" - ", literal=True)
                 & ~head.str.contains(":", literal=True)
-                & raw.str.slice(pl.col("pos"), 26).str.contains(vt.STEP_START)
+                & raw.str.slice(pos, 26).str.contains(vt.STEP_START)
                 & (raw.str.count_matches(odd) == head.str.count_matches(odd))
                 & ~raw.str.ends_with(" ")
                 & ~raw.str.ends_with("\t")
-            )
-            .collect(engine="streaming")
-            .to_series()
+            ).fill_null(False),
+            blank=(raw == "") | raw.str.contains(vt.EMPTYISH),
+            bar=pos.is_null()
+            & ~raw.str.contains("\x1b", literal=True)
+            & (raw.str.contains("%|", literal=True) | raw.str.contains("it [", literal=True)),
         )
-        ok = ok.scatter(idx, good)
+        .collect(engine="streaming")
+    )
+    pos_s = flags.get_column("pos")
+    ok = flags.get_column("ok")
+    bar = flags.get_column("bar") & ~frame.get_column("gone")
+    if bar.any():
+        idx = bar.arg_true()
+        bar = bar.scatter(idx, frame.get_column("raw").gather(idx).str.contains(vt.TQDM))
+    drop = frame.get_column("gone") | (pos_s.is_null() & (flags.get_column("blank") | bar))
     # Could the segment be the wrapped rest of a step line? (if not sure: yes) Only asked of
     # segments that follow a possible fast step line.
     not_cont = drop.clone()
@@ -317,7 +312,7 @@ def _classify(frame: pl.DataFrame) -> pl.DataFrame:
             | (~pl.col("esc") & (raw.str.contains(vt.STEP_START) | ~raw.str.contains(vt.CONT)))
         ).to_series()
         not_cont = not_cont.scatter(idx, sure)
-    frame = frame.with_columns(pos=pos, ok=ok, drop=drop, not_cont=not_cont)
+    frame = frame.with_columns(pos=pos_s, ok=ok, drop=drop, not_cont=not_cont)
     nxt = (
         pl.col("last")
         & (pl.col("ln").shift(-1) == pl.col("ln") + 1)
