@@ -15,7 +15,7 @@ import numpy as np
 from scipy.ndimage import median_filter
 
 from logscope.aliases import resolve
-from logscope.model import Run
+from logscope.model import Finding, Run
 
 from ._stats import MAD_TO_SIGMA, changepoints_sigma, finite, mad_sigma, robust_sigma
 
@@ -46,16 +46,22 @@ class Series:
         return int(self.steps[index])
 
 
-def load(run: Run, concept: str) -> Series | None:
-    """The run's series for a concept (finite points only), or None when absent/empty."""
+def load(run: Run, concept: str, min_points: int = 1) -> Series | None:
+    """The run's series for a concept (finite points only), or None when absent or shorter
+    than `min_points` (at least one point)."""
     metric = resolve(run, concept)
     if metric is None:
         return None
     steps, values = run.series(metric)
     steps, values = finite(steps, values)
-    if len(values) == 0:
+    if len(values) < max(1, min_points):
         return None
     return Series(metric, steps.astype(np.int64), values, run.value_resolution)
+
+
+def by_step(findings: list[Finding]) -> list[Finding]:
+    """Findings of several metrics in step order (metric name breaks ties)."""
+    return sorted(findings, key=lambda f: (f.step or 0, f.metric or ""))
 
 
 def log_floor(values: np.ndarray, floor: float) -> np.ndarray:

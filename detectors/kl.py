@@ -19,6 +19,7 @@ from ._common import halve_advice
 from ._policy_signals import (
     Change,
     Series,
+    by_step,
     config_changes,
     first_stretch,
     fmt,
@@ -173,13 +174,13 @@ class KLJump(Detector):
     def detect(self, run: Run) -> list[Finding]:
         findings: list[Finding] = []
         for concept in self.concepts:
-            s = load(run, concept)
-            if s is None or len(s) < self.min_points:
+            s = load(run, concept, self.min_points)
+            if s is None:
                 continue
             # ppo_kl sits near 0 and can be negative: a log scale only when it is positive
             log_scale = concept != "ppo_kl" or float(np.mean(s.values > 0)) >= 0.9
             findings.extend(self._detect_series(run, s, log_scale=log_scale))
-        return sorted(findings, key=lambda f: (f.step or 0, f.metric or ""))
+        return by_step(findings)
 
     def _detect_series(self, run: Run, s: Series, log_scale: bool) -> list[Finding]:
         start = s.steps[0] + self.warmup_steps

@@ -20,6 +20,7 @@ from ._common import grad_clip_advice, halve_advice
 from ._policy_signals import (
     Change,
     Series,
+    by_step,
     fmt,
     level_shifts,
     load,
@@ -177,8 +178,8 @@ class EntropyCollapse(Detector):
         self.min_points = min_points
 
     def detect(self, run: Run) -> list[Finding]:
-        s = load(run, "entropy")
-        if s is None or len(s) < self.min_points:
+        s = load(run, "entropy", self.min_points)
+        if s is None:
             return []
         start = s.steps[0] + self.warmup_steps
         sm = smooth(s.values, 5)
@@ -338,11 +339,11 @@ class ClipRatioSpike(Detector):
     def detect(self, run: Run) -> list[Finding]:
         out: list[Finding] = []
         for concept in self.concepts:
-            s = load(run, concept)
-            if s is None or len(s) < self.min_points:
+            s = load(run, concept, self.min_points)
+            if s is None:
                 continue
             out.extend(self._series(run, s))
-        return sorted(out, key=lambda f: (f.step or 0, f.metric or ""))
+        return by_step(out)
 
     def _big(self, s: Series, c: Change) -> bool:
         base = max(c.before, s.resolution or 0.0, 1e-12)
@@ -505,11 +506,11 @@ class GradNormSpike(Detector):
     def detect(self, run: Run) -> list[Finding]:
         out: list[Finding] = []
         for concept in self.concepts:
-            s = load(run, concept)
-            if s is None or len(s) < self.min_points:
+            s = load(run, concept, self.min_points)
+            if s is None:
                 continue
             out.extend(self._series(run, s, "critic" if concept.startswith("critic") else "actor"))
-        return sorted(out, key=lambda f: (f.step or 0, f.metric or ""))
+        return by_step(out)
 
     def _series(self, run: Run, s: Series, role: str) -> list[Finding]:
         start = s.steps[0] + self.warmup_steps
@@ -628,8 +629,8 @@ class ResponseLengthCollapse(Detector):
         self.min_points = min_points
 
     def detect(self, run: Run) -> list[Finding]:
-        s = load(run, "response_length_mean")
-        if s is None or len(s) < self.min_points:
+        s = load(run, "response_length_mean", self.min_points)
+        if s is None:
             return []
         start = s.steps[0] + self.warmup_steps
         out: list[Finding] = []
