@@ -577,6 +577,9 @@ def test_traceback_block_keeps_frames_and_final_exception(tmp_path):
         ("(TaskRunner pid=1) 'Final validation metrics: None'", "validation-metrics"),
         ("(TaskRunner pid=1) WARNING: val_batch_size is deprecated.", "warning"),
         ("(TaskRunner pid=1) Using dataset class: RLHFDataset", None),
+        ("WARNING:2026-01-29 10:02:03,112:rollout is slow", "warning"),
+        ("ERROR:2026-01-29 10:02:03,112:reward worker gone", "error"),
+        ("INFO:2026-01-29 10:02:03,112:Checkpoint saved", None),
     ],
 )
 def test_event_kinds(tmp_path, line, kind):

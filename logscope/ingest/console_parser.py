@@ -296,10 +296,12 @@ class ConsoleParser:
                 return
             self._close(prefix)
         body = clean
+        level = None
         m = vt.LOGGER_RE.match(clean)
-        if m is not None:
+        if m is not None:  # verl 0.9 V1 logger: LEVEL:asctime:message
             self.logger_lines = True
             body = clean[m.end() :]
+            level = m.group(1)
         if body.startswith("{'"):
             dump = _Dump(line_no, seq, self._last_step)
             self._blocks[prefix] = dump
@@ -313,6 +315,8 @@ class ConsoleParser:
             self._blocks[prefix] = tb
             return
         kind = vt.classify(body)
+        if kind is None and level in ("WARNING", "ERROR", "CRITICAL"):
+            kind = "warning" if level == "WARNING" else "error"
         if kind is None:
             return
         if kind == "total-training-steps":
