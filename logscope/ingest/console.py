@@ -5,7 +5,11 @@ every line means; it serves `logscope tail`. `read()` is the fast path for whole
 byte chunks, splits them into lines with polars, and parses in bulk only the clean step lines
 (Ray prefix and ANSI codes before `step:`, nothing odd after it, not followed by a wrapped
 fragment). Every other line that matters — startup lines, the config dump, tracebacks, wrapped
-or garbled step lines — goes through the same `ConsoleParser`, in file order.
+or garbled step lines — goes through the same `ConsoleParser`, in file order; tqdm bars and
+blank lines are dropped in bulk. Chunks are 16 MB (memory stays bounded, progress is reported);
+the item parse of one chunk runs in a worker thread while the next chunk is classified. If the
+bulk path fails on some input, the whole file is read line by line instead (same result).
+Tests check that both paths give the same Run (tests/test_console_reader.py, _props.py).
 """
 
 from __future__ import annotations
