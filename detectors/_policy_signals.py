@@ -140,6 +140,7 @@ class Transition:
         return abs(self.delta) / self.sigma if self.sigma > 0 else math.inf
 
 
+@np.errstate(all="ignore")  # absurd magnitudes (1e300) must not warn, only fail to fit
 def transitions(
     x: np.ndarray,
     sigma_floor: float = 0.0,
@@ -159,32 +160,9 @@ def transitions(
     then located at full resolution by a least-squares flat–ramp–flat fit (`fit_ramp`).
     """
     x = np.asarray(x, dtype=np.float64)
-    if len(x) < 2 * min_size:
-        return []
-    with np.errstate(all="ignore"):  # absurd magnitudes (1e300) must not warn, only fail to fit
-        return _transitions(
-            x,
-            sigma_floor,
-            penalty_scale,
-            min_size,
-            merge_slope_ratio,
-            level_window,
-            min_z,
-            max_points,
-        )
-
-
-def _transitions(
-    x: np.ndarray,
-    sigma_floor: float,
-    penalty_scale: float,
-    min_size: int,
-    merge_slope_ratio: float,
-    level_window: int,
-    min_z: float,
-    max_points: int,
-) -> list[Transition]:
     n = len(x)
+    if n < 2 * min_size:
+        return []
     xb, size = bin_medians(x, max_points)
     sigma_b = max(noise_sigma(xb), sigma_floor / math.sqrt(size))
     bkps = changepoints_sigma(xb, sigma_b, penalty_scale, min_size)
