@@ -134,6 +134,15 @@ def test_nan_inf_and_booleans(tmp_path):
     assert value(run, "a/flag", 3) == 1.0 and value(run, "b/flag", 3) == 0.0
 
 
+def test_values_outside_verls_grammar(tmp_path):
+    # polars would read `+1`, `NaN` or `-nan` as numbers; verl never prints them: not values
+    text = TR + "step:4 - a/x:1e400 - b/x:+1 - c/x:NaN - d/x:-nan - e/x:Infinity - f/x:0.5\n"
+    run = read_both(tmp_path, text)
+    assert value(run, "a/x", 4) == math.inf
+    assert run.metric_names == ["a/x", "f/x"]
+    assert run.parse_stats.skipped_lines == 1
+
+
 def test_three_decimal_nan_keeps_resolution(tmp_path):
     run = read_both(tmp_path, TR + "step:2 - actor/grad_norm:nan - actor/pg_loss:0.010\n")
     assert run.meta["value_resolution"] == 0.0005

@@ -333,18 +333,25 @@ def _classify(frame: pl.DataFrame) -> pl.DataFrame:
 
 
 def _items(steps: pl.DataFrame, need_three: bool) -> pl.DataFrame:
-    """The items of clean step lines: seq, step, metric, value, v (text), ok[, three]."""
+    """The items of clean step lines: seq, step, metric, value, ok, v (text where not ok)[, three].
+
+    `ok` means the value text matches `verl_text.NUMERIC`, tested without a regex: polars' float
+    cast reads a superset of it (a leading `+`, any-case nan/inf/infinity), and what it reads
+    beyond NUMERIC is either `+…` or not finite. A NUMERIC value that fails this test (`1e400`)
+    only takes the slower road through `_add_items`' fix-up, which applies the regex rules.
+    """
     body = pl.col("raw")
     item = pl.col("item")
     v = pl.col("v")
-    columns = [
-        "seq",
-        "step",
-        pl.col("key").alias("metric"),
-        v.cast(pl.Float64, strict=False).alias("value"),
-        ((pl.col("cp") > 0) & v.str.contains(vt.NUMERIC)).fill_null(False).alias("ok"),
-    ]
-    columns.append(pl.when(~columns[-1]).then(v).alias("v"))  # text only where needed
+    x = pl.col("value")
+    ok = (
+        (pl.col("cp") > 0)
+        & x.is_not_null()
+        & ~v.str.starts_with("+")
+        & (x.is_finite() | (v == "nan") | (v == "inf") | (v == "-inf"))
+    ).fill_null(False)
+    columns = ["seq", "step", pl.col("key").alias("metric"), x, ok.alias("ok")]
+    columns.append(pl.when(~ok).then(v).alias("v"))  # the text only where it is needed
     if need_three:
         columns.append(v.str.contains(vt.THREE_DECIMALS).alias("three"))
     return (
@@ -354,6 +361,7 @@ def _items(steps: pl.DataFrame, need_three: bool) -> pl.DataFrame:
         .filter(item.is_not_null())
         .with_columns(cp=item.str.find(":", literal=True))
         .with_columns(key=item.str.slice(0, pl.col("cp")), v=item.str.slice(pl.col("cp") + 1))
+        .with_columns(value=v.cast(pl.Float64, strict=False))
         .select(columns)
         .collect(engine="streaming")
     )
