@@ -3,12 +3,13 @@
     python bench/big_file.py --size 1G                  # realistic: a step every ~50 KB of output
     python bench/big_file.py --size 5G
     python bench/big_file.py --size 1G --mode steps     # worst case: nothing but step lines
+    python bench/big_file.py --size 5G --mode progress  # a step every ~50 KB of progress bars
     python bench/big_file.py --long-line 200M           # one 200 MB line, no newline
 
 The log is generated on the fly into the temp directory (a real-shaped verl 0.5 log from
 `logscope.synthetic`, its step section repeated with shifted step numbers, and, in the realistic
-mode, worker output between steps: vLLM stats, Ray warnings, printed generations) and deleted
-afterwards. Each measurement runs in a fresh process; peak RSS is the kernel's (wait4 ru_maxrss).
+mode, worker output between steps: vLLM stats, Ray warnings, printed generations; in the
+progress mode, tqdm bars) and deleted afterwards. Each measurement runs in a fresh process; peak RSS is the kernel's (wait4 ru_maxrss).
 Printed: file size, steps, seconds, MB/s, peak RSS of (1) `python -c pass` with logscope's
 imports (the floor), (2) the reader alone (`logscope.ingest.load`), (3) `logscope analyze
 --no-cache -f json`, and (4) a second `analyze` that reads the store's Parquet instead.
@@ -50,6 +51,15 @@ NOISE = [
 ]
 
 
+# What a progress-bar-heavy log holds between steps (the reader drops these in bulk).
+PROGRESS = [
+    b"Training Progress:  %d%%|\xe2\x96\x88\xe2\x96\x88     | 40/200 [12:01<48:04, 18.03s/it]",
+    b"Processed prompts: 100%|\xe2\x96\x88\xe2\x96\x88\xe2\x96\x88| 1024/1024 "
+    b"[00:41<00:00, 24.63it/s, est. speed input: 3185.12 toks/s, output: 11290.50 toks/s]",
+    b"",
+]
+
+
 def parse_size(text: str) -> int:
     m = re.fullmatch(r"(\d+(?:\.\d+)?)([KMG]?)B?", text.strip().upper())
     if not m:
@@ -77,7 +87,8 @@ def _shift(line: bytes, offset: int) -> bytes:
 def generate(path: Path, size: int, mode: str, step_every: int) -> int:
     """Write a log of about `size` bytes; returns the number of steps in it."""
     header, body, per_round = _template()
-    noise = b"\n".join(NOISE) + b"\n"
+    noise = b"\n".join(NOISE if mode == "realistic" else PROGRESS) + b"\n"
+    noise = noise.replace(b"%d%%", b"20%")
     written, rounds = 0, 0
     with path.open("wb", buffering=1 << 22) as fh:
         fh.write(header)
@@ -89,7 +100,7 @@ def generate(path: Path, size: int, mode: str, step_every: int) -> int:
                 if offset:
                     line = _shift(line, offset)
                 out.append(line)
-                if mode == "realistic" and _STEP.search(line):
+                if mode != "steps" and _STEP.search(line):
                     out.append(noise * max(1, step_every // len(noise)))
             chunk = b"".join(out)
             fh.write(chunk)
@@ -126,7 +137,7 @@ def measure(argv: list[str], timeout: float) -> tuple[int | None, float, float]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--size", default="1G", help="log size (e.g. 200M, 1G, 5G)")
-    ap.add_argument("--mode", choices=("realistic", "steps"), default="realistic")
+    ap.add_argument("--mode", choices=("realistic", "progress", "steps"), default="realistic")
     ap.add_argument("--step-every", default="50K", help="realistic mode: bytes of output per step")
     ap.add_argument("--long-line", default=None, help="instead: one line of this size")
     ap.add_argument("--timeout", type=float, default=3600)
