@@ -221,17 +221,14 @@ class RewardSawtooth(Detector):
         """The best period in [p_lo, p_max] (in grid points), preferring the fundamental."""
         m = len(vals)
         p_hi = min(int(p_max), (m - 1) // (self.min_cycles + 1))
-        best: dict[str, Any] | None = None
-        for p in range(p_lo, p_hi + 1):
-            cand = self._score_period(vals, p)
-            if cand is not None and (best is None or cand["corr"] > best["corr"]):
-                best = cand
-        if best is None:
+        scored = [self._score_period(vals, p) for p in range(p_lo, p_hi + 1)]
+        scored = [c for c in scored if c is not None]
+        if not scored:
             return None
+        best = max(scored, key=lambda c: c["corr"])
         # prefer the fundamental over its multiples: the shortest period close to the best
-        for p in range(p_lo, best["period"]):
-            cand = self._score_period(vals, p)
-            if cand is not None and cand["corr"] >= 0.85 * best["corr"]:
+        for cand in scored:
+            if cand["period"] < best["period"] and cand["corr"] >= 0.85 * best["corr"]:
                 return cand
         return best
 
