@@ -141,6 +141,8 @@ def changepoints_sigma(
     n = len(x)
     if n < 2 * min_size or sigma <= 0:
         return []
-    pen = penalty_scale * sigma**2 * math.log(n)
+    pen = penalty_scale * sigma * sigma * math.log(n)  # float ** raises on overflow, * gives inf
+    if not math.isfinite(pen):
+        return []  # noise beyond float range: no level shift can stand out of it
     algo = rpt.KernelCPD(kernel="linear", min_size=min_size).fit(x.reshape(-1, 1))
     return [int(b) for b in algo.predict(pen=pen) if b < n]

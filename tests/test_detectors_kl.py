@@ -116,6 +116,15 @@ def test_all_nan_and_constant_series():
     assert KLJump().detect(run) == []
 
 
+def test_values_near_the_float_limit_never_raise():
+    # noise σ ~ 1e300: σ² overflows a Python float (the penalty used to raise OverflowError)
+    rng = np.random.default_rng(3)
+    wild = rng.choice([0.0, 1e300, -1e300, 5e-324], 60)
+    run = make_run({"actor/kl_loss": np.abs(wild), "actor/ppo_kl": wild})
+    for cls in DETECTORS.values():
+        cls().detect(run)  # no exception
+
+
 def test_kl_jump_hand_built_level_shift_and_evidence():
     rng = np.random.default_rng(0)
     kl = 0.015 * np.exp(rng.normal(0, 0.08, 300))
