@@ -219,7 +219,7 @@ def test_sigterm_during_a_send(logs, tmp_path) -> None:
     a, _ = logs
     state, box = tmp_path / "state.json", tmp_path / "outbox"
     base = ["tail", str(a), "--from-start", "--state-file", str(state), "--outbox", str(box)]
-    with _SlowSlack(delay=2.5) as slack:
+    with _SlowSlack(delay=1.5) as slack:
         env = subprocess_env(LOGSCOPE_SLACK_WEBHOOK=_secret_url(slack))
         proc = subprocess.Popen(
             logscope_argv(*base, "--no-live", "--poll-interval", "0.2"),
@@ -229,7 +229,7 @@ def test_sigterm_during_a_send(logs, tmp_path) -> None:
         )
         try:
             assert slack.started.wait(60), "tail never sent anything"
-            time.sleep(0.5)  # mid-request: Slack has the request and has not answered
+            time.sleep(0.3)  # mid-request: Slack has the request and has not answered
             proc.send_signal(signal.SIGTERM)
             out, err = proc.communicate(timeout=30)
         finally:
