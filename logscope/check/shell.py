@@ -218,21 +218,23 @@ class _Lexer:
             self.i += 1
         pieces.append(_Piece("".join(lit), quoted=True))
 
+    def _closing(self, opener: str, closer: str, start: int) -> int:
+        """Index of the `closer` balancing the `opener` just after the `$` at `self.i`."""
+        s, depth = self.s, 0
+        for j in range(self.i + 1, len(s)):
+            if s[j] == opener:
+                depth += 1
+            elif s[j] == closer:
+                depth -= 1
+                if depth == 0:
+                    return j
+        raise self.error(f"unterminated ${opener}...{closer}", s[start : start + 60])
+
     def _dollar(self, quoted: bool, start: int) -> _Piece:
         s, i = self.s, self.i
         nxt = self.peek(1)
         if nxt == "{":
-            depth, j = 0, i + 1
-            while j < len(s):
-                if s[j] == "{":
-                    depth += 1
-                elif s[j] == "}":
-                    depth -= 1
-                    if depth == 0:
-                        break
-                j += 1
-            else:
-                raise self.error("unterminated ${...}", s[start : start + 60])
+            j = self._closing("{", "}", start)
             body, raw = s[i + 2 : j], s[i : j + 1]
             self.i = j + 1
             m = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-=+?])(.*))?", body, re.S)
@@ -242,17 +244,7 @@ class _Lexer:
                 raw, var=m.group(1), op=m.group(2), default=m.group(3) or "", quoted=quoted
             )
         if nxt == "(":
-            depth, j = 0, i + 1
-            while j < len(s):
-                if s[j] == "(":
-                    depth += 1
-                elif s[j] == ")":
-                    depth -= 1
-                    if depth == 0:
-                        break
-                j += 1
-            else:
-                raise self.error("unterminated $(...)", s[start : start + 60])
+            j = self._closing("(", ")", start)
             self.i = j + 1
             raw = s[i : j + 1]
             if raw.startswith("$((") and raw.endswith("))"):
