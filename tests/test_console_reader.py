@@ -731,6 +731,13 @@ def test_not_a_verl_log_is_rejected_with_a_precise_message(tmp_path):
     )
 
 
+def test_a_generic_application_log_is_not_a_verl_log(tmp_path):
+    path = tmp_path / "app.log"
+    path.write_text("INFO starting\nWARNING: disk almost full\nERROR: request failed\n")
+    with pytest.raises(IngestError, match="expected a verl console log"):
+        console.read(path)
+
+
 def test_binary_file_is_not_sniffed(tmp_path):
     path = tmp_path / "blob.bin"
     path.write_bytes(bytes(random.Random(1).randrange(256) for _ in range(50_000)))

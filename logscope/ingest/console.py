@@ -80,11 +80,24 @@ def read(path: str | Path, *, progress: Progress | None = None) -> list[Run]:
         run.parse_stats.notes.append(
             f"bulk reader failed ({type(exc).__name__}); read line by line"
         )
-    if not run.parse_stats.step_lines and not run.events and not run.config_segments:
+    if not _looks_like_verl(run):
         raise IngestError(
             str(p), f"no verl output found in {run.parse_stats.lines_read} lines; {EXPECTED}"
         )
     return [run]
+
+
+GENERIC_EVENTS = frozenset({"warning", "error", "killed"})
+
+
+def _looks_like_verl(run: Run) -> bool:
+    """Step lines, a config dump, Ray actor prefixes or a verl/Ray/crash signature."""
+    return bool(
+        run.parse_stats.step_lines
+        or run.config_segments
+        or run.meta.get("ray_actors")
+        or any(e.kind not in GENERIC_EVENTS for e in run.events)
+    )
 
 
 def _read_lines(p: Path) -> Run:
