@@ -217,6 +217,7 @@ def test_sigterm_during_a_send(logs, tmp_path) -> None:
     """SIGTERM while Slack is answering: that send completes and leaves the outbox, the alerts
     behind it stay there, the next run delivers them; each exactly once, nothing lost."""
     a, _ = logs
+    log_before = a.read_bytes()
     state, box = tmp_path / "state.json", tmp_path / "outbox"
     base = ["tail", str(a), "--from-start", "--state-file", str(state), "--outbox", str(box)]
     with _SlowSlack(delay=1.5) as slack:
@@ -254,3 +255,4 @@ def test_sigterm_during_a_send(logs, tmp_path) -> None:
     assert list(box.glob("*.json")) == []
     for blob in (out, err, second.stdout, second.stderr, state.read_bytes()):
         assert b"sEcReT" not in blob
+    assert a.read_bytes() == log_before, "tail modified the log it follows"
