@@ -201,14 +201,6 @@ def check_window(label: str, value: int) -> None:
         raise BadDetectorParameters(f"{label} must be a non-negative integer, got {value!r}")
 
 
-def divisor_at_most(n: int, limit: int) -> int:
-    """The largest divisor of n that is ≤ limit (at least 1)."""
-    for d in range(max(1, min(n, limit)), 0, -1):
-        if n % d == 0:
-            return d
-    return 1
-
-
 def batch_for(tbs: int, n: int, unit: int) -> int:
     """A train_batch_size near `tbs` (not above it unless needed) with tbs × n divisible by unit."""
     step = unit // math.gcd(n, unit)

@@ -8,6 +8,7 @@ from typing import Any
 
 from logscope import verl_config
 from logscope.advice import SEED_GRPO, SEED_PPO, advise, current_value
+from logscope.check.rules import divisor_at_most
 from logscope.model import Advice, Finding, Run
 from logscope.verl_config import ACT, RO
 
@@ -27,7 +28,6 @@ from ._signatures import (
     PROMPT_LONG_RE,
     SignatureDetector,
     batch_for,
-    divisor_at_most,
     ints_of,
 )
 

@@ -154,7 +154,7 @@ def _round_to_multiple(value: int, unit: int) -> int:
     return max(unit, value // unit * unit)
 
 
-def _largest_divisor_at_most(n: int, limit: int) -> int:
+def divisor_at_most(n: int, limit: int) -> int:
     """The largest divisor of n that is ≤ limit (1 at least); O(√n)."""
     best = 1
     d = 1
@@ -505,7 +505,7 @@ def mini_batch_not_divisor(v: ConfigView) -> list[Hit]:
         return []
     rem = tbs % mini
     used = (tbs - rem) / tbs
-    suggested = _largest_divisor_at_most(tbs, mini)
+    suggested = divisor_at_most(tbs, mini)
     message = (
         f"data.train_batch_size {tbs} is not a multiple of actor.ppo_mini_batch_size {mini}: "
         f"{tbs // mini} full mini-batches use {tbs - rem} of {tbs} prompts per step "
@@ -596,7 +596,7 @@ def normalized_mini_batch_mismatch(v: ConfigView) -> list[Hit]:
         ]
     if normalized % micro == 0:
         return []
-    suggested = _largest_divisor_at_most(normalized, micro)
+    suggested = divisor_at_most(normalized, micro)
     return [
         Hit(
             severity,
