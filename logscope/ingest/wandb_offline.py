@@ -341,6 +341,43 @@ def _number(value_json: str) -> float | None:
         return to_float(_json(value_json)) if value_json[:1] not in "{[" else None
 
 
+def _history_row(history: Any) -> tuple[int | None, float | None, list[str], list[float]]:
+    """(`_step`, `_timestamp`, metric names, values) of one history record. A flattened dict
+    (nested metrics) gives dotted names; one holding a `_type` key (wandb.Table, histogram) is
+    media and skipped."""
+    names: list[str] = []
+    values: list[float] = []
+    nested: dict[str, list[tuple[str, float]]] | None = None
+    step = wall = None
+    for item in history.item:
+        nk = item.nested_key
+        key = item.key or (nk[0] if len(nk) == 1 else "")
+        vj = item.value_json
+        if key:
+            if key[0] == "_":
+                if key == "_step":
+                    step = int(float(vj))
+                elif key == "_timestamp":
+                    wall = float(vj)
+                continue
+            number = _number(vj)
+            if number is not None:
+                names.append(key)
+                values.append(number)
+        elif len(nk) > 1:
+            if nested is None:
+                nested = {}
+            number = _number(vj) if nk[-1] != "_type" else math.nan
+            if number is not None:
+                nested.setdefault(nk[0], []).append((".".join(nk), number))
+    for group in (nested or {}).values():
+        if not any(k.endswith("._type") for k, _ in group):
+            for k, v in group:
+                names.append(k)
+                values.append(v)
+    return step, wall, names, values
+
+
 def _read_file(path: Path, progress: Any = None) -> Run:
     try:
         data = path.read_bytes()
@@ -370,37 +407,7 @@ def _read_file(path: Path, progress: Any = None) -> Run:
             continue
         kind = record.WhichOneof("record_type")
         if kind == "history":
-            row_names: list[str] = []
-            row_values: list[float] = []
-            nested: dict[str, list[tuple[str, float]]] | None = None
-            step = wall = None
-            for item in record.history.item:
-                nk = item.nested_key
-                key = item.key or (nk[0] if len(nk) == 1 else "")
-                vj = item.value_json
-                if key:
-                    if key[0] == "_":
-                        if key == "_step":
-                            step = int(float(vj))
-                        elif key == "_timestamp":
-                            wall = float(vj)
-                        continue
-                    number = _number(vj)
-                    if number is not None:
-                        row_names.append(key)
-                        row_values.append(number)
-                elif len(nk) > 1:  # a flattened dict (wandb.Table, histogram, nested metrics)
-                    if nested is None:
-                        nested = {}
-                    number = _number(vj) if nk[-1] != "_type" else math.nan
-                    if number is not None:
-                        nested.setdefault(nk[0], []).append((".".join(nk), number))
-            if nested:
-                for group in nested.values():
-                    if not any(k.endswith("._type") for k, _ in group):
-                        for k, v in group:
-                            row_names.append(k)
-                            row_values.append(v)
+            step, wall, row_names, row_values = _history_row(record.history)
             if step is None:
                 step = record.history.step.num if record.history.HasField("step") else None
                 if step is None or (step == 0 and last_step is not None):
