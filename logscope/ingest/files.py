@@ -1,7 +1,7 @@
 """Opening log files: plain or gzip, read in byte chunks, with a content hash computed on the way.
 
-The hash (xxh3-64 when xxhash is installed, else blake2b; 16 hex digits) is over the bytes as
-stored on disk, so a store can compute the same key without parsing (`content_id`).
+The hash (blake2b, 8 bytes = 16 hex digits) is over the bytes as stored on disk, so a store can
+compute the same key without parsing (`content_id`).
 """
 
 from __future__ import annotations
@@ -37,29 +37,19 @@ def content_id(path: str | Path) -> str:
     return h.hexdigest()
 
 
-def _fast_hasher() -> tuple[str, object]:
-    try:
-        import xxhash
-
-        return "x", xxhash.xxh3_64()
-    except ImportError:  # pragma: no cover - xxhash is optional
-        return "b", hashlib.blake2b(digest_size=HASH_BYTES)
-
-
 class _Hash:
-    """Content hash, updated in a helper thread (hashlib and xxhash release the GIL)."""
+    """blake2b content hash, updated in a helper thread (hashlib releases the GIL)."""
 
     def __init__(self) -> None:
-        self._tag, self._hash = _fast_hasher()
+        self._hash = hashlib.blake2b(digest_size=HASH_BYTES)
         self._pool = ThreadPoolExecutor(max_workers=1)
 
     def update(self, data: bytes | memoryview) -> None:
-        self._pool.submit(self._hash.update, data)  # type: ignore[attr-defined]
+        self._pool.submit(self._hash.update, data)
 
     def hexdigest(self) -> str:
         self._pool.shutdown(wait=True)
-        digest = self._hash.hexdigest()  # type: ignore[attr-defined]
-        return (self._tag + digest)[: 2 * HASH_BYTES]
+        return self._hash.hexdigest()
 
 
 class _HashingReader:
