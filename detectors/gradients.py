@@ -66,12 +66,11 @@ class GradNormAboveClip(Detector):
         if len(norms) < self.min_steps:
             return []
         half = len(norms) // 2
-        tail_steps, tail = steps[half:], norms[half:]
         clip = _num(run.config_value(grad_clip_key(run))) or _num(
             run.config_value("actor_rollout_ref.actor.grad_clip")
         )
         clip = clip if clip and clip > 0 else 1.0
-        median = float(np.median(tail))
+        median = float(np.median(norms[half:]))
         if median < self.ratio * clip:
             return []
         # Where the condition began: the first step whose rolling median is already above it.
