@@ -118,10 +118,6 @@ STEPS = st.lists(st.dictionaries(KEY, VALUE, min_size=1, max_size=12), min_size=
 PREFIX = st.sampled_from(["", "(TaskRunner pid=42) ", "\x1b[36m(TaskRunner pid=42)\x1b[0m "])
 
 
-def _expected(v) -> float:
-    return float(v)
-
-
 @SETTINGS
 @given(STEPS, st.booleans(), PREFIX)
 def test_verl_printed_step_lines_round_trip(steps, three, prefix):
@@ -137,7 +133,7 @@ def test_verl_printed_step_lines_round_trip(steps, three, prefix):
     for step, data in enumerate(steps, start=1):
         for key, v in data.items():
             got = frame[(step, key)]
-            want = _expected(v)
+            want = float(v)
             if math.isnan(want):
                 assert math.isnan(got)
             elif three:
