@@ -63,6 +63,16 @@ def _spikes_and_rises(
     return cands
 
 
+def _drops(s: Series, z_threshold: float, max_ratio: float, start: int) -> list[Change]:
+    """Level shifts down (log scale) to at most `max_ratio` of the level before, of at least
+    `z_threshold` noise units, starting at or after step `start`."""
+    return [
+        c
+        for c in level_shifts(s, True, -1)
+        if c.z >= z_threshold and c.ratio <= max_ratio and s.steps[c.onset] >= start
+    ]
+
+
 def _group_evidence(s: Series, group: list[Change], thresholds: dict[str, float]) -> dict[str, Any]:
     """`_change_evidence` of the group's first change, plus every spike when it is a spike group."""
     evidence = _change_evidence(s, group[0], thresholds=thresholds)
@@ -185,9 +195,7 @@ class EntropyCollapse(Detector):
         sm = smooth(s.values, 5)
         limit = max(self.max_half_steps, self.max_half_fraction * len(s))
         cands = []
-        for c in level_shifts(s, True, -1):
-            if c.z < self.z_threshold or c.ratio > self.max_ratio or s.steps[c.onset] < start:
-                continue
+        for c in _drops(s, self.z_threshold, self.max_ratio, start):
             halved = np.nonzero(sm[c.onset :] <= 0.5 * c.before)[0]
             if len(halved) and halved[0] <= limit:
                 cands.append((c, int(halved[0])))
@@ -634,11 +642,7 @@ class ResponseLengthCollapse(Detector):
             return []
         start = s.steps[0] + self.warmup_steps
         out: list[Finding] = []
-        drops = [
-            c
-            for c in level_shifts(s, True, -1)
-            if c.z >= self.z_threshold and c.ratio <= self.max_ratio and s.steps[c.onset] >= start
-        ]
+        drops = _drops(s, self.z_threshold, self.max_ratio, start)
         if drops:
             out.append(self._collapse(run, s, min(drops, key=lambda c: c.onset)))
         cap = current_value(run, "data.max_response_length") if run.config_segments else None
