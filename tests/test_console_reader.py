@@ -294,6 +294,16 @@ def test_lines_wrapped_by_a_terminal_are_rejoined(tmp_path, width):
     assert run.parse_stats.skipped_lines == 0
 
 
+def test_a_wrap_before_a_parenthesis_is_rejoined(tmp_path):
+    line = (
+        "step:7 - actor/pg_loss:0.25 - val-core/acc:np.float64(0.508) - num_turns/max:np.int32(3)"
+    )
+    cut = line.index("(0.508)")
+    run = read_both(tmp_path, TR + line[:cut] + "\n" + line[cut:] + "\n")
+    assert value(run, "val-core/acc", 7) == 0.508
+    assert value(run, "num_turns/max", 7) == 3
+
+
 def test_a_line_that_is_not_a_fragment_is_not_joined(tmp_path):
     text = (
         "step:1 - actor/pg_loss:0.1 - actor/grad_norm:0.5\n"

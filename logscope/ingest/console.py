@@ -325,7 +325,7 @@ def _classify(frame: pl.DataFrame) -> pl.DataFrame:
         idx = after.arg_true()
         rows = frame.select("raw").gather(idx).with_columns(esc=flags.get_column("esc").gather(idx))
         sure = rows.select(
-            raw.str.slice(0, 64).str.replace_all(vt.ANSI, "").str.starts_with("(")
+            raw.str.slice(0, 64).str.replace_all(vt.ANSI, "").str.contains(vt.PREFIX)
             | (~pl.col("esc") & (raw.str.contains(vt.STEP_START) | ~raw.str.contains(vt.CONT)))
         ).to_series()
         not_cont = not_cont.scatter(idx, sure)

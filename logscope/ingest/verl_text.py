@@ -124,7 +124,9 @@ def is_tqdm(raw: str) -> bool:
 
 def looks_like_continuation(ansi_free: str) -> bool:
     """Could this segment be the rest of a step line wrapped by a terminal?"""
-    return not ansi_free.startswith("(") and CONT_RE.match(ansi_free) is not None
+    if ansi_free.startswith("(") and PREFIX_RE.match(ansi_free):
+        return False  # a Ray-prefixed line starts a record
+    return CONT_RE.match(ansi_free) is not None
 
 
 def join_wrapped(head: str, tail: str) -> str:
