@@ -12,7 +12,6 @@ is refused, as Hydra itself refuses it without `--multirun`.
 from __future__ import annotations
 
 import copy
-import math
 import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -415,7 +414,3 @@ def resolve_interpolations(
 
 
 _MISSING = object()
-
-
-def is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)

@@ -856,10 +856,6 @@ def _superseded_frame(s: _Sim, layout: list[tuple[str, str]]) -> pl.DataFrame:
     return _long_frame(names, st, va, wa)
 
 
-def copy_config(cfg: dict[str, Any]) -> dict[str, Any]:
-    return copy.deepcopy(cfg)
-
-
 __all__ = [
     "INT_METRICS",
     "LEVEL_DEFAULTS",
