@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from logscope.aliases import resolve, validation_metrics
+from logscope.detectors._stats import robust_sigma
 from logscope.model import Run, jsonable
 from logscope.report import Report, md_code, md_escape
 
@@ -297,13 +298,6 @@ def segment_diffs(run: Run) -> list[tuple[int, int, list[ConfigDiffRow]]]:
 
 
 # ---- divergence -------------------------------------------------------------------------
-def robust_sigma(x: np.ndarray) -> float:
-    x = x[np.isfinite(x)]
-    if x.size == 0:
-        return 0.0
-    return float(1.4826 * np.median(np.abs(x - np.median(x))))
-
-
 def divergence_step(
     ref_steps: np.ndarray,
     ref_values: np.ndarray,
@@ -325,7 +319,7 @@ def divergence_step(
         return None, None, None, None, None, f"only {n} shared steps"
     w = window or max(5, n // 50)
     w = min(w, max(1, n // 4))
-    sigma = robust_sigma(np.diff(d)) / math.sqrt(2.0)
+    sigma = robust_sigma(d)  # MAD of step-to-step changes / √2
     if sigma == 0.0:
         # Identical jitter (e.g. quantised or constant curves): any change is beyond noise.
         sigma = float(np.finfo(np.float64).eps) * max(1.0, float(np.max(np.abs(d))))
