@@ -748,6 +748,20 @@ def test_a_generic_application_log_is_not_a_verl_log(tmp_path):
         console.read(path)
 
 
+@pytest.mark.parametrize(
+    "line",
+    [
+        "step:1 - actor/pg_loss:0.1",
+        "\x1b[36m(AgentLoopWorker pid=9)\x1b[0m step:1 - actor/pg_loss:0.1",
+        "\rTraining Progress:  50%|█  | 1/2 [00:01<00:01,  1.00s/it]step:1 - actor/pg_loss:0.1",
+    ],
+)
+def test_sniff_finds_step_lines(tmp_path, line):
+    path = tmp_path / "x.out"
+    path.write_text("some preamble\n" * 20 + line + "\n")
+    assert console.sniff(path)
+
+
 def test_binary_file_is_not_sniffed(tmp_path):
     path = tmp_path / "blob.bin"
     path.write_bytes(bytes(random.Random(1).randrange(256) for _ in range(50_000)))

@@ -49,7 +49,8 @@ MARKERS_RE = re.compile(
     r"|^\{'actor_rollout_ref': |ray\.exceptions\.|RayTaskError|verl\.trainer|verl/trainer"
     r"|Traceback \(most recent call last\):"
 )
-STEP_LINE_RE = re.compile(r"(?m)(?:^|\) |\r)step:[0-9]+ - [^ :]+:")
+# A step line after a line start, a Ray prefix, an ANSI code, `\r` or a tqdm bar.
+STEP_LINE_RE = re.compile(r"(?m)(?:^|\) |\x1b\[[0-9;]*m ?|\r|\])step:[0-9]+ - [^ :]+:")
 
 
 def sniff(path: str | Path) -> bool:
