@@ -16,6 +16,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from logscope import verl_config
 from logscope.check import hydra, shell
 from logscope.exceptions import ConfigParseError, LogscopeError
 from logscope.model import ConfigSegment, Finding, Run, Source
@@ -80,7 +81,7 @@ def run_from_config(
     hydra.resolve_interpolations(config)
     info: dict[str, Any] = {
         "verl_version": version,
-        "algorithm": _get(config, "algorithm.adv_estimator"),
+        "algorithm": verl_config.get(config, "algorithm.adv_estimator"),
         "explicit_keys": explicit,
     }
     info.update(meta or {})
@@ -90,12 +91,6 @@ def run_from_config(
         meta=info,
         config_segments=[ConfigSegment(0, config)],
     )
-
-
-def _get(config: dict[str, Any], key: str) -> Any:
-    from logscope import verl_config
-
-    return verl_config.get(config, key)
 
 
 # ---- commands and scripts ----------------------------------------------------------------------
