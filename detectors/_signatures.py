@@ -136,22 +136,22 @@ EXCEPTION_RE = re.compile(
 )
 
 
+def _phase_named(text: str) -> str | None:
+    """The first phase whose worker-method pattern occurs in `text`."""
+    return next((phase for pattern, phase in PHASES if pattern.search(text)), None)
+
+
 def phase_of(run: Run, hit: Hit, before: int, after: int) -> str | None:
     """The training phase of a traceback near `hit`: Ray task header first, else nearest frame."""
-    near = window(run, hit.line_no, before, after)
     headers: list[tuple[int, str]] = []
     frames: list[tuple[int, str]] = []
-    for line in near:
+    for line in window(run, hit.line_no, before, after):
+        distance = abs(line.line_no - hit.line_no)
         for m in RAY_HEADER_RE.finditer(line.text):
-            for pattern, phase in PHASES:
-                if pattern.search(m.group(1)):
-                    headers.append((abs(line.line_no - hit.line_no), phase))
-                    break
-        if not headers:
-            for pattern, phase in PHASES:
-                if pattern.search(line.text):
-                    frames.append((abs(line.line_no - hit.line_no), phase))
-                    break
+            if phase := _phase_named(m.group(1)):
+                headers.append((distance, phase))
+        if not headers and (phase := _phase_named(line.text)):
+            frames.append((distance, phase))
     chosen = headers or frames
     return min(chosen)[1] if chosen else None
 
