@@ -13,7 +13,7 @@ from logscope.detector import Detector
 from logscope.exceptions import BadDetectorParameters
 from logscope.model import SEVERITY_RANK, Finding, Run, Severity
 
-from ._common import Hit, iter_windows, non_finite_advice, signature_evidence, where
+from ._common import Hit, iter_windows, non_finite_advice, occurrences, where
 from ._signatures import GRAD_NORM_KEYS, GRAD_NORM_RE, SignatureDetector
 
 # Metric families: one finding per family, naming the metric that went non-finite first.
@@ -351,7 +351,7 @@ class GradNormNotFiniteStepSkipped(SignatureDetector):
         distinct = len(steps) if steps else len(hits)
         many = distinct >= self.error_steps or longest >= self.error_consecutive
         values = sorted({h.match.group(2) for h in hits})
-        count = signature_evidence(hits)["count"]
+        count = occurrences(hits)
         # A reader may keep only the first N identical events; it counts all of them in meta.
         counted = (run.meta.get("event_counts") or {}).get("grad-norm-not-finite", 0)
         extra: dict[str, Any] = {}

@@ -21,7 +21,7 @@ from ._common import (
     find_lines,
     gpu_memory_advice,
     micro_batch_advice,
-    signature_evidence,
+    occurrences,
     where,
 )
 from ._signatures import (
@@ -150,7 +150,7 @@ class CudaOom(SignatureDetector):
         message = f"CUDA out of memory{where_phase} at {where(first)}"
         if "tried_to_allocate" in evidence:
             message += f", trying to allocate {evidence['tried_to_allocate']}"
-        message += f"; printed {signature_evidence(hits)['count']} time(s)."
+        message += f"; printed {occurrences(hits)} time(s)."
         if leak:
             message += (
                 f" {leak['metric']} climbed from {leak['start_gb']} to {leak['end_gb']} GB over "

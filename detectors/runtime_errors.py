@@ -14,7 +14,7 @@ from ._common import (
     env_advice,
     find_lines,
     gpu_memory_advice,
-    signature_evidence,
+    occurrences,
     where,
 )
 from ._signatures import (
@@ -208,9 +208,7 @@ class NcclError(SignatureDetector):
         oom = find_lines(run, CUDA_OOM_RE, CUDA_OOM_KEYS)
         evidence["cuda_oom_logged"] = bool(oom)
         what = "NCCL collective timed out" if timeout else "NCCL operation failed"
-        message = (
-            f"{what} at {where(hits[0])}; printed {signature_evidence(hits)['count']} time(s)."
-        )
+        message = f"{what} at {where(hits[0])}; printed {occurrences(hits)} time(s)."
         if oom:
             message += (
                 f" A CUDA OOM is logged too (line {oom[0].line_no}): probably the root cause."
