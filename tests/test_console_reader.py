@@ -506,6 +506,29 @@ def test_config_dump_interleaved_with_other_actors_and_inf(tmp_path):
     assert [e.kind for e in run.events] == ["warning"]
 
 
+def test_a_cut_off_config_dump_does_not_swallow_what_follows(tmp_path):
+    text = (
+        TR
+        + "{'actor_rollout_ref': {'actor': {'clip_ratio': 0.2,\n"
+        + TR
+        + "                                 'entropy_coeff': 0,\n"
+        + TR
+        + "Total training steps: 12\n"
+        + TR
+        + "step:1 - actor/pg_loss:0.1\n"
+        + TR
+        + "WARNING: something\n"
+    )
+    run = read_both(tmp_path, text)
+    assert run.config_segments == []
+    assert [e.kind for e in run.events] == [
+        "config-dump-unparsed",
+        "total-training-steps",
+        "warning",
+    ]
+    assert run.meta["total_training_steps"] == 12
+
+
 def test_restart_from_checkpoint_gives_two_segments_latest_values_win(tmp_path):
     c1 = {"algorithm": {"adv_estimator": "gae"}, "trainer": {"resume_mode": "disable"}}
     c2 = {"algorithm": {"adv_estimator": "gae"}, "trainer": {"resume_mode": "auto"}}

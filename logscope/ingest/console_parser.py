@@ -81,6 +81,9 @@ class _Dump:
     done: bool = False
 
     def take(self, text: str) -> bool:
+        """Consume a line of the dump; pprint indents every line after the first."""
+        if self.lines and not text.startswith((" ", "\t")):
+            return False  # not a continuation: the dump was cut off
         self.lines.append(text)
         self.done = self.brackets.feed(text) or len(self.lines) >= MAX_DUMP_LINES
         return True
@@ -287,14 +290,12 @@ class ConsoleParser:
         self._note_name(prefix)
         block = self._blocks.get(prefix)
         if block is not None:
-            if isinstance(block, _Dump):
-                block.take(rest)
-                if block.done:
-                    self._close(prefix)
-                return
-            if block.take(line_no, rest):
+            taken = block.take(rest) if isinstance(block, _Dump) else block.take(line_no, rest)
+            if taken and not (isinstance(block, _Dump) and block.done):
                 return
             self._close(prefix)
+            if taken:
+                return
         body = clean
         level = None
         m = vt.LOGGER_RE.match(clean)
