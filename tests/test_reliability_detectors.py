@@ -46,6 +46,7 @@ def _runs(draw):
 
 @settings(
     max_examples=15,
+    derandomize=True,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
