@@ -112,19 +112,36 @@ class Run:
     @property
     def metric_names(self) -> list[str]:
         """Sorted names of every metric in the run."""
-        if self.metrics.height == 0:
-            return []
-        return sorted(self.metrics.get_column("metric").unique().to_list())
+        return sorted(self._series_index())
 
     def has_metric(self, name: str) -> bool:
-        return name in self._name_set()
+        return name in self._series_index()
 
-    def _name_set(self) -> set[str]:
-        cached = self.__dict__.get("_names_cache")
-        if cached is None or cached[0] is not self.metrics:
-            cached = (self.metrics, set(self.metric_names))
-            self.__dict__["_names_cache"] = cached
-        return cached[1]
+    def _series_index(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """{metric: (steps, values)} sorted by step, built once per metrics frame.
+
+        One group-by over the long frame (rows keep their order inside a group) is several times
+        faster than partitioning it into per-metric frames.
+        """
+        cached = self.__dict__.get("_series_cache")
+        if cached is not None and cached[0] is self.metrics:
+            return cached[1]
+        index: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        if self.metrics.height:
+            grouped = self.metrics.group_by("metric").agg("step", "value")
+            step_lists = grouped.get_column("step")
+            value_lists = grouped.get_column("value")
+            for i, name in enumerate(grouped.get_column("metric").to_list()):
+                steps = step_lists[i].to_numpy()
+                values = value_lists[i].to_numpy()
+                if len(steps) > 1 and bool(np.any(np.diff(steps) < 0)):
+                    order = np.argsort(steps, kind="stable")
+                    steps, values = steps[order], values[order]
+                steps.flags.writeable = False  # shared by every caller: no in-place edits
+                values.flags.writeable = False
+                index[name] = (steps, values)
+        self.__dict__["_series_cache"] = (self.metrics, index)
+        return index
 
     @property
     def steps(self) -> np.ndarray:
@@ -139,15 +156,10 @@ class Run:
 
     def series(self, metric: str) -> tuple[np.ndarray, np.ndarray]:
         """(steps, values) of one metric, sorted by step; empty arrays when absent."""
-        by_metric = self.__dict__.get("_series_cache")
-        if by_metric is None or by_metric[0] is not self.metrics:
-            parts = self.metrics.sort("step").partition_by("metric", as_dict=True)
-            by_metric = (self.metrics, {key[0]: frame for key, frame in parts.items()})
-            self.__dict__["_series_cache"] = by_metric
-        frame = by_metric[1].get(metric)
-        if frame is None:
+        found = self._series_index().get(metric)
+        if found is None:
             return np.array([], dtype=np.int64), np.array([], dtype=np.float64)
-        return frame.get_column("step").to_numpy(), frame.get_column("value").to_numpy()
+        return found
 
     def wall_times(self) -> tuple[np.ndarray, np.ndarray]:
         """(steps, wall_time) for steps that carry a wall time (empty when none)."""
