@@ -108,7 +108,7 @@ def _stats(parser: ConsoleParser, fast: FastPart) -> ParseStats:
 
 
 def _meta(run: Run, parser: ConsoleParser, fast: FastPart) -> dict[str, Any]:
-    names = set(run.metric_names)
+    names = set(run.metrics.get_column("metric").unique().to_list())  # no series index yet
     n_values = parser._n_values + fast.n_values
     three = n_values > 0 and parser._not_three + fast.not_three == 0
     config = run.config()
