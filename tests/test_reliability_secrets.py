@@ -107,15 +107,16 @@ def test_webhook_url_is_never_written(tmp_path, hostile) -> None:
         up = subprocess.run(logscope_argv(*tail), capture_output=True, env=env, timeout=120)
         assert up.returncode == 0, up.stderr.decode()
         assert slack.received, "nothing was sent: the secret path was not exercised"
-    # the same URL with Slack gone: failures are reported, alerts kept, URL still hidden
-    with open(path, "a") as fh:
-        fh.write("RuntimeError: CUDA error: an illegal memory access was encountered\n")
+    # the same URL with Slack gone (a fresh state, so every alert is attempted and fails)
+    down_tail = [a if a != str(work / "s.json") else str(work / "s2.json") for a in tail]
+    down_tail = [a if a != str(work / "outbox") else str(work / "outbox2") for a in down_tail]
     down = subprocess.run(
-        logscope_argv(*tail, "--slack-webhook", url.replace(str(port), "9")),
+        logscope_argv(*down_tail, "--slack-webhook", url.replace(f":{port}/", ":9/")),
         capture_output=True,
         env=subprocess_env(LOGSCOPE_STORE=str(work / "store")),
         timeout=120,
     )
+    assert b"not yet delivered (last error:" in down.stderr, down.stderr.decode()
     blobs.update(tail_up_out=up.stdout, tail_up_err=up.stderr)
     blobs.update(tail_down_out=down.stdout, tail_down_err=down.stderr)
     for fmt in ("rich", "json", "markdown", "html"):

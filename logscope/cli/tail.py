@@ -147,9 +147,12 @@ def tail(
             notifier.flush()
             pending = len(notifier.outbox.pending())
             if pending:
+                # failures are already scrubbed of the webhook URL by SlackSender
+                why = f" (last error: {notifier.failures[-1]})" if notifier.failures else ""
                 console.print(
                     Text(
-                        f"{pending} alert(s) not yet delivered; kept in {notifier.outbox.folder}",
+                        f"{pending} alert(s) not yet delivered{why}; kept in "
+                        f"{notifier.outbox.folder}",
                         style="yellow",
                     )
                 )
