@@ -350,15 +350,6 @@ def spikes(
     return out, base, sigma
 
 
-def fmt(x: float | None, digits: int = 3) -> str:
-    """A number for a message: 3 significant digits, scientific for tiny/huge values."""
-    if x is None or not math.isfinite(x):
-        return str(x)
-    if x != 0 and (abs(x) < 1e-3 or abs(x) >= 1e5):
-        return f"{x:.{digits - 1}e}"
-    return f"{x:.{digits}g}"
-
-
 def sig(x: float, digits: int = 4) -> float:
     """A float rounded to `digits` significant digits, for evidence."""
     if not math.isfinite(x) or x == 0:

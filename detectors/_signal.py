@@ -260,15 +260,6 @@ def noise_floor(values: np.ndarray, resolution: float | None) -> float:
     return max(sigma, floor)
 
 
-def fmt(x: float, digits: int = 3) -> str:
-    """A number for a message: 3 significant digits, scientific for tiny/huge values."""
-    if x is None or not math.isfinite(x):
-        return str(x)
-    if x != 0 and (abs(x) < 1e-3 or abs(x) >= 1e5):
-        return f"{x:.{digits - 1}e}"
-    return f"{x:.{digits}g}"
-
-
 def line_rss(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """RSS of a least-squares line over every prefix x[:k] and every suffix x[k:] (k = 0..n).
 

@@ -146,3 +146,12 @@ def changepoints_sigma(
         return []  # noise beyond float range: no level shift can stand out of it
     algo = rpt.KernelCPD(kernel="linear", min_size=min_size).fit(x.reshape(-1, 1))
     return [int(b) for b in algo.predict(pen=pen) if b < n]
+
+
+def fmt(x: float | None, digits: int = 3) -> str:
+    """A number for a message: 3 significant digits, scientific for tiny/huge values."""
+    if x is None or not math.isfinite(x):
+        return str(x)
+    if x != 0 and (abs(x) < 1e-3 or abs(x) >= 1e5):
+        return f"{x:.{digits - 1}e}"
+    return f"{x:.{digits}g}"

@@ -14,8 +14,8 @@ from logscope.exceptions import BadDetectorParameters
 from logscope.model import Advice, Finding, Run
 from logscope.verl_config import RO
 
-from ._signal import best_split, binned, clean_series, concept_series, fmt, moving_average
-from ._stats import mad_sigma
+from ._signal import best_split, binned, clean_series, concept_series, moving_average
+from ._stats import fmt, mad_sigma
 
 
 def _positive(label: str, value: float) -> None:

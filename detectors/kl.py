@@ -22,13 +22,13 @@ from ._policy_signals import (
     by_step,
     config_changes,
     first_stretch,
-    fmt,
     level_shifts,
     load,
     sig,
     smooth,
     spike_changes,
 )
+from ._stats import fmt
 
 #: the article's calibration step (×0.7 / ×1.5 per round), applied in the direction the
 #: mechanics give: a larger KL coefficient pulls the policy back toward the reference.

@@ -21,13 +21,13 @@ from ._policy_signals import (
     Change,
     Series,
     by_step,
-    fmt,
     level_shifts,
     load,
     sig,
     smooth,
     spike_changes,
 )
+from ._stats import fmt
 
 
 def _check(name: str, value: float, low: float = 0.0, high: float = math.inf) -> None:

@@ -21,7 +21,6 @@ from ._signal import (
     binned,
     clean_series,
     concept_series,
-    fmt,
     hinge_fit,
     isotonic_prefix_fit,
     line_at,
@@ -31,7 +30,7 @@ from ._signal import (
     poly_prefix_fit,
     regular_grid,
 )
-from ._stats import mad_sigma, mann_kendall, theil_sen
+from ._stats import fmt, mad_sigma, mann_kendall, theil_sen
 
 KL_COEF_KEYS = (f"{ACT}.kl_loss_coef", "algorithm.kl_ctrl.kl_coef")
 

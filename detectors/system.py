@@ -20,11 +20,10 @@ from ._signal import (
     binned,
     clean_series,
     concept_series,
-    fmt,
     hinge_fit,
     noise_floor,
 )
-from ._stats import changepoints, mann_kendall, robust_sigma, rolling_median, theil_sen
+from ._stats import changepoints, fmt, mann_kendall, robust_sigma, rolling_median, theil_sen
 
 #: Usual GPU memory sizes (GB); capacity is guessed as the smallest ≥ 1.05 × the max seen.
 GPU_SIZES_GB = (24.0, 40.0, 48.0, 80.0, 94.0, 141.0)
