@@ -183,17 +183,15 @@ def golden_micro_batch(run: Run) -> tuple[int | None, int | None]:
 
 
 def gpu_memory_bound(run: Run) -> tuple[float, str]:
-    """A9: the upper end of the advised `rollout.gpu_memory_utilization` range for this run."""
+    """A9: the upper end of the advised `rollout.gpu_memory_utilization` range for this run
+    (the same table `check` uses)."""
+    from logscope.check.rules import gpu_memory_range
+
     config = run.config()
     size = verl_config.model_size_b(config) if config else None
     gpus = verl_config.n_gpus(config) if config else None
-    if size is not None and size <= 1.5:
-        return 0.65, f"up to 0.65 for a small model ({size:g}B)"
-    if gpus == 1:
-        return 0.5, "0.4–0.5 on a single GPU"
-    if gpus is not None and gpus >= 8:
-        return 0.4, f"0.3–0.4 with {gpus}-GPU FSDP"
-    return 0.5, "0.4–0.5 (0.3–0.4 with 8-GPU FSDP, up to 0.65 for small models)"
+    _, high, why = gpu_memory_range(size, gpus)
+    return high, why
 
 
 GPU_MEM_RULE = "0.4–0.5 (1 GPU), 0.3–0.4 (8-GPU FSDP), ≤ 0.65 (small models)"
