@@ -298,9 +298,20 @@ class Store:
         if not (folder / "metrics.parquet").is_file():
             return None
         try:
-            data = json.loads((folder / "run.json").read_text())
+            data = json.loads((folder / "run.json").read_text(encoding="utf-8"))
             plain = run_from_json(data, empty_metrics())
-        except (OSError, ValueError, KeyError, TypeError):
+            # The footer only (cheap): a truncated or foreign file is damage, rebuilt by load().
+            if dict(pl.read_parquet_schema(folder / "metrics.parquet")) != METRICS_SCHEMA:
+                return None
+        except (
+            OSError,
+            ValueError,
+            KeyError,
+            TypeError,
+            AttributeError,
+            pl.exceptions.PolarsError,
+            pl.exceptions.PanicException,
+        ):
             return None
         fields = {f.name: getattr(plain, f.name) for f in dataclasses.fields(Run)}
         del fields["metrics"]
@@ -454,7 +465,11 @@ def _status_digest(path: str | Path, source: str | None) -> str | None:
     """A digest of the status (path, size, mtime, inode) of every file a key would hash."""
     p = Path(path)
     digest = hashlib.blake2b(digest_size=16)
-    digest.update(f"{FORMAT_VERSION}/{__version__}/{source}/{p.resolve()}".encode())
+    try:
+        resolved = p.resolve()
+    except (OSError, RuntimeError):  # RuntimeError: a symlink loop (Python < 3.13)
+        return None
+    digest.update(f"{FORMAT_VERSION}/{__version__}/{source}/{resolved}".encode())
     try:
         for file in _iter_files(p):
             st = file.stat()

@@ -221,6 +221,8 @@ def test_symlink_loop_in_a_tensorboard_tree(tmp_path: Path) -> None:
         assert report["run"]["steps"]["count"] == 29  # read once, not once per loop
     loop = root / "a"
     assert_user_error(analyze_json(loop), loop)
+    with_store = cli("analyze", str(loop), "-f", "json", "--store", str(store))
+    assert_user_error(with_store, loop)  # the store's key of a looping path: no traceback
 
 
 def test_steps_duplicated_out_of_order_and_backwards(tmp_path: Path) -> None:

@@ -304,3 +304,26 @@ def test_stale_temp_files_of_live_writers_are_kept(tmp_path) -> None:
     assert store_mod.sweep_temp_files(folder) == 2
     assert mine.exists() and other_host.exists()
     assert not dead.exists() and not old.exists()
+
+
+@pytest.mark.parametrize(
+    "damage", ["truncated-parquet", "garbled-run-json", "wrong-shape-run-json"]
+)
+def test_damage_behind_cached_findings_is_rebuilt(tmp_path, log_file, parsed, damage) -> None:
+    """`analyze` keeps findings per input too; a damaged run entry under them is still noticed:
+    the report is the same as before the damage, and the entry is rewritten."""
+    from tests._reliability import cli
+
+    root = tmp_path / "store"
+    args = ("analyze", str(log_file), "-f", "json", "--store", str(root), "--fail-on", "never")
+    first = cli(*args)
+    assert first.exit_code == 0, first.stderr
+    assert cli(*args).json() == first.json()  # from the cached findings
+    DAMAGE[damage](root, parsed.id)
+    again = cli(*args)
+    assert again.exception is None and again.exit_code == 0, again.stderr
+    assert again.json()["findings"] == first.json()["findings"]
+    assert again.json()["run"]["steps"] == first.json()["run"]["steps"]
+    fixed = Store(root).get_run(parsed.id)
+    assert fixed is not None
+    _same_run(fixed, parsed)
