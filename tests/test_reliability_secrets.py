@@ -100,23 +100,31 @@ def test_webhook_url_is_never_written(tmp_path, hostile) -> None:
     blobs: dict[str, bytes] = {}
     tail = ["tail", str(path), "--from-start", "--once", "--state-file", str(work / "s.json")]
     tail += ["--outbox", str(work / "outbox")]
+    # Slack up, and the same URL with Slack gone (its own state, so every alert is attempted
+    # and fails); both at once.
+    down_tail = [a if a != str(work / "s.json") else str(work / "s2.json") for a in tail]
+    down_tail = [a if a != str(work / "outbox") else str(work / "outbox2") for a in down_tail]
     with SlackStandIn() as slack:
         host, port = slack.server.server_address[:2]
         url = f"http://{host}:{port}{SECRET_PATH}"
-        env = subprocess_env(LOGSCOPE_SLACK_WEBHOOK=url, LOGSCOPE_STORE=str(work / "store"))
-        up = subprocess.run(logscope_argv(*tail), capture_output=True, env=env, timeout=120)
-        assert up.returncode == 0, up.stderr.decode()
+        store_env = {"LOGSCOPE_STORE": str(work / "store")}
+        runs = [
+            (logscope_argv(*tail), subprocess_env(LOGSCOPE_SLACK_WEBHOOK=url, **store_env)),
+            (
+                logscope_argv(*down_tail, "--slack-webhook", url.replace(f":{port}/", ":9/")),
+                subprocess_env(**store_env),
+            ),
+        ]
+        procs = [
+            subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+            for argv, env in runs
+        ]
+        (up_out, up_err), (down_out, down_err) = (p.communicate(timeout=120) for p in procs)
+        assert procs[0].returncode == 0, up_err.decode()
         assert slack.received, "nothing was sent: the secret path was not exercised"
-    # the same URL with Slack gone (a fresh state, so every alert is attempted and fails)
-    down_tail = [a if a != str(work / "s.json") else str(work / "s2.json") for a in tail]
-    down_tail = [a if a != str(work / "outbox") else str(work / "outbox2") for a in down_tail]
-    down = subprocess.run(
-        logscope_argv(*down_tail, "--slack-webhook", url.replace(f":{port}/", ":9/")),
-        capture_output=True,
-        env=subprocess_env(LOGSCOPE_STORE=str(work / "store")),
-        timeout=120,
-    )
-    assert b"not yet delivered (last error:" in down.stderr, down.stderr.decode()
+    assert b"not yet delivered (last error:" in down_err, down_err.decode()
+    up = subprocess.CompletedProcess(runs[0][0], procs[0].returncode, up_out, up_err)
+    down = subprocess.CompletedProcess(runs[1][0], procs[1].returncode, down_out, down_err)
     blobs.update(tail_up_out=up.stdout, tail_up_err=up.stderr)
     blobs.update(tail_down_out=down.stdout, tail_down_err=down.stderr)
     for fmt in ("rich", "json", "markdown", "html"):
