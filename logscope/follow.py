@@ -65,6 +65,7 @@ class LineFollower:
         self._fh = None  # type: ignore[var-annotated]
         self._partial = b""
         self._missing_noted = False
+        self._error_noted: str | None = None
 
     def close(self) -> None:
         if self._fh is not None:
@@ -140,9 +141,13 @@ class LineFollower:
         out = Poll()
         try:
             self._poll(out)
-        except OSError as exc:  # permissions changed, I/O error: say so and try again later
+            self._error_noted = None
+        except OSError as exc:  # permissions changed, I/O error: say so (once) and try again
             self.close()
-            out.notes.append(f"cannot read {self.path}: {exc.strerror or exc}")
+            note = f"cannot read {self.path}: {exc.strerror or exc}"
+            if note != self._error_noted:
+                out.notes.append(note)
+                self._error_noted = note
         return out
 
     def _poll(self, out: Poll) -> None:

@@ -256,3 +256,28 @@ def test_sigterm_during_a_send(logs, tmp_path) -> None:
     for blob in (out, err, second.stdout, second.stderr, state.read_bytes()):
         assert b"sEcReT" not in blob
     assert a.read_bytes() == log_before, "tail modified the log it follows"
+
+
+def test_unreadable_path_is_noted_once_then_followed(tmp_path) -> None:
+    """The path turns into something unreadable (here a directory; as non-root also chmod 000):
+    one note, no exception, no repeat on every poll; once it is a log again, it is followed."""
+    from logscope.follow import LineFollower
+
+    target = tmp_path / "live.log"
+    target.mkdir()
+    follower = LineFollower(target)
+    first = follower.poll()
+    assert [n for n in first.notes if "cannot read" in n], first.notes
+    assert follower.poll().notes == []  # said once
+    target.rmdir()
+    target.write_text("step:1 - a:1\nstep:2 - a:2\n")
+    polled = follower.poll()
+    assert [text for _, text in polled.lines] == ["step:1 - a:1", "step:2 - a:2"]
+
+
+def test_tail_on_a_directory_is_a_user_error(tmp_path) -> None:
+    from tests._reliability import cli
+
+    result = cli("tail", str(tmp_path), "--once", "--no-live")
+    assert result.exit_code == 2
+    assert "isadirectory" in result.message and str(tmp_path) in result.message

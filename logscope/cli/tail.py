@@ -92,6 +92,11 @@ def tail(
 
     console = Console(stderr=True)
     with user_errors():
+        if path.is_dir():
+            raise LogscopeError(
+                f"{path} is a directory; expected the verl console log being written "
+                "(the file `tee` writes)"
+            )
         if min_severity == FailOn.never:
             raise LogscopeError(
                 "--min-severity never would never alert; choose info, warning, error or critical"
