@@ -175,7 +175,7 @@ def _jsonl_line(record: dict) -> bytes:
     st.booleans(),
 )
 def test_jsonl_reader(lines: list[bytes], cut_last: bool) -> None:
-    from logscope.ingest import jsonl
+    from logscope.ingest import jsonl, tables
 
     data = b"\n".join(lines)
     if cut_last and len(data) > 3:
@@ -184,6 +184,9 @@ def test_jsonl_reader(lines: list[bytes], cut_last: bool) -> None:
         path = Path(tmp) / "metrics.jsonl"
         path.write_bytes(data)
         _read_or_user_error(jsonl.read, path)
+        flat = Path(tmp) / "history.jsonl"  # the generic table reader (wandb history exports)
+        flat.write_bytes(data.replace(b'"data": {', b'"_step": 1, "x": {'))
+        _read_or_user_error(tables.read, flat)
 
 
 @pytest.mark.xfail(
