@@ -174,14 +174,6 @@ def test_permission_denied(tmp_path: Path) -> None:
         path.chmod(0o644)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "ingest.load(): when every reader's sniff() fails because the file cannot be read, "
-        "the message is 'not a format logscope reads. Expected one of: …' instead of naming "
-        "the permission error (sniffers swallow OSError; load() only checks exists())"
-    ),
-)
 def test_permission_denied_message_says_so(tmp_path: Path) -> None:
     if os.geteuid() == 0 and not _can_drop_dac():
         pytest.skip("running as root without setpriv")

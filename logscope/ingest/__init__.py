@@ -11,6 +11,7 @@ Each reader module defines:
 from __future__ import annotations
 
 import importlib
+import os
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
@@ -52,6 +53,7 @@ def load(path: str | Path, source: str | None = None, progress: Progress | None 
         p = Path(path)
         if not p.exists():
             raise IngestError(raw, f"no such file or directory. logscope reads: {accepted_formats()}")
+        _check_readable(p)
     else:
         p = Path(raw)
     modules = reader_modules()
@@ -66,3 +68,16 @@ def load(path: str | Path, source: str | None = None, progress: Progress | None 
     raise UnknownSource(
         raw, f"not a format logscope reads. Expected one of: {accepted_formats()}"
     )
+
+
+def _check_readable(path: Path) -> None:
+    """Fail with the OS's reason (e.g. permission denied) before sniffers swallow it."""
+    try:
+        if path.is_dir():
+            with os.scandir(path) as entries:
+                next(entries, None)
+        else:
+            with open(path, "rb") as fh:
+                fh.read(1)
+    except OSError as exc:
+        raise IngestError(str(path), f"cannot read it: {exc.strerror or exc}") from exc
