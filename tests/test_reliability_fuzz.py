@@ -189,14 +189,6 @@ def test_jsonl_reader(lines: list[bytes], cut_last: bool) -> None:
         _read_or_user_error(tables.read, flat)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "JSONL reader: a step beyond int64 (9.2e18 or 3.4e38 written as a float, or 2**64) "
-        "raises OverflowError/TypeError from polars' Int64 step column instead of being "
-        "skipped and counted"
-    ),
-)
 @pytest.mark.parametrize(
     "step", ["9.223372036854776e+18", "3.402823669209385e+38", "18446744073709551616"]
 )

@@ -20,6 +20,7 @@ from logscope.ingest._common import content_hash, metrics_frame, to_float, versi
 from logscope.model import METRICS_SCHEMA, ParseStats, Run, Source
 
 KIND = "verl-jsonl"
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 DESCRIPTION = 'verl file-logger JSONL, one {"step": N, "data": {...}} per line'
 
 try:  # orjson is ~3x faster; it rejects the bare NaN of verl 0.6, so json.loads is the fallback
@@ -147,7 +148,9 @@ def _per_line(
             continue
         try:
             step = int(obj["step"])
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
+            step = None
+        if step is None or not _INT64_MIN <= step <= _INT64_MAX:  # steps are Int64
             stats.skip(line_no, line.decode("utf-8", "replace"))
             continue
         stats.step_lines += 1
