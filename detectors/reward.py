@@ -321,6 +321,10 @@ class RewardSawtooth(Detector):
         noise = noise_floor(vals, run.value_resolution)
         if amplitude < self.min_amplitude_sigma * noise:
             return None
+        # an "oscillation" a millionth of the curve's own scale is float rounding, not a cycle
+        scale = max(float(np.ptp(vals)), float(np.abs(np.median(vals))))
+        if amplitude <= 1e-6 * scale:
+            return None
         period_steps = p * width
         # a KL coefficient change explains the sawtooth only if it came before it showed
         changes = [c for c in kl_coef_changes(run) if c["step"] <= start_step + 2 * p * width]

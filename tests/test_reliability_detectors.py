@@ -6,7 +6,6 @@ must stay empty) and every renderer must produce its output.
 from __future__ import annotations
 
 import numpy as np
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -59,14 +58,6 @@ def test_no_detector_raises_on_any_series(run) -> None:
     report.to_html()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "LS201 reward-sawtooth fires (warning) on a noise-free linear reward ramp "
-        "(critic/score/mean = step/10): the 'oscillation' is float rounding, amplitude ~1e-15; "
-        "the detector has no floor on amplitude relative to the series scale"
-    ),
-)
 def test_a_clean_linear_reward_is_not_a_sawtooth() -> None:
     steps = np.arange(1, 61)
     run = make_run(
