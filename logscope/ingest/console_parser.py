@@ -175,7 +175,7 @@ class ConsoleParser:
         prefix, rest = vt.split_prefix(text)
         clean = vt.strip_tail(rest)
         if "step:" in clean:
-            m = vt.STEP_RE.match(clean)
+            m = vt.match_step(clean)
             if m is not None:
                 self._flush()
                 self._note_name(prefix)
@@ -212,7 +212,7 @@ class ConsoleParser:
 
         Its step mark and the step hint were already recorded by the bulk path."""
         clean = vt.strip_tail(vt.split_prefix(vt.strip_ansi(raw))[1])
-        m = vt.STEP_RE.match(clean)
+        m = vt.match_step(clean)
         if m is None:  # pragma: no cover - the bulk path only hands over step lines
             return
         held = self._pending
@@ -229,7 +229,7 @@ class ConsoleParser:
 
     def _join(self, p: _Pending, line_no: int, sub: int, last: bool, tail: str) -> bool:
         joined = vt.join_wrapped(p.text, tail)
-        m = vt.STEP_RE.match(joined)
+        m = vt.match_step(joined)
         if m is None:
             return False
         items = vt.parse_items(m.group(2))
@@ -248,7 +248,7 @@ class ConsoleParser:
         if p is None:
             return
         self._pending = None
-        m = vt.STEP_RE.match(p.text)
+        m = vt.match_step(p.text)
         assert m is not None
         items = vt.parse_items(m.group(2), drop_last=drop_last)
         self._step_lines += 1

@@ -49,7 +49,11 @@ LOGGER = r"^(DEBUG|INFO|WARNING|ERROR|CRITICAL):([0-9]{4}-[0-9]{2}-[0-9]{2} [0-9
 ANSI_RE = re.compile(ANSI)
 PREFIX_RE = re.compile(PREFIX)
 TAIL_RE = re.compile(TAIL)
+SUFFIX_RE = re.compile(r"\[repeated [0-9]+x across cluster\]|\(Ray deduplicates logs by default\.")
 STEP_RE = re.compile(STEP)
+# STEP without the glued tqdm bar (which needs a `%|`): on a line without `%|` it means the same
+# and does not scan the whole line for a bar.
+STEP_PLAIN_RE = re.compile(r"^step:([0-9]{1,18})(?: - (.*))?$")
 STEP_START_RE = re.compile(STEP_START)
 TQDM_RE = re.compile(TQDM)
 CONT_RE = re.compile(CONT)
@@ -109,7 +113,21 @@ def prefix_name(prefix: str | None) -> str | None:
 
 def strip_tail(text: str) -> str:
     """Drop trailing blanks and Ray's dedup suffix/notice."""
-    return TAIL_RE.sub("", text, count=1)
+    # Same as `TAIL_RE.sub("", text, count=1)`, which is tried at every position (slow on long
+    # lines). Without a newline, the leftmost match starts at the blanks before the first
+    # suffix (`.*` runs to the end) or else at the trailing blanks.
+    if "\n" in text:
+        return TAIL_RE.sub("", text, count=1)
+    if "[repeated " in text or "(Ray dedup" in text:
+        m = SUFFIX_RE.search(text)
+        if m is not None:
+            return text[: m.start()].rstrip(" \t")
+    return text.rstrip(" \t")
+
+
+def match_step(text: str) -> re.Match[str] | None:
+    """`STEP_RE.match(text)` (group 1: the step, group 2: the items), faster."""
+    return (STEP_RE if "%|" in text else STEP_PLAIN_RE).match(text)
 
 
 def repeats(text: str) -> int:
@@ -288,11 +306,63 @@ EVENT_KINDS: tuple[str, ...] = (
 TOTAL_STEPS_RE = re.compile(r"Total training steps: ([0-9]+)")
 
 
+# Per kind, literals one of which occurs in every text its pattern matches: a cheap `in` test
+# decides whether the regex needs to run (most lines match no pattern).
+EVENT_KEYWORDS: dict[str, tuple[str, ...]] = {
+    "grad-norm-not-finite": ("grad_norm is not finite",),
+    "cuda-oom": ("CUDA", "OutOfMemoryError"),
+    "host-oom": ("memory", "OutOfMemoryError", "oom-kill"),
+    "nccl-error": ("NCCL", "nccl", "Watchdog caught"),
+    "vllm-error": (
+        "failed to be inspected",
+        "No available memory",
+        "Engine",
+        "model context length",
+        "max_num_batched_tokens",
+    ),
+    "config-error": (
+        "must ",
+        "only support",
+        "Please set",
+        "You have set both",
+        "should be",
+        "Invalid loss_agg_mode",
+        "is not supported",
+        "Error executing job",
+        "Config",
+        "Could not override",
+        "is not divisible",
+        "Expected all tensors",
+    ),
+    "ray-error": (
+        "to register worker",
+        "ray.exceptions.",
+        "RayActorError",
+        "ActorDiedError",
+        "RaySystemError",
+        "actor died",
+        "WorkerCrashedError",
+        "GCS ",
+    ),
+    "total-training-steps": ("Total training steps: ",),
+    "checkpoint-load": ("checkpoint", "Resuming from ", "Setting global step to"),
+    "checkpoint-save": ("local_global_step_folder: ", "aving checkpoint"),
+    "validation-metrics": ("validation metrics: ",),
+    "killed": ("Killed", "SIGKILL", "SIGTERM", "egmentation fault", "core dumped"),
+    "warning": ("WARN", "Warning", "[W ", "NOTICE:"),
+    "error": ("Error", "Exception", "ERROR", "[E ", "FATAL"),
+}
+_GATED = tuple((kind, EVENT_KEYWORDS[kind], pattern) for kind, pattern in EVENT_PATTERNS)
+
+
 def classify(text: str) -> str | None:
     """Event kind of a cleaned non-step line, or None when it does not matter."""
-    for kind, pattern in EVENT_PATTERNS:
-        if pattern.search(text):
-            return kind
+    for kind, keywords, pattern in _GATED:
+        for keyword in keywords:
+            if keyword in text:
+                if pattern.search(text):
+                    return kind
+                break
     return None
 
 
