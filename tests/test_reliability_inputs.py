@@ -314,15 +314,6 @@ def test_nan_and_inf_in_every_column(tmp_path: Path) -> None:
     assert report["run"]["steps"]["count"] == 19
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "console reader: a 200 MB line with no newline takes 34-57 s on this machine (peak RSS "
-        "~890 MB): ConsoleParser.segment() runs verl_text.strip_tail (TAIL_RE.sub, tried at "
-        "every position) and other unanchored regexes over the whole line (~3.5 MB/s); "
-        "bench/big_file.py --long-line measures it to the end"
-    ),
-)
 def test_single_200mb_line_without_newline(tmp_path: Path) -> None:
     """Bounded memory (< 1 GB peak RSS) and done in 10 s; the file is deleted afterwards."""
     path = tmp_path / "one-line.log"
