@@ -725,11 +725,6 @@ def test_max_num_batched_tokens_too_small():
 
 
 @pytest.mark.skipif(not HAS_CONSOLE, reason="console reader not installed yet")
-@pytest.mark.xfail(
-    reason="console reader keeps only the first 4000 characters of a traceback event, so the "
-    "final exception line of a long Ray traceback is lost (reported to the lead)",
-    strict=False,
-)
 def test_long_traceback_keeps_its_final_exception_line(tmp_path):
     from logscope.ingest import load
 

@@ -23,6 +23,7 @@ from logscope.model import Event, ParseStats, Run, Source
 PER_SIGNATURE = 2000  # events kept per (kind, text with digits masked)
 MAX_EVENTS = 50_000
 MAX_EVENT_TEXT = 4000
+TB_HEAD, TB_TAIL = 1500, 2500  # a longer traceback keeps its head and its tail (two events)
 MAX_BLOCK_LINES = 400  # traceback lines kept (more are counted)
 MAX_DUMP_LINES = 50_000
 COMPACT_ROWS = 200_000  # metric rows kept as Python lists before moving them into a frame
@@ -340,12 +341,32 @@ class ConsoleParser:
             else:
                 runs.append([(line_no, text)])
         for part in runs:
-            text = "\n".join(t for _, t in part)
-            self._event(part[0][0], "traceback", text, 0, block.step_hint)
+            self._traceback_event(part, block.step_hint)
         if block.extra:
             self.stats.notes.append(
                 f"traceback at line {block.start}: {block.extra} more lines not kept"
             )
+
+    def _traceback_event(self, part: list[tuple[int, str]], hint: int | None) -> None:
+        """One event for consecutive traceback lines; when too long, its head and its tail (the
+        final exception) as two events, so each event's lines stay the file's lines."""
+        text = "\n".join(t for _, t in part)
+        if len(text) <= MAX_EVENT_TEXT:
+            self._event(part[0][0], "traceback", text, 0, hint)
+            return
+        head, size = 1, len(part[0][1])
+        while head < len(part) and size + 1 + len(part[head][1]) <= TB_HEAD:
+            size += 1 + len(part[head][1])
+            head += 1
+        start, size = len(part) - 1, len(part[-1][1])
+        while start > head and size + 1 + len(part[start - 1][1]) <= TB_TAIL:
+            start -= 1
+            size += 1 + len(part[start][1])
+        kept = self._event(part[0][0], "traceback", "\n".join(t for _, t in part[:head]), 0, hint)
+        # The tail belongs to the same traceback: kept with its head, not counted again.
+        if kept and start >= head and len(self.events) < MAX_EVENTS:
+            tail = "\n".join(t for _, t in part[start:])
+            self.events.append(Event(part[start][0], hint, "traceback", tail[:TB_TAIL]))
 
     def _close_dump(self, dump: _Dump) -> None:
         try:
@@ -364,14 +385,16 @@ class ConsoleParser:
         self._unparsed_dumps += 1
         self._event(dump.start, "config-dump-unparsed", dump.lines[0], 0, dump.step_hint)
 
-    def _event(self, line_no: int, kind: str, text: str, rep: int, hint: int | None) -> None:
+    def _event(self, line_no: int, kind: str, text: str, rep: int, hint: int | None) -> bool:
+        """Count an event and keep it (True) unless its signature or the total is over the cap."""
         self._kind_counts[kind] += 1 + rep
         sig = (kind, DIGITS_RE.sub("#", text[:160]))
         self._sig_counts[sig] += 1
         if self._sig_counts[sig] > PER_SIGNATURE or len(self.events) >= MAX_EVENTS:
             self._dropped[kind] += 1
-            return
+            return False
         self.events.append(Event(line_no, hint, kind, text[:MAX_EVENT_TEXT]))
+        return True
 
     # ---- output --------------------------------------------------------------------------
     def finish(self, ended_mid_line: bool = False) -> None:
