@@ -11,6 +11,7 @@ codes, the Ray prefix `(Name pid=…, ip=…) ` and the trailing blanks / Ray de
 from __future__ import annotations
 
 import ast
+import functools
 import math
 import re
 from typing import Any
@@ -103,6 +104,7 @@ def split_prefix(text: str) -> tuple[str | None, str]:
     return m.group(0).rstrip(" "), text[m.end() :]
 
 
+@functools.lru_cache(maxsize=4096)  # few distinct prefixes, one call per line
 def prefix_name(prefix: str | None) -> str | None:
     """`(TaskRunner pid=1)` → `TaskRunner`."""
     if not prefix:
