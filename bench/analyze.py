@@ -182,7 +182,8 @@ def main(argv: list[str] | None = None) -> int:
                     "x",
                     f"<= {TARGET_GROWTH:g}x",
                     ratio <= TARGET_GROWTH,
-                    note=f"{rows[a][i]:.2f} → {rows[b][i]:.2f} {'s' if i == 0 else 'MB'}",
+                    note=f"{rows[a][i]:.2f} → {rows[b][i]:.2f} {'s' if i == 0 else 'MB'}"
+                    + (f"; CPU time {rows[b][1] / rows[a][1]:.1f}x" if i == 0 else ""),
                 )
         elif a == 100_000 and b == 1_000_000:
             res.check(
