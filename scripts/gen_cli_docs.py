@@ -8,21 +8,43 @@ Usage:
 from __future__ import annotations
 
 import argparse
-import os
+import inspect
 import sys
+from enum import Enum
 from pathlib import Path
+from typing import Any
 
-import click
 import typer
 
 DEFAULT = Path(__file__).resolve().parents[1] / "docs" / "cli.md"
 
 
+def _param_row(param: Any) -> tuple[str, str]:
+    """(names, description) of one argument or option, from our own declarations only
+    (Typer vendors its own click, so parameters are read by duck typing)."""
+    is_argument = type(param).__name__.endswith("Argument")
+    if is_argument:
+        names = f"`{param.name.upper()}`" + ("…" if param.nargs == -1 else "")
+    else:
+        names = ", ".join(f"`{o}`" for o in [*param.opts, *param.secondary_opts])
+    extras = []
+    default = param.default
+    if isinstance(default, Enum):
+        extras.append("one of " + ", ".join(f"`{m.value}`" for m in type(default)))
+    if not is_argument and not getattr(param, "is_flag", False) and default not in (None, (), []):
+        extras.append(f"default `{getattr(default, 'value', default)}`")
+    if param.envvar:
+        extras.append(f"env `{param.envvar}`")
+    if is_argument and param.required:
+        extras.append("required")
+    description = (param.help or "").strip() + (f" ({'; '.join(extras)})" if extras else "")
+    return names, description.replace("|", "\\|")
+
+
 def render() -> str:
+    """Markdown from each command's docstring and parameters (independent of click's formatter)."""
     from logscope.cli.main import app
 
-    os.environ["TERMINAL_WIDTH"] = "100"
-    os.environ.pop("LOGSCOPE_SLACK_WEBHOOK", None)
     group = typer.main.get_command(app)
     parts = [
         "# logscope command line",
@@ -32,10 +54,12 @@ def render() -> str:
     ]
     for name in sorted(group.commands):  # type: ignore[attr-defined]
         command = group.commands[name]  # type: ignore[attr-defined]
-        ctx = click.Context(command, info_name=f"logscope {name}", terminal_width=100, max_content_width=100)
-        formatter = ctx.make_formatter()
-        click.Command.format_help(command, ctx, formatter)
-        parts += [f"## `logscope {name}`", "", "```text", formatter.getvalue().rstrip(), "```", ""]
+        parts += [f"## `logscope {name}`", "", inspect.cleandoc(command.help or ""), ""]
+        rows = [_param_row(p) for p in command.params if p.name != "help"]
+        if rows:
+            parts += ["| argument / option | meaning |", "|---|---|"]
+            parts += [f"| {n} | {d} |" for n, d in rows]
+            parts.append("")
     return "\n".join(parts)
 
 
