@@ -57,6 +57,8 @@ STEP_RE = re.compile(STEP)
 STEP_PLAIN_RE = re.compile(r"^step:([0-9]{1,18})(?: - (.*))?$")
 STEP_START_RE = re.compile(STEP_START)
 TQDM_RE = re.compile(TQDM)
+TQDM_IT_RE = re.compile(r"it \[[0-9:]+(?:<[0-9:?]+)?, *[0-9.?]+(?:it/s|s/it)\]")
+_DIGITS = frozenset("0123456789")
 CONT_RE = re.compile(CONT)
 VALUE_RE = re.compile(VALUE)
 NP_WRAP_RE = re.compile(NP_WRAP)
@@ -120,11 +122,19 @@ def strip_tail(text: str) -> str:
     # suffix (`.*` runs to the end) or else at the trailing blanks.
     if "\n" in text:
         return TAIL_RE.sub("", text, count=1)
-    if "[repeated " in text or "(Ray dedup" in text:
-        m = SUFFIX_RE.search(text)
-        if m is not None:
-            return text[: m.start()].rstrip(" \t")
-    return text.rstrip(" \t")
+    at = _suffix_at(text)
+    return (text if at < 0 else text[:at]).rstrip(" \t")
+
+
+def _suffix_at(text: str) -> int:
+    """Where `SUFFIX_RE.search(text)` matches (-1: nowhere), found with `str.find`."""
+    best = text.find("(Ray deduplicates logs by default.")
+    i = text.find("[repeated ")
+    while i >= 0 and (best < 0 or i < best):
+        if REPEATED_RE.match(text, i):
+            return i
+        i = text.find("[repeated ", i + 1)
+    return best
 
 
 def match_step(text: str) -> re.Match[str] | None:
@@ -134,12 +144,30 @@ def match_step(text: str) -> re.Match[str] | None:
 
 def repeats(text: str) -> int:
     """How many extra times Ray says it saw the line (`[repeated Nx across cluster]`)."""
-    m = REPEATED_RE.search(text) if "[repeated " in text else None
-    return int(m.group(1)) if m else 0
+    i = text.find("[repeated ")
+    while i >= 0:  # `REPEATED_RE.search`, found with `str.find`
+        m = REPEATED_RE.match(text, i)
+        if m:
+            return int(m.group(1))
+        i = text.find("[repeated ", i + 1)
+    return 0
 
 
 def is_tqdm(raw: str) -> bool:
-    return ("%|" in raw or "it [" in raw) and TQDM_RE.search(raw) is not None
+    """`TQDM_RE.search(raw) is not None`, found with `str.find` (fast on very long lines)."""
+    i = raw.find("%|")
+    while i >= 0:  # `[0-9]{1,3}%\|[^|]*\|`: a digit before, another `|` after
+        if i > 0 and raw[i - 1] in _DIGITS:
+            if raw.find("|", i + 2) >= 0:
+                return True
+            break  # no `|` after this one: none after a later one either
+        i = raw.find("%|", i + 2)
+    i = raw.find("it [")
+    while i >= 0:
+        if i > 0 and raw[i - 1] in _DIGITS and TQDM_IT_RE.match(raw, i):
+            return True
+        i = raw.find("it [", i + 1)
+    return False
 
 
 def looks_like_continuation(ansi_free: str) -> bool:
