@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import copy
 import re
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,6 +25,7 @@ MAX_EVENTS = 50_000
 MAX_EVENT_TEXT = 4000
 TB_HEAD, TB_TAIL = 1500, 2500  # a longer traceback keeps its head and its tail (two events)
 MAX_BLOCK_LINES = 400  # traceback lines kept (more are counted)
+TB_TAIL_LINES = 50  # ... and the last lines of a longer one (its final exception)
 MAX_DUMP_LINES = 50_000
 COMPACT_ROWS = 200_000  # metric rows kept as Python lists before moving them into a frame
 CONFIG_KEYS = ("actor_rollout_ref", "trainer", "data", "algorithm")
@@ -52,6 +53,7 @@ class _Traceback:
     lines: list[tuple[int, str]] = field(default_factory=list)
     state: str = "frames"
     extra: int = 0
+    tail: deque[tuple[int, str]] = field(default_factory=lambda: deque(maxlen=TB_TAIL_LINES))
 
     def take(self, line_no: int, text: str) -> bool:
         """Consume a line of the same Ray actor if it belongs to this traceback."""
@@ -68,8 +70,31 @@ class _Traceback:
         if len(self.lines) < MAX_BLOCK_LINES:
             self.lines.append((line_no, text.rstrip()))
         else:
-            self.extra += 1
+            if len(self.tail) == TB_TAIL_LINES:
+                self.extra += 1
+            self.tail.append((line_no, text.rstrip()))
         return True
+
+
+def _runs(lines: Iterable[tuple[int, str]]) -> list[list[tuple[int, str]]]:
+    """(line_no, text) pairs → runs of consecutive line numbers."""
+    runs: list[list[tuple[int, str]]] = []
+    for line_no, text in lines:
+        if runs and runs[-1][-1][0] == line_no - 1:
+            runs[-1].append((line_no, text))
+        else:
+            runs.append([(line_no, text)])
+    return runs
+
+
+def _tail_start(part: list[tuple[int, str]], lo: int) -> int:
+    """Index of the first of the last lines of `part` (not before `lo`, but at least the last
+    line) that fit in TB_TAIL characters."""
+    start, size = len(part) - 1, len(part[-1][1])
+    while start > lo and size + 1 + len(part[start - 1][1]) <= TB_TAIL:
+        start -= 1
+        size += 1 + len(part[start][1])
+    return start
 
 
 @dataclass
@@ -334,39 +359,38 @@ class ConsoleParser:
             self._close_dump(block)
             return
         # One event per run of consecutive lines, so line numbers stay exact.
-        runs: list[list[tuple[int, str]]] = []
-        for line_no, text in block.lines:
-            if runs and runs[-1][-1][0] == line_no - 1:
-                runs[-1].append((line_no, text))
-            else:
-                runs.append([(line_no, text)])
-        for part in runs:
-            self._traceback_event(part, block.step_hint)
+        kept = False
+        for part in _runs(block.lines):
+            kept = self._traceback_event(part, block.step_hint)
+        # The last lines of a traceback too long to keep whole: kept with the lines before
+        # them, not counted again.
+        for part in _runs(block.tail):
+            if kept and len(self.events) < MAX_EVENTS:
+                start = _tail_start(part, 0)
+                text = "\n".join(t for _, t in part[start:])[:TB_TAIL]
+                self.events.append(Event(part[start][0], block.step_hint, "traceback", text))
         if block.extra:
             self.stats.notes.append(
                 f"traceback at line {block.start}: {block.extra} more lines not kept"
             )
 
-    def _traceback_event(self, part: list[tuple[int, str]], hint: int | None) -> None:
+    def _traceback_event(self, part: list[tuple[int, str]], hint: int | None) -> bool:
         """One event for consecutive traceback lines; when too long, its head and its tail (the
         final exception) as two events, so each event's lines stay the file's lines."""
         text = "\n".join(t for _, t in part)
         if len(text) <= MAX_EVENT_TEXT:
-            self._event(part[0][0], "traceback", text, 0, hint)
-            return
+            return self._event(part[0][0], "traceback", text, 0, hint)
         head, size = 1, len(part[0][1])
         while head < len(part) and size + 1 + len(part[head][1]) <= TB_HEAD:
             size += 1 + len(part[head][1])
             head += 1
-        start, size = len(part) - 1, len(part[-1][1])
-        while start > head and size + 1 + len(part[start - 1][1]) <= TB_TAIL:
-            start -= 1
-            size += 1 + len(part[start][1])
+        start = _tail_start(part, head)
         kept = self._event(part[0][0], "traceback", "\n".join(t for _, t in part[:head]), 0, hint)
         # The tail belongs to the same traceback: kept with its head, not counted again.
         if kept and start >= head and len(self.events) < MAX_EVENTS:
             tail = "\n".join(t for _, t in part[start:])
             self.events.append(Event(part[start][0], hint, "traceback", tail[:TB_TAIL]))
+        return kept
 
     def _close_dump(self, dump: _Dump) -> None:
         try:
