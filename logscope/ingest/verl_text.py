@@ -122,6 +122,8 @@ def strip_tail(text: str) -> str:
     # suffix (`.*` runs to the end) or else at the trailing blanks.
     if "\n" in text:
         return TAIL_RE.sub("", text, count=1)
+    if "[repeated " not in text and "(Ray dedup" not in text:
+        return text.rstrip(" \t")
     at = _suffix_at(text)
     return (text if at < 0 else text[:at]).rstrip(" \t")
 
