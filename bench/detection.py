@@ -164,9 +164,7 @@ def evaluate(case: Case, with_rldoctor: bool) -> Outcome:
         (run,) = load(log)
         report = analyze_run(run)
         outcome = Outcome(case, detected=False, step_error=None)
-        outcome.warnings_plus = sorted(
-            {f.name for f in report.findings if f.severity != "info"}
-        )
+        outcome.warnings_plus = sorted({f.name for f in report.findings if f.severity != "info"})
         if case.kind is not None:
             truth = sim.truth[0].step
             wanted = EXPECTED_NAME.get(case.kind, case.kind)
@@ -260,7 +258,9 @@ def to_markdown(rows: list[dict], alarms: dict, args: argparse.Namespace, second
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--per-kind", type=int, default=20)
     parser.add_argument("--healthy", type=int, default=30)
     parser.add_argument("--max-steps", type=int, default=5000)
@@ -276,7 +276,10 @@ def main(argv: list[str] | None = None) -> int:
         try:
             import rl_doctor  # noqa: F401
         except ImportError:
-            print("rldoctor is not installed (pip install rldoctor tbparse); skipping the peer", file=sys.stderr)
+            print(
+                "rldoctor is not installed (pip install rldoctor tbparse); skipping the peer",
+                file=sys.stderr,
+            )
             with_peer = False
 
     cases = make_cases(args.per_kind, args.healthy, args.max_steps, args.seed)
@@ -291,9 +294,13 @@ def main(argv: list[str] | None = None) -> int:
         for o in outcomes:
             c = o.case
             if c.kind and (not o.detected or (o.step_error or 0) > 5):
-                print(f"miss/late {c.kind} step={c.step} err={o.step_error} n={c.n_steps} {c.algorithm} v{c.version} noise={c.noise:.2f} mag={c.magnitude:.2f} seed={c.seed}")
+                print(
+                    f"miss/late {c.kind} step={c.step} err={o.step_error} n={c.n_steps} {c.algorithm} v{c.version} noise={c.noise:.2f} mag={c.magnitude:.2f} seed={c.seed}"
+                )
             if c.kind is None and o.warnings_plus:
-                print(f"false alarm {o.warnings_plus} n={c.n_steps} {c.algorithm} v{c.version} noise={c.noise:.2f} seed={c.seed}")
+                print(
+                    f"false alarm {o.warnings_plus} n={c.n_steps} {c.algorithm} v{c.version} noise={c.noise:.2f} seed={c.seed}"
+                )
     if args.markdown:
         args.markdown.write_text(text)
     ok = all(r["recall"] >= 0.95 for r in rows) and alarms["runs_with_warning_plus"] == 0

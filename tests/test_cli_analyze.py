@@ -53,7 +53,9 @@ def test_json_output_validates_and_describes_the_run(tmp_path: Path) -> None:
 
 
 def test_two_inputs_give_a_json_array(tmp_path: Path) -> None:
-    code, out, _ = _run(str(BASELINE), str(TUNED), "--format", "json", "--fail-on", "never", store=tmp_path)
+    code, out, _ = _run(
+        str(BASELINE), str(TUNED), "--format", "json", "--fail-on", "never", store=tmp_path
+    )
     assert code == 0
     data = json.loads(out)
     assert isinstance(data, list) and len(data) == 2
@@ -110,7 +112,16 @@ def test_fail_on_thresholds(tmp_path: Path) -> None:
 
 
 def test_only_and_skip(tmp_path: Path) -> None:
-    _, out, _ = _run(str(BASELINE), "--format", "json", "--fail-on", "never", "--only", "LS001,LS010", store=tmp_path)
+    _, out, _ = _run(
+        str(BASELINE),
+        "--format",
+        "json",
+        "--fail-on",
+        "never",
+        "--only",
+        "LS001,LS010",
+        store=tmp_path,
+    )
     codes = {f["code"] for f in json.loads(out)["findings"]}
     assert codes <= {"LS001", "LS010"}
     code, _, err = _run(str(BASELINE), "--only", "LS000", store=tmp_path)
@@ -120,8 +131,14 @@ def test_only_and_skip(tmp_path: Path) -> None:
 def test_markdown_and_html_to_file(tmp_path: Path) -> None:
     md = tmp_path / "r.md"
     html = tmp_path / "r.html"
-    assert _run(str(TUNED), "-f", "markdown", "-o", str(md), "--fail-on", "never", store=tmp_path)[0] == 0
-    assert _run(str(TUNED), "-f", "html", "-o", str(html), "--fail-on", "never", store=tmp_path)[0] == 0
+    assert (
+        _run(str(TUNED), "-f", "markdown", "-o", str(md), "--fail-on", "never", store=tmp_path)[0]
+        == 0
+    )
+    assert (
+        _run(str(TUNED), "-f", "html", "-o", str(html), "--fail-on", "never", store=tmp_path)[0]
+        == 0
+    )
     assert md.read_text().startswith("# logscope analyze")
     assert "<html>" in html.read_text()
 

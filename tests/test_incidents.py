@@ -11,7 +11,11 @@ def _f(name: str, step: int | None, severity: str = "warning") -> Finding:
 
 
 def test_story_joins_and_names_first_mover() -> None:
-    findings = [_f("entropy-collapse", 130), _f("kl-jump", 122, "error"), _f("clip-ratio-spike", 120)]
+    findings = [
+        _f("entropy-collapse", 130),
+        _f("kl-jump", 122, "error"),
+        _f("clip-ratio-spike", 120),
+    ]
     incidents = group_incidents(findings, n_steps=400)
     assert len(incidents) == 1
     inc = incidents[0]

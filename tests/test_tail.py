@@ -87,7 +87,9 @@ def _incident_names(received: list[dict]) -> list[str]:
 def test_one_alert_per_incident_through_slack(full_log: Path, tmp_path: Path) -> None:
     target = tmp_path / "live.log"
     with SlackStandIn([(429, {"Retry-After": "1"}), (500, {})]) as slack:
-        notifier = Notifier(Outbox(tmp_path / "box"), SlackSender(slack.url), min_interval_s=0, retry_after_s=0)
+        notifier = Notifier(
+            Outbox(tmp_path / "box"), SlackSender(slack.url), min_interval_s=0, retry_after_s=0
+        )
         session = TailSession(target, TailOptions(from_start=True), notifier)
         stop = threading.Event()
         writer = threading.Thread(target=_write_at_pace, args=(full_log, target, 3.0, stop))
@@ -106,9 +108,7 @@ def test_one_alert_per_incident_through_slack(full_log: Path, tmp_path: Path) ->
         report = session.report
         assert report is not None
         expected = [
-            inc
-            for inc in report.incidents
-            if inc.severity in ("warning", "error", "critical")
+            inc for inc in report.incidents if inc.severity in ("warning", "error", "critical")
         ]
         incident_msgs = [b for b in slack.received if not b["text"].startswith("Update")]
         # one message per incident, and every injected pathology is in one of them
@@ -128,6 +128,7 @@ def test_restart_sends_nothing_twice(full_log: Path, tmp_path: Path) -> None:
     state = tmp_path / "state.json"
     chunks = _chunks(full_log, 20)
     with SlackStandIn() as slack:
+
         def session() -> TailSession:
             n = Notifier(Outbox(tmp_path / "box"), SlackSender(slack.url), min_interval_s=0)
             return TailSession(target, TailOptions(from_start=True), n, state)
@@ -182,7 +183,9 @@ def test_stall_and_recovery(full_log: Path, tmp_path: Path) -> None:
     now = [1000.0]
     target = tmp_path / "live.log"
     chunks = _chunks(full_log, 30)
-    session = TailSession(target, TailOptions(from_start=True, stall_after_s=60), clock=lambda: now[0])
+    session = TailSession(
+        target, TailOptions(from_start=True, stall_after_s=60), clock=lambda: now[0]
+    )
     for chunk in chunks[:10]:
         with target.open("ab") as fh:
             fh.write(chunk)

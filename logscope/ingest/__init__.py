@@ -46,13 +46,17 @@ def accepted_formats() -> str:
     return "; ".join(f"{k} ({d})" for k, d in kinds().items())
 
 
-def load(path: str | Path, source: str | None = None, progress: Progress | None = None) -> list[Run]:
+def load(
+    path: str | Path, source: str | None = None, progress: Progress | None = None
+) -> list[Run]:
     """Read `path` into one or more Runs. Raises IngestError when nothing can be read."""
     raw = str(path)
     if "://" not in raw:
         p = Path(path)
         if not p.exists():
-            raise IngestError(raw, f"no such file or directory. logscope reads: {accepted_formats()}")
+            raise IngestError(
+                raw, f"no such file or directory. logscope reads: {accepted_formats()}"
+            )
         _check_readable(p)
     else:
         p = Path(raw)
@@ -61,13 +65,13 @@ def load(path: str | Path, source: str | None = None, progress: Progress | None 
         for module in modules:
             if module.KIND == source:
                 return module.read(p, progress=progress)
-        raise UnknownSource(raw, f"unknown --source {source!r}; choose one of: {', '.join(kinds())}")
+        raise UnknownSource(
+            raw, f"unknown --source {source!r}; choose one of: {', '.join(kinds())}"
+        )
     for module in modules:
         if module.sniff(p):
             return module.read(p, progress=progress)
-    raise UnknownSource(
-        raw, f"not a format logscope reads. Expected one of: {accepted_formats()}"
-    )
+    raise UnknownSource(raw, f"not a format logscope reads. Expected one of: {accepted_formats()}")
 
 
 def _check_readable(path: Path) -> None:
