@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from typing import Any
 
 AR = "actor_rollout_ref"
@@ -84,6 +85,35 @@ def get(config: dict[str, Any], key: str, default: Any = None) -> Any:
             return default
         node = node[part]
     return node
+
+
+def set_path(config: dict[str, Any], parts: Sequence[str], value: Any) -> None:
+    """config[parts[0]]…[parts[-1]] = value, making (or replacing non-dict) levels on the way."""
+    node = config
+    for part in parts[:-1]:
+        child = node.get(part)
+        if not isinstance(child, dict):
+            child = {}
+            node[part] = child
+        node = child
+    node[parts[-1]] = value
+
+
+def set_key(config: dict[str, Any], key: str, value: Any) -> None:
+    """Set a dotted key, creating intermediate dicts (like Hydra's `+key=value`)."""
+    set_path(config, key.split("."), value)
+
+
+def delete_key(config: dict[str, Any], key: str) -> None:
+    """Remove a dotted key if present (like Hydra's `~key`)."""
+    node: Any = config
+    parts = key.split(".")
+    for part in parts[:-1]:
+        if not isinstance(node, dict) or part not in node:
+            return
+        node = node[part]
+    if isinstance(node, dict):
+        node.pop(parts[-1], None)
 
 
 def has(config: dict[str, Any], key: str) -> bool:

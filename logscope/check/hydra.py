@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from logscope import verl_config
 from logscope.exceptions import ConfigParseError
+from logscope.verl_config import delete_key, set_key
 
 Op = Literal["set", "add", "force_add", "delete"]
 
@@ -303,29 +304,6 @@ def defaults_config(version: str | None = None) -> dict[str, Any]:
     for key in verl_config.DEFAULTS:
         set_key(out, key, verl_config.default_for(key, version))
     return out
-
-
-def set_key(config: dict[str, Any], key: str, value: Any) -> None:
-    node = config
-    parts = key.split(".")
-    for part in parts[:-1]:
-        nxt = node.get(part)
-        if not isinstance(nxt, dict):
-            nxt = {}
-            node[part] = nxt
-        node = nxt
-    node[parts[-1]] = value
-
-
-def delete_key(config: dict[str, Any], key: str) -> None:
-    node: Any = config
-    parts = key.split(".")
-    for part in parts[:-1]:
-        if not isinstance(node, dict) or part not in node:
-            return
-        node = node[part]
-    if isinstance(node, dict):
-        node.pop(parts[-1], None)
 
 
 def apply(config: dict[str, Any], overrides: list[Override]) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from typing import Any
 import polars as pl
 
 from logscope.model import METRICS_SCHEMA, empty_metrics
+from logscope.verl_config import set_path
 
 NAN = float("nan")
 
@@ -86,18 +87,6 @@ def metrics_frame(
         .sort(["step", "metric"])
         .select(list(METRICS_SCHEMA))
     )
-
-
-def set_path(config: dict[str, Any], parts: Sequence[str], value: Any) -> None:
-    """config[parts[0]]…[parts[-1]] = value, making (or replacing non-dict) levels on the way."""
-    node = config
-    for part in parts[:-1]:
-        child = node.get(part)
-        if not isinstance(child, dict):
-            child = {}
-            node[part] = child
-        node = child
-    node[parts[-1]] = value
 
 
 def nest_dotted(flat: dict[str, Any]) -> dict[str, Any]:

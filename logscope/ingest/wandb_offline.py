@@ -28,11 +28,11 @@ from logscope.ingest._common import (
     content_hash,
     meta_from_config,
     metrics_frame,
-    set_path,
     to_float,
     version_and_algorithm,
 )
 from logscope.model import ConfigSegment, Event, Run, Source
+from logscope.verl_config import set_path
 
 KIND = "wandb-offline"
 DESCRIPTION = "W&B offline/online run folder, a wandb/ directory, or a run-*.wandb file"

@@ -11,7 +11,8 @@ import math
 from typing import Any
 
 from logscope.synthetic.versions import at_least, check_version
-from logscope.verl_config import get
+from logscope.verl_config import delete_key, get
+from logscope.verl_config import set_key as set_dotted
 
 GSM8K_TRAIN_PROMPTS = 7473
 GSM8K_TEST_PROMPTS = 1319
@@ -255,30 +256,6 @@ _LINKS: tuple[tuple[str, str], ...] = (
 )
 
 
-def set_dotted(config: dict[str, Any], key: str, value: Any) -> None:
-    """Set a dotted key, creating intermediate dicts (like Hydra's `+key=value`)."""
-    node = config
-    parts = key.split(".")
-    for part in parts[:-1]:
-        child = node.get(part)
-        if not isinstance(child, dict):
-            child = {}
-            node[part] = child
-        node = child
-    node[parts[-1]] = value
-
-
-def _drop(config: dict[str, Any], key: str) -> None:
-    node: Any = config
-    parts = key.split(".")
-    for part in parts[:-1]:
-        node = node.get(part) if isinstance(node, dict) else None
-        if node is None:
-            return
-    if isinstance(node, dict):
-        node.pop(parts[-1], None)
-
-
 def steps_per_epoch(config: dict[str, Any]) -> int:
     """Training steps per epoch on GSM8K (verl's train dataloader drops the last partial batch)."""
     batch = int(get(config, "data.train_batch_size", 1024) or 1024)
@@ -342,11 +319,11 @@ def _version_keys(cfg: dict[str, Any], version: str, given: set[str]) -> None:
             "reward_model.launch_reward_fn_async",
         ):
             if key not in given:
-                _drop(cfg, key)
+                delete_key(cfg, key)
         if "actor_rollout_ref.actor.entropy_coeff" not in given:
             set_dotted(cfg, "actor_rollout_ref.actor.entropy_coeff", 0.001)
     if not at_least(version, "0.3"):
-        _drop(cfg, "custom_reward_function")
+        delete_key(cfg, "custom_reward_function")
     if version == "0.1":
         for key in (
             "data.shuffle",
@@ -358,7 +335,7 @@ def _version_keys(cfg: dict[str, Any], version: str, given: set[str]) -> None:
             "critic.rollout_n",
         ):
             if key not in given:
-                _drop(cfg, key)
+                delete_key(cfg, key)
         if "trainer.logger" not in given:
             set_dotted(cfg, "trainer.logger", ["console", "tracking"])
     if at_least(version, "0.7"):
