@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console, Group
+from rich.padding import Padding
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
@@ -84,21 +85,15 @@ def finding_panel(finding: Any) -> Panel:
         ev = Text("evidence: ", style="dim")
         ev.append(", ".join(f"{k}={_fmt(v)}" for k, v in finding.evidence.items()), style="dim")
         body.append(ev)
+    for a in finding.advice:
+        # one block per parameter reads well at any terminal width (a table folds words)
+        line = Text("→ ", style="bold")
+        line.append(a.parameter, style="bold")
+        line.append(f": {_fmt(a.current)} → ")
+        line.append(_fmt(a.suggested), style="green")
+        body.append(line)
+        body.append(Padding(Text(f"{a.rationale} [{a.source}]", style="dim"), (0, 0, 0, 2)))
     if finding.advice:
-        adv = Table(show_header=True, header_style="bold", box=None, padding=(0, 1), expand=True)
-        # ratios on every column: a long rule text in "suggested" must not starve "why"
-        adv.add_column("parameter", overflow="fold", ratio=3)
-        adv.add_column("current", overflow="fold", ratio=1)
-        adv.add_column("suggested", overflow="fold", ratio=2)
-        adv.add_column("why", overflow="fold", ratio=4)
-        for a in finding.advice:
-            adv.add_row(
-                Text(a.parameter),
-                Text(_fmt(a.current)),
-                Text(_fmt(a.suggested), style="green"),
-                Text(f"{a.rationale} [{a.source}]"),
-            )
-        body.append(adv)
         overrides = [a.override for a in finding.advice if a.override]
         if overrides:
             ov = Text("override: ", style="bold")
