@@ -12,6 +12,7 @@ import os
 import platform
 import resource
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -240,3 +241,16 @@ def run_child(cmd: list[str], **kwargs: Any) -> tuple[float, float, float, int]:
     wall = time.perf_counter() - t
     proc.returncode = os.waitstatus_to_exitcode(status)
     return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, proc.returncode
+
+
+def console_log_in_child(steps: int) -> Path:
+    """`console_log(steps)` made in a child process, so its memory is not charged to the bench."""
+    code = "import sys; from bench._common import console_log; print(console_log(int(sys.argv[1])))"
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(steps)],
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    return Path(out.stdout.strip().splitlines()[-1])

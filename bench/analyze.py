@@ -33,22 +33,16 @@ if __package__ in (None, ""):
     ]
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._common import ROOT, Results, command_line, fmt_times, run_child
+from bench._common import (
+    Results,
+    command_line,
+    console_log_in_child,
+    fmt_times,
+    run_child,
+)
 
 TARGET_100K_S = 5.0
 TARGET_GROWTH = 12.0
-
-
-def generate(steps: int) -> Path:
-    code = "import sys; from bench._common import console_log; print(console_log(int(sys.argv[1])))"
-    out = subprocess.run(
-        [sys.executable, "-c", code, str(steps)],
-        check=True,
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-    )
-    return Path(out.stdout.strip().splitlines()[-1])
 
 
 def analyze_once(log: Path) -> tuple[float, float, float]:
@@ -140,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     logs = {}
     for n in [100, *sizes]:
         t = time.perf_counter()
-        logs[n] = generate(n)
+        logs[n] = console_log_in_child(n)
         if time.perf_counter() - t > 10:  # else it was already there (the child's start is ~2 s)
             res.say(f"generated {logs[n].name} in {time.perf_counter() - t:.0f} s")
 

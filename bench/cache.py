@@ -25,21 +25,15 @@ if __package__ in (None, ""):
     ]
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._common import ROOT, Results, command_line, fmt_times, run_child
+from bench._common import (
+    Results,
+    command_line,
+    console_log_in_child,
+    fmt_times,
+    run_child,
+)
 
 TARGET = 10.0
-
-
-def generate(steps: int) -> Path:
-    code = "import sys; from bench._common import console_log; print(console_log(int(sys.argv[1])))"
-    out = subprocess.run(
-        [sys.executable, "-c", code, str(steps)],
-        check=True,
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-    )
-    return Path(out.stdout.strip().splitlines()[-1])
 
 
 def analyze(log: Path, store: Path, out: Path) -> tuple[float, float]:
@@ -79,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, default=None, help="write the results here (runner)")
     args = ap.parse_args(argv)
     res = Results("cache", command_line())
-    log = generate(args.steps)
+    log = console_log_in_child(args.steps)
     res.say(f"== {log.name}: {args.steps:,} steps, {log.stat().st_size / 1e6:.1f} MB ==")
 
     first, second, same = [], [], True
