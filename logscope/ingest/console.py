@@ -273,6 +273,19 @@ def _noise(frame: pl.DataFrame) -> pl.Series:
     return flags.get_column("blank") | maybe
 
 
+ODD = r"\x1b|\||\[repeated |\(Ray deduplicates"  # after `step:`, these need the slow road
+ODD_RE = re.compile(ODD)
+HEAD_RE = re.compile(vt.HEAD)
+
+
+def _head_odd(head: str) -> int:
+    """How often ODD occurs in the text before `step:`, or -1 when that text is not a Ray
+    prefix / tqdm bar (with ANSI codes) that a clean step line may have."""
+    if ":" in head or " - " in head or not HEAD_RE.match(vt.strip_ansi(head)):
+        return -1
+    return len(ODD_RE.findall(head))
+
+
 def _classify(frame: pl.DataFrame) -> pl.DataFrame:
     """Add `fast` (a clean step line the bulk path parses), `drop` (surely noise), `step`.
 
@@ -280,54 +293,79 @@ def _classify(frame: pl.DataFrame) -> pl.DataFrame:
     which decides. `fast` needs: only ANSI codes and a Ray prefix / tqdm bar before `step:N`,
     no ANSI code or `|` after it, nothing `strip_tail` would remove, ASCII (polars finds byte
     offsets but slices characters), and a next line that cannot be the wrapped rest of it.
-    (Items are checked in `_parse_steps`.)
+    (Items are checked in `_parse_steps`.) Whole lines are scanned once or twice; what stands
+    before `step:` is checked once per distinct text, and the noise tests only run on lines
+    without `step:`.
     """
     raw = pl.col("raw")
     pos = raw.str.find("step:", literal=True)
-    head = raw.str.slice(0, pos)
-    odd = r"\x1b|\||\[repeated |\(Ray deduplicates"
-    # One parallel pass over every segment; the head checks are cheap (heads are short) and
-    # null where there is no `step:`.
     flags = (
         frame.lazy()
         .select(
             pos=pos,
-            esc=raw.str.contains("\x1b", literal=True),
-            ok=(
+            head=pl.when(pos.is_not_null()).then(raw.str.slice(0, pos)),
+            step=raw.str.slice(pos, 26)
+            .str.extract(r"^step:([0-9]{1,18})(?: - |$)", 1)
+            .cast(pl.Int64),
+            clean=(
                 ~pl.col("gone")
                 & (raw.str.len_bytes() == raw.str.len_chars())
-                & head.str.replace_all(vt.ANSI, "").str.contains(vt.HEAD)
-                & ~head.str.contains(" - ", literal=True)
-                & ~head.str.contains(":", literal=True)
-                & raw.str.slice(pos, 26).str.contains(vt.STEP_START)
-                & (raw.str.count_matches(odd) == head.str.count_matches(odd))
                 & ~raw.str.ends_with(" ")
                 & ~raw.str.ends_with("\t")
-            ).fill_null(False),
-            blank=(raw == "") | raw.str.contains(vt.EMPTYISH),
-            bar=pos.is_null()
-            & ~raw.str.contains("\x1b", literal=True)
-            & (raw.str.contains("%|", literal=True) | raw.str.contains("it [", literal=True)),
+            ),
+            n_odd=raw.str.count_matches(ODD),
         )
         .collect(engine="streaming")
     )
+    # The text before `step:` is nearly always the same few Ray prefixes: check each once.
+    heads = flags.get_column("head").drop_nulls().unique().to_list()
+    flags = flags.with_columns(
+        head_odd=pl.col("head").replace_strict(
+            heads, [_head_odd(h) for h in heads], default=-1, return_dtype=pl.Int64
+        )
+    )
     pos_s = flags.get_column("pos")
-    ok = flags.get_column("ok")
-    bar = flags.get_column("bar") & ~frame.get_column("gone")
-    if bar.any():
-        idx = bar.arg_true()
-        bar = bar.scatter(idx, frame.get_column("raw").gather(idx).str.contains(vt.TQDM))
-    drop = frame.get_column("gone") | (pos_s.is_null() & (flags.get_column("blank") | bar))
+    ok = flags.select(
+        (
+            pl.col("clean") & pl.col("step").is_not_null() & (pl.col("n_odd") == pl.col("head_odd"))
+        ).fill_null(False)
+    ).to_series()
+
+    # Noise: blank lines and tqdm bars without `step:` (the others are not looked at).
+    drop = frame.get_column("gone").clone()
+    loose = pos_s.is_null() & ~drop
+    if loose.any():
+        idx = loose.arg_true()
+        noise = (
+            frame.select("raw")
+            .gather(idx)
+            .select(
+                (raw == "")
+                | raw.str.contains(vt.EMPTYISH)
+                | (
+                    ~raw.str.contains("\x1b", literal=True)
+                    & (
+                        raw.str.contains("%|", literal=True)
+                        | raw.str.contains("it [", literal=True)
+                    )
+                    & raw.str.contains(vt.TQDM)
+                )
+            )
+        )
+        drop = drop.scatter(idx, noise.to_series())
     # Could the segment be the wrapped rest of a step line? (if not sure: yes) Only asked of
     # segments that follow a possible fast step line.
     not_cont = drop.clone()
     after = ok.shift(1, fill_value=False) & ~drop
     if after.any():
         idx = after.arg_true()
-        rows = frame.select("raw").gather(idx).with_columns(esc=flags.get_column("esc").gather(idx))
+        rows = frame.select("raw").gather(idx)
         sure = rows.select(
             raw.str.slice(0, 64).str.replace_all(vt.ANSI, "").str.contains(vt.PREFIX)
-            | (~pl.col("esc") & (raw.str.contains(vt.STEP_START) | ~raw.str.contains(vt.CONT)))
+            | (
+                ~raw.str.contains("\x1b", literal=True)
+                & (raw.str.contains(vt.STEP_START) | ~raw.str.contains(vt.CONT))
+            )
         ).to_series()
         not_cont = not_cont.scatter(idx, sure)
     frame = frame.with_columns(pos=pos_s, ok=ok, drop=drop, not_cont=not_cont)
@@ -337,12 +375,9 @@ def _classify(frame: pl.DataFrame) -> pl.DataFrame:
         & (pl.col("sub").shift(-1) == 0)
         & ~pl.col("not_cont").shift(-1)
     )
-    return frame.with_columns(
-        fast=pl.col("ok") & pl.col("ln").shift(-1).is_not_null() & ~nxt.fill_null(True),
-    ).with_columns(
-        step=pl.when("fast").then(
-            raw.str.slice(pl.col("pos") + 5, 18).str.extract(r"^([0-9]{1,18})", 1).cast(pl.Int64)
-        )
+    fast = pl.col("ok") & pl.col("ln").shift(-1).is_not_null() & ~nxt.fill_null(True)
+    return frame.with_columns(fast=fast).with_columns(
+        step=pl.when("fast").then(flags.get_column("step"))
     )
 
 
