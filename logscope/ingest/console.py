@@ -273,7 +273,8 @@ def _noise(frame: pl.DataFrame) -> pl.Series:
     return flags.get_column("blank") | maybe
 
 
-ODD = r"\x1b|\||\[repeated |\(Ray deduplicates"  # after `step:`, these need the slow road
+# After `step:`, these need the slow road (`:+` is a value polars reads and NUMERIC does not).
+ODD = r"\x1b|\||\[repeated |\(Ray deduplicates|:\+"
 ODD_RE = re.compile(ODD)
 HEAD_RE = re.compile(vt.HEAD)
 
@@ -384,21 +385,17 @@ def _classify(frame: pl.DataFrame) -> pl.DataFrame:
 def _items(steps: pl.DataFrame, need_three: bool) -> pl.DataFrame:
     """The items of clean step lines: seq, step, metric, value, ok, v (text where not ok)[, three].
 
-    `ok` means the value text matches `verl_text.NUMERIC`, tested without a regex: polars' float
-    cast reads a superset of it (a leading `+`, any-case nan/inf/infinity), and what it reads
-    beyond NUMERIC is either `+…` or not finite. A NUMERIC value that fails this test (`1e400`)
-    only takes the slower road through `_add_items`' fix-up, which applies the regex rules.
+    `ok` means a finite value under a non-empty key, which then matches `verl_text.NUMERIC`:
+    polars' float cast reads a superset of it (a leading `+`, any-case nan/inf/infinity), and
+    what it reads beyond NUMERIC is either not finite or `+…` (`_classify` leaves lines with
+    `:+` to the parser). Other items (nan, inf, wrapped or garbled values, `1e400`) take the
+    road through `_add_items`' fix-up, which applies the regex rules.
     """
     body = pl.col("raw")
     item = pl.col("item")
     v = pl.col("v")
     x = pl.col("value")
-    ok = (
-        (pl.col("cp") > 0)
-        & x.is_not_null()
-        & ~v.str.starts_with("+")
-        & (x.is_finite() | (v == "nan") | (v == "inf") | (v == "-inf"))
-    ).fill_null(False)
+    ok = ((pl.col("cp") > 0) & x.is_finite()).fill_null(False)
     columns = ["seq", "step", pl.col("key").alias("metric"), x, ok.alias("ok")]
     columns.append(pl.when(~ok).then(v).alias("v"))  # the text only where it is needed
     if need_three:
@@ -443,6 +440,11 @@ def _add_items(
     if not ok.all():
         # The few items the regex rejects: True/False and numpy wrappers are values (fixed
         # here, as parse_items does); anything else hands its whole line to the parser.
+        # nan/inf under a key (common in a diverging run) are read right by the cast.
+        special = (pl.col("metric") != "") & pl.col("v").is_in(["nan", "inf", "-inf"])
+        ok = ok | items.select(special.fill_null(False)).to_series()
+        items = items.with_columns(ok=ok)
+    if not ok.all():
         idx = (~ok).arg_true()
         odd = items.select("seq", "metric", "v").gather(idx)
         values = []
