@@ -226,6 +226,18 @@ def _chunk(
     return line_no + n, steps
 
 
+# A `\r`-separated segment that `_noise` calls noise for sure (blank, or a tqdm bar without
+# ANSI codes), and a line of nothing else (also without `step:`, tested apart).
+_NOISE_SEGMENT = (
+    "(?:"
+    + vt.EMPTYISH_BODY
+    + "|[^\r\x1b]*(?:"
+    + vt.TQDM.replace("[^|]", "[^|\r\x1b]")
+    + ")[^\r\x1b]*)"
+)
+ALL_NOISE = "^" + _NOISE_SEGMENT + "(?:\r" + _NOISE_SEGMENT + ")*$"
+
+
 def _split_cr(frame: pl.DataFrame) -> tuple[pl.DataFrame, bool]:
     """Split lines on `\\r` (tqdm) into segments: adds columns sub (index in the line), last,
     gone (a line whose segments are all noise), and says whether a `Training Progress` bar was
@@ -236,7 +248,16 @@ def _split_cr(frame: pl.DataFrame) -> tuple[pl.DataFrame, bool]:
     has_cr = frame.get_column("raw").str.contains("\r", literal=True)
     if not has_cr.any():
         return frame, False
+    # Most such lines are a Ray prefix and a tqdm bar: all noise, told by one regex pass.
     idx = has_cr.arg_true()
+    lines = frame.get_column("raw").gather(idx).to_frame()
+    quiet = lines.select(
+        pl.col("raw").str.contains(ALL_NOISE) & ~pl.col("raw").str.contains("step:", literal=True)
+    ).to_series()
+    bar = lines.filter(quiet & pl.col("raw").str.contains("Training Progress", literal=True))
+    idx = idx.filter(~quiet)
+    if not idx.len():
+        return frame.with_columns(gone=has_cr), bar.height > 0
     split = (
         frame.gather(idx)
         .with_columns(pl.col("raw").str.split("\r"))
@@ -249,12 +270,15 @@ def _split_cr(frame: pl.DataFrame) -> tuple[pl.DataFrame, bool]:
         .select(frame.columns)
     )
     noise = _noise(split)
-    bar = split.filter(noise & pl.col("raw").str.contains("Training Progress", literal=True))
+    bars = (
+        bar.height
+        + split.filter(noise & pl.col("raw").str.contains("Training Progress", literal=True)).height
+    )
     kept = split.filter(~noise)
     frame = frame.with_columns(gone=has_cr)
     if kept.height:
         frame = pl.concat([frame.filter(~pl.col("gone")), kept]).sort(["ln", "sub"])
-    return frame, bar.height > 0
+    return frame, bars > 0
 
 
 def _noise(frame: pl.DataFrame) -> pl.Series:

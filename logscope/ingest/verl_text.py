@@ -33,7 +33,8 @@ STEP_START = r"^step:[0-9]{1,18}(?: - |$)"
 HEAD = r"^(?:\(" + PREFIX_BODY + r"\) ?)?(?:" + BAR + r")?$"
 TQDM = r"[0-9]{1,3}%\|[^|]*\||[0-9]+it \[[0-9:]+(?:<[0-9:?]+)?, *[0-9.?]+(?:it/s|s/it)\]"
 # A raw segment that is only ANSI codes, a Ray prefix and blanks (cleans to nothing).
-EMPTYISH = r"^(?:" + ANSI + r")*(?:\(" + PREFIX_BODY + r"\))?(?:" + ANSI + r"|[ \t])*$"
+EMPTYISH_BODY = r"(?:" + ANSI + r")*(?:\(" + PREFIX_BODY + r"\))?(?:" + ANSI + r"|[ \t])*"
+EMPTYISH = r"^" + EMPTYISH_BODY + r"$"
 # A terminal-wrapped fragment of a step line: items and ` - ` separators, no other blanks.
 CONT = r"^[ -]{0,3}[^ \t]+(?: - [^ \t]+)*[ -]{0,3}$"
 NUMBER = r"-?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|nan|-?inf|True|False"
