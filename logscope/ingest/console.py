@@ -128,12 +128,12 @@ def _read_bulk(p: Path, progress: Progress | None) -> Run:
     # The bulk item parse of a chunk runs in a worker thread (polars releases the GIL) while
     # the next chunk is split and classified; at most one is in flight.
     with chunks, ThreadPoolExecutor(max_workers=1) as pool:
-        queue: deque[tuple[pl.DataFrame, Future[pl.DataFrame], bool]] = deque()
+        queue: deque[tuple[pl.DataFrame, Future[tuple[pl.DataFrame, pl.Series]], bool]] = deque()
         for data, end in chunks:
             line_no, steps = _chunk(data, end, line_no, parser, fast)
             if steps.height:
                 need_three = fast.not_three == 0 and parser._not_three == 0
-                queue.append((steps, pool.submit(_items, steps, need_three), need_three))
+                queue.append((steps, pool.submit(_items_and_names, steps, need_three), need_three))
             while len(queue) > 1:
                 _add_items(*queue.popleft(), fast, parser)
             if progress is not None:
@@ -220,7 +220,7 @@ def _chunk(
             if pseq is not None:
                 parser.sync_step(pseq, pstep)
             parser.segment(ln, sub, last, text)
-    steps = frame.filter("fast").select("seq", "step", "raw", "pos")
+    steps = frame.filter("fast").select("seq", "step", "raw", "head")
     if steps.height:
         parser.sync_step(steps.get_column("seq")[-1], steps.get_column("step")[-1])
     return line_no + n, steps
@@ -327,7 +327,6 @@ def _classify(frame: pl.DataFrame) -> pl.DataFrame:
     flags = (
         frame.lazy()
         .select(
-            pos=pos,
             head=pl.when(pos.is_not_null()).then(raw.str.slice(0, pos)),
             step=raw.str.slice(pos, 26)
             .str.extract(r"^step:([0-9]{1,18})(?: - |$)", 1)
@@ -349,7 +348,6 @@ def _classify(frame: pl.DataFrame) -> pl.DataFrame:
             heads, [_head_odd(h) for h in heads], default=-1, return_dtype=pl.Int64
         )
     )
-    pos_s = flags.get_column("pos")
     ok = flags.select(
         (
             pl.col("clean") & pl.col("step").is_not_null() & (pl.col("n_odd") == pl.col("head_odd"))
@@ -358,7 +356,7 @@ def _classify(frame: pl.DataFrame) -> pl.DataFrame:
 
     # Noise: blank lines and tqdm bars without `step:` (the others are not looked at).
     drop = frame.get_column("gone").clone()
-    loose = pos_s.is_null() & ~drop
+    loose = flags.get_column("head").is_null() & ~drop
     if loose.any():
         idx = loose.arg_true()
         noise = (
@@ -393,7 +391,7 @@ def _classify(frame: pl.DataFrame) -> pl.DataFrame:
             )
         ).to_series()
         not_cont = not_cont.scatter(idx, sure)
-    frame = frame.with_columns(pos=pos_s, ok=ok, drop=drop, not_cont=not_cont)
+    frame = frame.with_columns(head=flags.get_column("head"), ok=ok, drop=drop, not_cont=not_cont)
     nxt = (
         pl.col("last")
         & (pl.col("ln").shift(-1) == pl.col("ln") + 1)
@@ -437,9 +435,15 @@ def _items(steps: pl.DataFrame, need_three: bool) -> pl.DataFrame:
     )
 
 
+def _items_and_names(steps: pl.DataFrame, need_three: bool) -> tuple[pl.DataFrame, pl.Series]:
+    """`_items` and the distinct metric names among them (run in a worker thread)."""
+    items = _items(steps, need_three)
+    return items, items.get_column("metric").unique()
+
+
 def _add_items(
     steps: pl.DataFrame,
-    job: Future[pl.DataFrame],
+    job: Future[tuple[pl.DataFrame, pl.Series]],
     need_three: bool,
     fast: FastPart,
     parser: ConsoleParser,
@@ -452,12 +456,12 @@ def _add_items(
     """
     fast.step_seqs.append(steps.get_column("seq").to_numpy().astype(np.int64))
     fast.steps.append(steps.get_column("step").to_numpy().astype(np.int64))
-    heads = steps.select(pl.col("raw").str.slice(0, pl.col("pos")).unique()).to_series()
+    heads = steps.get_column("head").unique()
     for head in heads.to_list():
         name = vt.prefix_name(vt.split_prefix(vt.strip_ansi(head))[0])
         if name:
             fast.names.add(name)
-    items = job.result()
+    items, names = job.result()
     ok = items.get_column("ok")
     fixed: list[tuple[int, bool, bool]] = []  # (seq, was wrapped, not three decimals)
     bad: set[int] = set()
@@ -487,6 +491,7 @@ def _add_items(
         ):
             parser.step_line(seq >> vt.SUB_BITS, seq & vt.MAX_SUB, text)
         items = items.filter(~pl.col("seq").is_in(sorted(bad)))
+        names = items.get_column("metric").unique()
         fixed = [f for f in fixed if f[0] not in bad]
     fast.step_lines += steps.height - len(bad)
     fast.n_values += items.height
@@ -495,3 +500,4 @@ def _add_items(
         regex_ok = items.filter("ok")
         fast.not_three += int((~regex_ok.get_column("three")).sum()) + sum(f[2] for f in fixed)
     fast.frames.append(items.select("seq", "step", "metric", "value"))
+    fast.metric_names.update(names.to_list())

@@ -122,7 +122,8 @@ class FastPart:
     frames: list[pl.DataFrame] = field(default_factory=list)
     step_seqs: list[np.ndarray] = field(default_factory=list)
     steps: list[np.ndarray] = field(default_factory=list)
-    names: set[str] = field(default_factory=set)
+    names: set[str] = field(default_factory=set)  # Ray actors
+    metric_names: set[str] = field(default_factory=set)
     saw_progress: bool = False
     n_np: int = 0
     not_three: int = 0

@@ -27,8 +27,12 @@ def build_run(
     from logscope.ingest.console_parser import FastPart
 
     fast = fast or FastPart()
-    frames = [f for f in [*fast.frames, *parser._frames, rows_frame(parser)] if f.height]
+    slow = [f for f in [*parser._frames, rows_frame(parser)] if f.height]
+    frames = [f for f in fast.frames if f.height] + slow
     rows = pl.concat(frames) if frames else rows_frame(parser)  # not in file order: fine
+    names = set(fast.metric_names)
+    for frame in slow:
+        names.update(frame.get_column("metric").unique().to_list())
 
     mark_seq = np.concatenate(
         [*fast.step_seqs, np.array([s for s, _ in parser._marks], dtype=np.int64)]
@@ -68,7 +72,7 @@ def build_run(
         events=sorted(parser.events, key=lambda e: e.line_no),
         parse_stats=_stats(parser, fast),
     )
-    run.meta = _meta(run, parser, fast)
+    run.meta = _meta(run, names, parser, fast)
     return run
 
 
@@ -107,8 +111,7 @@ def _stats(parser: ConsoleParser, fast: FastPart) -> ParseStats:
     return stats
 
 
-def _meta(run: Run, parser: ConsoleParser, fast: FastPart) -> dict[str, Any]:
-    names = set(run.metrics.get_column("metric").unique().to_list())  # no series index yet
+def _meta(run: Run, names: set[str], parser: ConsoleParser, fast: FastPart) -> dict[str, Any]:
     n_values = parser._n_values + fast.n_values
     three = n_values > 0 and parser._not_three + fast.not_three == 0
     config = run.config()
