@@ -145,10 +145,14 @@ class Run:
 
     @property
     def steps(self) -> np.ndarray:
-        """Sorted unique steps that have at least one metric."""
-        if self.metrics.height == 0:
-            return np.array([], dtype=np.int64)
-        return np.sort(self.metrics.get_column("step").unique().to_numpy())
+        """Sorted unique steps that have at least one metric (read-only, built once per frame)."""
+        cached = self.__dict__.get("_steps_cache")
+        if cached is not None and cached[0] is self.metrics:
+            return cached[1]
+        steps = _unique_sorted(self.metrics.get_column("step").to_numpy())
+        steps.flags.writeable = False
+        self.__dict__["_steps_cache"] = (self.metrics, steps)
+        return steps
 
     @property
     def n_steps(self) -> int:
@@ -314,3 +318,15 @@ def _jsonable(value: Any) -> Any:
 
 
 jsonable = _jsonable
+
+
+def _unique_sorted(values: np.ndarray) -> np.ndarray:
+    """Sorted distinct integers; a bitmap over their range when it is dense (steps are)."""
+    if len(values) == 0:
+        return np.array([], dtype=np.int64)
+    low, high = int(values.min()), int(values.max())
+    if high - low > 4 * len(values) + 1024:
+        return np.unique(values)
+    seen = np.zeros(high - low + 1, dtype=bool)
+    seen[values - low] = True
+    return np.flatnonzero(seen).astype(np.int64) + low

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
+import xxhash
 
 from logscope import __version__
 from logscope.model import (
@@ -78,7 +79,7 @@ def source_key(path: str | Path) -> str | None:
     if "://" in raw:
         return None
     p = Path(path)
-    digest = hashlib.blake2b(digest_size=16)
+    digest = xxhash.xxh3_128()  # ~10x faster than blake2b on big logs; a cache key, not a seal
     digest.update(f"logscope-store/{FORMAT_VERSION}/{__version__}".encode())
     for file in _iter_files(p):
         if p.is_dir():
