@@ -1,0 +1,43 @@
+"""Run's derived views: the sorted step list and its cache."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from logscope.model import Run, Source
+
+
+def _run(steps: list[int]) -> Run:
+    metrics = pl.DataFrame(
+        {
+            "step": steps,
+            "metric": ["a"] * len(steps),
+            "value": [1.0] * len(steps),
+            "wall_time": [None] * len(steps),
+        },
+        schema={
+            "step": pl.Int64,
+            "metric": pl.String,
+            "value": pl.Float64,
+            "wall_time": pl.Float64,
+        },
+    )
+    return Run(id="r", source=Source("test", "<mem>"), metrics=metrics)
+
+
+def test_steps_are_sorted_and_distinct_for_dense_sparse_and_negative_steps() -> None:
+    for steps in ([5, 3, 3, 1, 4], [0, 10**15, 7, 7], [-3, 2, -3, 0], []):
+        run = _run(steps)
+        assert run.steps.tolist() == sorted(set(steps))
+        assert run.n_steps == len(set(steps))
+
+
+def test_steps_follow_a_replaced_metrics_frame_and_are_read_only() -> None:
+    run = _run([1, 2, 3])
+    first = run.steps
+    assert not first.flags.writeable
+    assert run.steps is first  # built once per frame
+    run.metrics = _run([7, 9]).metrics
+    assert run.steps.tolist() == [7, 9]
+    assert np.array_equal(first, [1, 2, 3])
