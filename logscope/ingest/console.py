@@ -318,9 +318,9 @@ def _classify(frame: pl.DataFrame) -> pl.DataFrame:
     which decides. `fast` needs: only ANSI codes and a Ray prefix / tqdm bar before `step:N`,
     no ANSI code or `|` after it, nothing `strip_tail` would remove, ASCII (polars finds byte
     offsets but slices characters), and a next line that cannot be the wrapped rest of it.
-    (Items are checked in `_parse_steps`.) Whole lines are scanned once or twice; what stands
-    before `step:` is checked once per distinct text, and the noise tests only run on lines
-    without `step:`.
+    (Items are checked in `_items` and `_add_items`.) Whole lines are scanned once or twice;
+    what stands before `step:` is checked once per distinct text, and the noise tests only run
+    on lines without `step:`.
     """
     raw = pl.col("raw")
     pos = raw.str.find("step:", literal=True)
