@@ -266,20 +266,25 @@ class Notifier:
         # Set on SIGTERM/SIGINT: the send in flight completes (so its outcome is known and the
         # outbox stays exact), nothing more is sent; the rest waits in the outbox.
         self.stopping = False
+        # False once a flush left the outbox empty, until the next submit: idle polls then skip
+        # listing the outbox folder (alerts left by an earlier run are found by the first flush).
+        self._maybe_pending = True
 
     def submit(self, alert: Alert) -> None:
         if self.sender is not None:
             self.outbox.put(alert)
+            self._maybe_pending = True
 
     def flush(self, now: float | None = None) -> int:
         """Try to deliver pending alerts; returns how many were delivered."""
         if self.sender is None:
             return 0
         now = time.monotonic() if now is None else now
-        if now < self._next_attempt:
+        if now < self._next_attempt or not self._maybe_pending:
             return 0
         sent = 0
-        for alert in self.outbox.pending():
+        pending = self.outbox.pending()
+        for alert in pending:
             wait = self._last_send + self.min_interval_s - time.monotonic()
             if wait > 0 and not self.stopping:
                 time.sleep(wait)
@@ -294,4 +299,5 @@ class Notifier:
             self.outbox.remove(alert.id)
             self.delivered.append(alert.id)
             sent += 1
+        self._maybe_pending = sent < len(pending)
         return sent

@@ -184,4 +184,6 @@ class LineFollower:
                 self._restart(out, f"{self.path} was replaced (rotated); following the new file")
         elif st.st_size < self.state.offset:
             self._restart(out, f"{self.path} shrank (truncated); reading it again from the start")
+        elif st.st_size == self.state.offset:
+            return  # nothing new: the common idle poll stays a single stat
         self._read_available(out)

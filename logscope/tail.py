@@ -282,6 +282,10 @@ class TailSession:
         if self._last_step_at is None:
             return []
         idle = now - self._last_step_at
+        fixed = self.options.stall_after_s
+        lowest = self.options.stall_floor_s if fixed is None else fixed  # no threshold is lower
+        if not self._stalled and idle <= lowest:
+            return []  # below any threshold: the idle poll skips the median
         run_name = self.path.name
         if not self._stalled and idle > self.stall_threshold():
             self._stalled = True

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 import signal
-import time
 from pathlib import Path
 from typing import Annotated
 
@@ -16,6 +15,7 @@ from rich.text import Text
 
 from logscope.cli.common import FailOn, split_codes, user_errors
 from logscope.exceptions import LogscopeError
+from logscope.wake import ChangeWaiter
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|hr)?\s*$", re.I)
 
@@ -71,7 +71,12 @@ def tail(
         bool, typer.Option("--once", help="Process what is there now, deliver alerts, exit.")
     ] = False,
     poll_interval: Annotated[
-        float, typer.Option("--poll-interval", help="Seconds between file checks.")
+        float,
+        typer.Option(
+            "--poll-interval",
+            help="Seconds between file checks. On a local disk a change also wakes logscope at "
+            "once (inotify) and checks run every 5 s at least.",
+        ),
     ] = 0.5,
     only: Annotated[
         list[str] | None, typer.Option("--only", help="Run only these codes/names.")
@@ -120,11 +125,13 @@ def tail(
         session = TailSession(path, options, notifier, state_file)
 
     stop = {"now": False}
+    waiter = ChangeWaiter(path, poll_interval)
 
     def _stop(signum, frame):
         # Graceful: the send in flight finishes (its outcome decides whether the alert leaves
         # the outbox), then the loop ends; undelivered alerts stay in the outbox for next time.
         stop["now"] = True
+        waiter.wake()
         if notifier is not None:
             notifier.stopping = True
 
@@ -138,15 +145,14 @@ def tail(
             with Live(
                 _view(session), console=console, refresh_per_second=2, transient=False
             ) as view:
-                _loop(
-                    session, console, once, poll_interval, stop, lambda: view.update(_view(session))
-                )
+                _loop(session, console, once, waiter, stop, lambda: view.update(_view(session)))
         else:
-            _loop(session, console, once, poll_interval, stop, lambda: None)
+            _loop(session, console, once, waiter, stop, lambda: None)
     except KeyboardInterrupt:
         if notifier is not None:
             notifier.stopping = True
     finally:
+        waiter.close()
         session.close()
         if notifier is not None:
             notifier.flush()
@@ -163,7 +169,7 @@ def tail(
                 )
 
 
-def _loop(session, console: Console, once: bool, poll_interval: float, stop: dict, refresh) -> None:
+def _loop(session, console: Console, once: bool, waiter: ChangeWaiter, stop: dict, refresh) -> None:
     idle_cycles = 0
     while not stop["now"]:
         before = session.follower.state.offset
@@ -183,7 +189,7 @@ def _loop(session, console: Console, once: bool, poll_interval: float, stop: dic
             if idle_cycles >= 2:
                 break
             continue
-        time.sleep(poll_interval)
+        waiter.wait()
 
 
 def _view(session) -> Group:
