@@ -9,7 +9,6 @@ from typing import Annotated
 
 import typer
 from rich.console import Console, Group
-from rich.markdown import Markdown
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
@@ -85,6 +84,8 @@ def _table(items: list[dict]) -> Table:
 
 
 def _panels(item: dict) -> Group:
+    from rich.markdown import Markdown  # ~50 ms of imports (markdown-it, pygments): on use
+
     head = Text.assemble(
         (f"{item['code']} ", "bold"),
         (item["name"], "bold cyan"),
