@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import numpy as np
 import polars as pl
+
+if TYPE_CHECKING:
+    import numpy as np
 
 Severity = Literal["info", "warning", "error", "critical"]
 SEVERITIES: tuple[Severity, ...] = ("info", "warning", "error", "critical")
@@ -123,6 +125,8 @@ class Run:
         One group-by over the long frame (rows keep their order inside a group) is several times
         faster than partitioning it into per-metric frames.
         """
+        import numpy as np  # imported on use: a cached `analyze` never needs it
+
         cached = self.__dict__.get("_series_cache")
         if cached is not None and cached[0] is self.metrics:
             return cached[1]
@@ -146,6 +150,7 @@ class Run:
     @property
     def steps(self) -> np.ndarray:
         """Sorted unique steps that have at least one metric (read-only, built once per frame)."""
+
         cached = self.__dict__.get("_steps_cache")
         if cached is not None and cached[0] is self.metrics:
             return cached[1]
@@ -160,6 +165,8 @@ class Run:
 
     def series(self, metric: str) -> tuple[np.ndarray, np.ndarray]:
         """(steps, values) of one metric, sorted by step; empty arrays when absent."""
+        import numpy as np  # imported on use: a cached `analyze` never needs it
+
         found = self._series_index().get(metric)
         if found is None:
             return np.array([], dtype=np.int64), np.array([], dtype=np.float64)
@@ -167,6 +174,8 @@ class Run:
 
     def wall_times(self) -> tuple[np.ndarray, np.ndarray]:
         """(steps, wall_time) for steps that carry a wall time (empty when none)."""
+        import numpy as np  # imported on use: a cached `analyze` never needs it
+
         if self.metrics.height == 0:
             return np.array([], dtype=np.int64), np.array([], dtype=np.float64)
         frame = (
@@ -310,7 +319,7 @@ def _jsonable(value: Any) -> Any:
         return {str(k): _jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_jsonable(v) for v in value]
-    if isinstance(value, np.generic):
+    if type(value).__module__ == "numpy":  # a numpy scalar (numpy itself is not imported here)
         value = value.item()
     if isinstance(value, float) and not math.isfinite(value):
         return None
@@ -322,6 +331,8 @@ jsonable = _jsonable
 
 def _unique_sorted(values: np.ndarray) -> np.ndarray:
     """Sorted distinct integers; a bitmap over their range when it is dense (steps are)."""
+    import numpy as np  # imported on use: a cached `analyze` never needs it
+
     if len(values) == 0:
         return np.array([], dtype=np.int64)
     low, high = int(values.min()), int(values.max())
