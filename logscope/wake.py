@@ -47,6 +47,8 @@ class ChangeWaiter:
 
     def __init__(self, path: str | Path, poll_interval: float) -> None:
         self.path = os.path.abspath(path)
+        # A symlinked log is written through its target: events come from the target's folder.
+        self._names = {self.path, os.path.realpath(self.path)}
         self._event = threading.Event()
         self._observer: Any = None
         self.interval = poll_interval
@@ -70,12 +72,13 @@ class ChangeWaiter:
         class Handler(FileSystemEventHandler):
             def on_any_event(self, event: Any) -> None:
                 paths = (event.src_path, getattr(event, "dest_path", ""))
-                if any(os.fsdecode(p) == waiter.path for p in paths if p):
+                if any(os.fsdecode(p) in waiter._names for p in paths if p):
                     waiter.wake()
 
         observer = Observer()
         try:
-            observer.schedule(Handler(), os.path.dirname(self.path), recursive=False)
+            for folder in sorted({os.path.dirname(name) for name in self._names}):
+                observer.schedule(Handler(), folder, recursive=False)
             observer.start()
         except (OSError, RuntimeError):  # no such folder yet, inotify limits reached, …
             return None

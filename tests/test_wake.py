@@ -78,3 +78,21 @@ def test_tail_alerts_on_a_local_append_without_waiting_for_its_poll(tmp_path) ->
         finally:
             proc.terminate()
             proc.communicate(timeout=30)
+
+
+def test_a_write_through_a_symlinked_log_wakes_the_waiter(tmp_path) -> None:
+    (tmp_path / "runs").mkdir()
+    target = tmp_path / "runs" / "train.log"
+    target.write_text("")
+    link = tmp_path / "latest.log"
+    link.symlink_to(target)
+    waiter = ChangeWaiter(link, poll_interval=0.5)
+    if not waiter.watching:
+        return  # polled file system
+    try:
+        threading.Timer(0.3, lambda: target.write_text("step:1 - a:1\n")).start()
+        t = time.monotonic()
+        waiter.wait()
+        assert time.monotonic() - t < 3.0
+    finally:
+        waiter.close()
