@@ -878,7 +878,7 @@ def test_line_by_line_fallback_reads_the_same(tmp_path, monkeypatch):
     def broken(*args, **kwargs):
         raise pl.exceptions.ComputeError("simulated polars failure")
 
-    monkeypatch.setattr(console, "_classify", broken)
+    monkeypatch.setattr(console, "_candidates", broken)
     fallback = console.read(path)[0]
     assert fallback.parse_stats.notes[-1].startswith("bulk reader failed (ComputeError)")
     fallback.parse_stats.notes.pop()

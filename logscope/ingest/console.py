@@ -165,28 +165,59 @@ def read_text(text: str, source: str = "<text>") -> Run:
 # ---- the bulk path -----------------------------------------------------------------------------
 
 
-def _lines(data: bytes, end: int, nul: bool) -> pl.Series:
-    """The complete lines in `data[:end]` as strings, the way `verl_text.segments()` sees them."""
+def _scan(data: bytes, end: int, nul: bool) -> pl.DataFrame:
+    """The complete lines in `data[:end]` (the way `verl_text.segments()` sees them) with what
+    `_classify` needs, in one streaming query: raw, pos (of `step:`), step, cand, ascii."""
     if nul:
         data = data[:end].replace(b"\x00", b"")
         end = len(data)
     try:
-        frame = pl.read_csv(
+        lines = pl.scan_csv(
             data,
             has_header=False,
             separator="\x00",
             quote_char=None,
-            new_columns=["raw"],
             schema={"raw": pl.String},
             encoding="utf8-lossy",
             truncate_ragged_lines=True,
         )
-        lines = frame.get_column("raw").fill_null("")
-        return lines.head(lines.len() - 1) if end < len(data) else lines
-    except Exception:  # polars' CSV reader is a fast path, not a requirement
+        frame = _flags(lines).collect(engine="streaming")
+    except pl.exceptions.PolarsError:  # polars' CSV reader is a fast path, not a requirement
         text = data[:end].decode("utf-8", errors="replace")
         rows = [x[:-1] if x.endswith("\r") else x for x in text.split("\n")[:-1]]
-        return pl.Series("raw", rows, dtype=pl.String)
+        return _flags(pl.LazyFrame({"raw": rows}, schema={"raw": pl.String})).collect()
+    # `data` goes on with a partial line (read again with the next chunk): one more row.
+    return frame.head(frame.height - 1) if end < len(data) else frame
+
+
+# After `step:`, these make the line mean something else to the parser: ANSI codes and Ray's
+# suffixes are removed before it reads the items, a `|` may end a tqdm bar glued in front.
+ODD = r"\x1b|\||\[repeated |\(Ray deduplicates"
+
+
+def _flags(lines: pl.LazyFrame) -> pl.LazyFrame:
+    """Per line: where `step:` is, the step after it, whether it is ASCII, and `cand`: a step
+    line whose text alone qualifies it for the bulk parse (see `_classify`)."""
+    raw = pl.col("raw")
+    pos = pl.col("pos")
+    step = raw.str.slice(pos, 26).str.extract(r"^step:([0-9]{1,18})(?: - |$)", 1).cast(pl.Int64)
+    body = raw.str.slice(pos)
+    return (
+        lines.select(raw=raw.fill_null(""))
+        .with_columns(pos=raw.str.find("step:", literal=True))
+        .with_columns(step=step, ascii=raw.str.len_bytes() == raw.str.len_chars())
+        .with_columns(
+            cand=(
+                pl.col("step").is_not_null()
+                & pl.col("ascii")
+                & ~raw.str.contains("\r", literal=True)
+                & ~raw.str.ends_with(" ")
+                & ~raw.str.ends_with("\t")
+                & ~body.str.contains(ODD)
+            ),
+        )
+        .with_columns(head=pl.when("cand").then(raw.str.slice(0, pos)))
+    )
 
 
 def _chunk(
@@ -197,30 +228,39 @@ def _chunk(
     nul = b"\x00" in data
     if nul:
         parser.nul_bytes += data.count(b"\x00", 0, end)
-    raw = _lines(data, end, nul)
-    n = raw.len()
+    frame = _scan(data, end, nul)
+    n = frame.height
     parser.stats.lines_read += n
-    if raw.str.contains("\ufffd", literal=True).any():
-        parser.damage += int(raw.str.count_matches("\ufffd", literal=True).sum())
-    frame = pl.DataFrame({"ln": pl.int_range(line_no + 1, line_no + n + 1, eager=True), "raw": raw})
-    frame, progress_bar = _split_cr(frame)
-    fast.saw_progress = fast.saw_progress or progress_bar
-    frame = _classify(frame)
+    frame = frame.with_columns(ln=pl.int_range(line_no + 1, line_no + n + 1, dtype=pl.Int64))
+    wide = frame.filter(~pl.col("ascii")).get_column("raw")
+    if wide.len() and wide.str.contains("\ufffd", literal=True).any():
+        parser.damage += int(wide.str.count_matches("\ufffd", literal=True).sum())
 
-    # Lines for the line-by-line parser, each with the last step the bulk path saw before it.
-    seq = pl.col("ln") * (1 << vt.SUB_BITS) + pl.col("sub").clip(upper_bound=vt.MAX_SUB)
-    frame = frame.with_columns(seq=seq)
-    others = frame.filter(~pl.col("fast") & ~pl.col("drop"))
-    if others.height:
-        marks = frame.filter("fast").select("seq", prev_seq="seq", prev_step="step")
-        others = others.join_asof(marks, on="seq", strategy="backward", check_sortedness=False)
-        for ln, sub, last, text, pseq, pstep in others.select(
+    cand = _candidates(frame)
+    # Every other line, split on `\r`, without noise: what the line-by-line parser reads.
+    rows, progress_bar = _split_cr(frame.filter(~cand).select("ln", "raw"))
+    fast.saw_progress = fast.saw_progress or progress_bar
+    rows = rows.filter(~_drop(rows))
+    is_fast = cand & ~_wrapped(frame, cand, rows)
+    if not is_fast.equals(cand):  # step lines that go to the parser after all
+        demoted = frame.filter(cand & ~is_fast).select(
+            "ln", "raw", sub=pl.lit(0, pl.Int64), last=pl.lit(True)
+        )
+        rows = pl.concat([rows, demoted.select(rows.columns)]).sort(["ln", "sub"])
+
+    # Each of them with the last step the bulk path saw before it.
+    seq = pl.col("ln") * (1 << vt.SUB_BITS)
+    steps = frame.filter(is_fast).select(seq.alias("seq"), "step", "raw", "head")
+    if rows.height:
+        rows = rows.with_columns(seq=seq + pl.col("sub").clip(upper_bound=vt.MAX_SUB))
+        marks = steps.select("seq", prev_seq="seq", prev_step="step")
+        rows = rows.join_asof(marks, on="seq", strategy="backward", check_sortedness=False)
+        for ln, sub, last, text, pseq, pstep in rows.select(
             "ln", "sub", "last", "raw", "prev_seq", "prev_step"
         ).iter_rows():
             if pseq is not None:
                 parser.sync_step(pseq, pstep)
             parser.segment(ln, sub, last, text)
-    steps = frame.filter("fast").select("seq", "step", "raw", "head")
     if steps.height:
         parser.sync_step(steps.get_column("seq")[-1], steps.get_column("step")[-1])
     return line_no + n, steps
@@ -239,27 +279,20 @@ ALL_NOISE = "^" + _NOISE_SEGMENT + "(?:\r" + _NOISE_SEGMENT + ")*$"
 
 
 def _split_cr(frame: pl.DataFrame) -> tuple[pl.DataFrame, bool]:
-    """Split lines on `\\r` (tqdm) into segments: adds columns sub (index in the line), last,
-    gone (a line whose segments are all noise), and says whether a `Training Progress` bar was
-    seen. Only lines with a segment worth reading are replaced by their segments (rare), so the
-    common case copies nothing.
+    """Split lines (ln, raw) on `\\r` (tqdm) into segments: adds columns sub (index in the line)
+    and last; lines whose segments are all noise are dropped. Says whether a `Training
+    Progress` bar was seen. Lines without `\\r` (nearly all) are not copied.
     """
-    frame = frame.with_columns(sub=pl.lit(0, pl.Int64), last=pl.lit(True), gone=pl.lit(False))
+    frame = frame.with_columns(sub=pl.lit(0, pl.Int64), last=pl.lit(True))
     has_cr = frame.get_column("raw").str.contains("\r", literal=True)
     if not has_cr.any():
         return frame, False
     # Most such lines are a Ray prefix and a tqdm bar: all noise, told by one regex pass.
-    idx = has_cr.arg_true()
-    lines = frame.get_column("raw").gather(idx).to_frame()
-    quiet = lines.select(
-        pl.col("raw").str.contains(ALL_NOISE) & ~pl.col("raw").str.contains("step:", literal=True)
-    ).to_series()
-    bar = lines.filter(quiet & pl.col("raw").str.contains("Training Progress", literal=True))
-    idx = idx.filter(~quiet)
-    if not idx.len():
-        return frame.with_columns(gone=has_cr), bar.height > 0
+    lines = frame.filter(has_cr)
+    quiet = lines.select(_all_noise(pl.col("raw"))).to_series()
+    bars = lines.filter(quiet & pl.col("raw").str.contains("Training Progress", literal=True))
     split = (
-        frame.gather(idx)
+        lines.filter(~quiet)
         .with_columns(pl.col("raw").str.split("\r"))
         .with_columns(
             sub=pl.int_ranges(0, pl.col("raw").list.len(), dtype=pl.Int64),
@@ -269,155 +302,127 @@ def _split_cr(frame: pl.DataFrame) -> tuple[pl.DataFrame, bool]:
         .with_columns(last=pl.col("sub") == pl.col("n") - 1)
         .select(frame.columns)
     )
-    noise = _noise(split)
-    bars = (
-        bar.height
+    noise = _noise(pl.col("raw"))
+    n_bars = (
+        bars.height
         + split.filter(noise & pl.col("raw").str.contains("Training Progress", literal=True)).height
     )
     kept = split.filter(~noise)
-    frame = frame.with_columns(gone=has_cr)
+    rows = frame.filter(~has_cr)
     if kept.height:
-        frame = pl.concat([frame.filter(~pl.col("gone")), kept]).sort(["ln", "sub"])
-    return frame, bars > 0
+        rows = pl.concat([rows, kept]).sort(["ln", "sub"])
+    return rows, n_bars > 0
 
 
-def _noise(frame: pl.DataFrame) -> pl.Series:
+def _all_noise(raw: pl.Expr) -> pl.Expr:
+    """A line of `\\r`-joined noise segments (tqdm bars, blanks) and no `step:`."""
+    return raw.str.contains(ALL_NOISE) & ~raw.str.contains("step:", literal=True)
+
+
+def _noise(raw: pl.Expr) -> pl.Expr:
     """Segments ConsoleParser ignores for sure: blank, only a prefix, a tqdm bar."""
-    raw = pl.col("raw")
-    flags = frame.select(
-        blank=(raw == "") | raw.str.contains(vt.EMPTYISH),
-        tqdm=~raw.str.contains("step:", literal=True)
-        & ~raw.str.contains("\x1b", literal=True)
-        & (raw.str.contains("%|", literal=True) | raw.str.contains("it [", literal=True)),
+    return (
+        (raw == "")
+        | raw.str.contains(vt.EMPTYISH)
+        | (
+            ~raw.str.contains("step:", literal=True)
+            & ~raw.str.contains("\x1b", literal=True)
+            & (raw.str.contains("%|", literal=True) | raw.str.contains("it [", literal=True))
+            & raw.str.contains(vt.TQDM)
+        )
     )
-    maybe = flags.get_column("tqdm")
+
+
+def _drop(segments: pl.DataFrame) -> pl.Series:
+    """Noise among segments (of lines that were not split on `\\r`, only those without `step:`
+    are tested; the split ones are clean of it already)."""
+    raw = pl.col("raw")
+    maybe = segments.select(
+        (pl.col("sub") == 0) & pl.col("last") & ~raw.str.contains("step:", literal=True)
+    ).to_series()
+    drop = pl.Series("drop", [False] * segments.height, dtype=pl.Boolean)
     if maybe.any():
         idx = maybe.arg_true()
-        maybe = maybe.scatter(idx, frame.get_column("raw").gather(idx).str.contains(vt.TQDM))
-    return flags.get_column("blank") | maybe
+        drop = drop.scatter(idx, segments.select("raw").gather(idx).select(_noise(raw)).to_series())
+    return drop
 
 
-# After `step:`, these need the slow road (`:+` is a value polars reads and NUMERIC does not).
-ODD = r"\x1b|\||\[repeated |\(Ray deduplicates|:\+"
-ODD_RE = re.compile(ODD)
 HEAD_RE = re.compile(vt.HEAD)
 
 
-def _head_odd(head: str) -> int:
-    """How often ODD occurs in the text before `step:`, or -1 when that text is not a Ray
-    prefix / tqdm bar (with ANSI codes) that a clean step line may have."""
-    if ":" in head or " - " in head or not HEAD_RE.match(vt.strip_ansi(head)):
-        return -1
-    return len(ODD_RE.findall(head))
+def _head_ok(head: str) -> bool:
+    """The text before `step:` is what a clean step line may have: ANSI codes, a Ray prefix, a
+    tqdm bar."""
+    return ":" not in head and " - " not in head and bool(HEAD_RE.match(vt.strip_ansi(head)))
 
 
-def _classify(frame: pl.DataFrame) -> pl.DataFrame:
-    """Add `fast` (a clean step line the bulk path parses), `drop` (surely noise), `step`.
+def _candidates(frame: pl.DataFrame) -> pl.Series:
+    """Lines that are clean step lines by their own text (`cand` of `_flags`, with the text
+    before `step:` checked once per distinct value)."""
+    cand = frame.get_column("cand")
+    heads = frame.get_column("head").drop_nulls().unique().to_list()
+    bad = [h for h in heads if not _head_ok(h)]
+    if bad:
+        cand = cand & ~frame.get_column("head").is_in(bad).fill_null(False)
+    return cand
 
-    Everything here is conservative: a segment not marked fast or drop goes to ConsoleParser,
-    which decides. `fast` needs: only ANSI codes and a Ray prefix / tqdm bar before `step:N`,
-    no ANSI code or `|` after it, nothing `strip_tail` would remove, ASCII (polars finds byte
-    offsets but slices characters), and a next line that cannot be the wrapped rest of it.
-    (Items are checked in `_items` and `_add_items`.) Whole lines are scanned once or twice;
-    what stands before `step:` is checked once per distinct text, and the noise tests only run
-    on lines without `step:`.
+
+def _wrapped(frame: pl.DataFrame, cand: pl.Series, rows: pl.DataFrame) -> pl.Series:
+    """Candidates whose next line may begin with the wrapped rest of them (if not sure: it may),
+    and the last line of the chunk (its rest may be in the next one).
+
+    The next line is either a candidate too, or gives the parser its first segment (`rows`:
+    split on `\\r`, noise removed); if it gives none, it is noise and cannot be a fragment.
     """
-    raw = pl.col("raw")
-    pos = raw.str.find("step:", literal=True)
-    flags = (
-        frame.lazy()
-        .select(
-            head=pl.when(pos.is_not_null()).then(raw.str.slice(0, pos)),
-            step=raw.str.slice(pos, 26)
-            .str.extract(r"^step:([0-9]{1,18})(?: - |$)", 1)
-            .cast(pl.Int64),
-            clean=(
-                ~pl.col("gone")
-                & (raw.str.len_bytes() == raw.str.len_chars())
-                & ~raw.str.ends_with(" ")
-                & ~raw.str.ends_with("\t")
-            ),
-            n_odd=raw.str.count_matches(ODD),
-        )
-        .collect(engine="streaming")
+    n = frame.height
+    wrapped = pl.Series("wrapped", [False] * n, dtype=pl.Boolean)
+    if n and cand[n - 1]:
+        wrapped[n - 1] = True
+    first = rows.filter(pl.col("sub") == 0).select("ln", "raw")
+    after = pl.concat(
+        [
+            frame.filter(cand & cand.shift(1, fill_value=False)).select("ln", "raw"),
+            first.join(frame.filter(cand).select(pl.col("ln") + 1), on="ln", how="semi"),
+        ]
     )
-    # The text before `step:` is nearly always the same few Ray prefixes: check each once.
-    heads = flags.get_column("head").drop_nulls().unique().to_list()
-    flags = flags.with_columns(
-        head_odd=pl.col("head").replace_strict(
-            heads, [_head_odd(h) for h in heads], default=-1, return_dtype=pl.Int64
-        )
-    )
-    ok = flags.select(
-        (
-            pl.col("clean") & pl.col("step").is_not_null() & (pl.col("n_odd") == pl.col("head_odd"))
-        ).fill_null(False)
-    ).to_series()
+    if after.height:
+        maybe = after.filter(_may_continue(after.get_column("raw")))
+        if maybe.height:
+            line0 = frame.get_column("ln")[0]
+            wrapped = wrapped.scatter(maybe.get_column("ln") - 1 - line0, True)
+    return wrapped
 
-    # Noise: blank lines and tqdm bars without `step:` (the others are not looked at).
-    drop = frame.get_column("gone").clone()
-    loose = flags.get_column("head").is_null() & ~drop
-    if loose.any():
-        idx = loose.arg_true()
-        noise = (
-            frame.select("raw")
-            .gather(idx)
-            .select(
-                (raw == "")
-                | raw.str.contains(vt.EMPTYISH)
-                | (
-                    ~raw.str.contains("\x1b", literal=True)
-                    & (
-                        raw.str.contains("%|", literal=True)
-                        | raw.str.contains("it [", literal=True)
-                    )
-                    & raw.str.contains(vt.TQDM)
-                )
-            )
-        )
-        drop = drop.scatter(idx, noise.to_series())
-    # Could the segment be the wrapped rest of a step line? (if not sure: yes) Only asked of
-    # segments that follow a possible fast step line.
-    not_cont = drop.clone()
-    after = ok.shift(1, fill_value=False) & ~drop
-    if after.any():
-        idx = after.arg_true()
-        rows = frame.select("raw").gather(idx)
-        sure = rows.select(
-            raw.str.slice(0, 64).str.replace_all(vt.ANSI, "").str.contains(vt.PREFIX)
-            | (
-                ~raw.str.contains("\x1b", literal=True)
-                & (raw.str.contains(vt.STEP_START) | ~raw.str.contains(vt.CONT))
-            )
-        ).to_series()
-        not_cont = not_cont.scatter(idx, sure)
-    frame = frame.with_columns(head=flags.get_column("head"), ok=ok, drop=drop, not_cont=not_cont)
-    nxt = (
-        pl.col("last")
-        & (pl.col("ln").shift(-1) == pl.col("ln") + 1)
-        & (pl.col("sub").shift(-1) == 0)
-        & ~pl.col("not_cont").shift(-1)
-    )
-    fast = pl.col("ok") & pl.col("ln").shift(-1).is_not_null() & ~nxt.fill_null(True)
-    return frame.with_columns(fast=fast).with_columns(
-        step=pl.when("fast").then(flags.get_column("step"))
-    )
+
+def _may_continue(text: pl.Series) -> pl.Series:
+    """Could each segment be the wrapped rest of the step line before it? Not when it starts
+    with a Ray prefix, nor when it has no ANSI code and starts with `step:N` or does not look
+    like items (`CONT`, asked last: it reads whole lines)."""
+    raw = pl.col("raw")
+    frame = text.alias("raw").to_frame()
+    maybe = frame.select(
+        ~raw.str.slice(0, 64).str.replace_all(vt.ANSI, "").str.contains(vt.PREFIX)
+        & (raw.str.contains("\x1b", literal=True) | ~raw.str.contains(vt.STEP_START))
+    ).to_series()
+    plain = maybe & ~text.str.contains("\x1b", literal=True)
+    if plain.any():
+        idx = plain.arg_true()
+        maybe = maybe.scatter(idx, frame.gather(idx).select(raw.str.contains(vt.CONT)).to_series())
+    return maybe
 
 
 def _items(steps: pl.DataFrame, need_three: bool) -> pl.DataFrame:
     """The items of clean step lines: seq, step, metric, value, ok, v (text where not ok)[, three].
 
-    `ok` means a finite value under a non-empty key, which then matches `verl_text.NUMERIC`:
-    polars' float cast reads a superset of it (a leading `+`, any-case nan/inf/infinity), and
-    what it reads beyond NUMERIC is either not finite or `+…` (`_classify` leaves lines with
-    `:+` to the parser). Other items (nan, inf, wrapped or garbled values, `1e400`) take the
-    road through `_add_items`' fix-up, which applies the regex rules.
+    `ok` means a finite value not starting with `+` under a non-empty key, which then matches
+    `verl_text.NUMERIC`: polars' float cast reads a superset of it (a leading `+`, any-case
+    nan/inf/infinity). Other items (nan, inf, wrapped or garbled values, `1e400`) take the road
+    through `_add_items`' fix-up, which applies the regex rules.
     """
     body = pl.col("raw")
     item = pl.col("item")
     v = pl.col("v")
     x = pl.col("value")
-    ok = ((pl.col("cp") > 0) & x.is_finite()).fill_null(False)
+    ok = ((pl.col("cp") > 0) & x.is_finite() & ~v.str.starts_with("+")).fill_null(False)
     columns = ["seq", "step", pl.col("key").alias("metric"), x, ok.alias("ok")]
     columns.append(pl.when(~ok).then(v).alias("v"))  # the text only where it is needed
     if need_three:
