@@ -375,22 +375,28 @@ def _wrapped(frame: pl.DataFrame, cand: pl.Series, rows: pl.DataFrame) -> pl.Ser
     split on `\\r`, noise removed); if it gives none, it is noise and cannot be a fragment.
     """
     n = frame.height
-    wrapped = pl.Series("wrapped", [False] * n, dtype=pl.Boolean)
-    if n and cand[n - 1]:
-        wrapped[n - 1] = True
-    first = rows.filter(pl.col("sub") == 0).select("ln", "raw")
-    after = pl.concat(
+    line0 = frame.get_column("ln")[0] if n else 0
+    is_cand = cand.to_numpy()
+    wrapped = np.zeros(n, dtype=bool)
+    if n:
+        wrapped[-1] = is_cand[-1]
+    after_cand = np.zeros(n, dtype=bool)
+    after_cand[1:] = is_cand[:-1]
+    # Segment 0 of a line after a candidate, in `rows` (sorted by line) or else the line itself.
+    first = rows.filter(pl.col("sub") == 0)
+    at = first.get_column("ln").to_numpy() - line0
+    from_rows = after_cand[at]
+    texts = pl.concat(
         [
-            frame.filter(cand & cand.shift(1, fill_value=False)).select("ln", "raw"),
-            first.join(frame.filter(cand).select(pl.col("ln") + 1), on="ln", how="semi"),
+            frame.get_column("raw").filter(pl.Series(after_cand & is_cand)),
+            first.get_column("raw").filter(pl.Series(from_rows)),
         ]
     )
-    if after.height:
-        maybe = after.filter(_may_continue(after.get_column("raw")))
-        if maybe.height:
-            line0 = frame.get_column("ln")[0]
-            wrapped = wrapped.scatter(maybe.get_column("ln") - 1 - line0, True)
-    return wrapped
+    if texts.len():
+        where = np.concatenate([np.flatnonzero(after_cand & is_cand), at[from_rows]])
+        maybe = _may_continue(texts).to_numpy()
+        wrapped[where[maybe] - 1] = True
+    return pl.Series("wrapped", wrapped)
 
 
 def _may_continue(text: pl.Series) -> pl.Series:
@@ -418,7 +424,8 @@ def _items(steps: pl.DataFrame, need_three: bool) -> pl.DataFrame:
     nan/inf/infinity). Other items (nan, inf, wrapped or garbled values, `1e400`) take the road
     through `_add_items`' fix-up, which applies the regex rules.
     """
-    body = pl.col("raw")
+    raw = pl.col("raw")
+    items = raw.str.slice(raw.str.find(" - ", literal=True) + 3)  # `_head_ok`: none before
     item = pl.col("item")
     v = pl.col("v")
     x = pl.col("value")
@@ -429,7 +436,7 @@ def _items(steps: pl.DataFrame, need_three: bool) -> pl.DataFrame:
         columns.append(v.str.contains(vt.THREE_DECIMALS).alias("three"))
     return (
         steps.lazy()
-        .select("seq", "step", item=body.str.split(" - ").list.slice(1))
+        .select("seq", "step", item=items.str.split(" - "))
         .explode("item")
         .filter(item.is_not_null())
         .with_columns(cp=item.str.find(":", literal=True))
