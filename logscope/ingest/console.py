@@ -205,12 +205,16 @@ def _flags(lines: pl.LazyFrame) -> pl.LazyFrame:
     return (
         lines.select(raw=raw.fill_null(""))
         .with_columns(pos=raw.str.find("step:", literal=True))
-        .with_columns(step=step, ascii=raw.str.len_bytes() == raw.str.len_chars())
+        .with_columns(
+            step=step,
+            ascii=raw.str.len_bytes() == raw.str.len_chars(),
+            cr=raw.str.contains("\r", literal=True),
+        )
         .with_columns(
             cand=(
                 pl.col("step").is_not_null()
                 & pl.col("ascii")
-                & ~raw.str.contains("\r", literal=True)
+                & ~pl.col("cr")
                 & ~raw.str.ends_with(" ")
                 & ~raw.str.ends_with("\t")
                 & ~body.str.contains(ODD)
@@ -238,8 +242,7 @@ def _chunk(
 
     cand = _candidates(frame)
     # Every other line, split on `\r`, without noise: what the line-by-line parser reads.
-    rows, progress_bar = _split_cr(frame.filter(~cand).select("ln", "raw"))
-    fast.saw_progress = fast.saw_progress or progress_bar
+    rows, fast.saw_progress = _split_cr(frame.filter(~cand), fast.saw_progress)
     rows = rows.filter(~_drop(rows))
     is_fast = cand & ~_wrapped(frame, cand, rows)
     if not is_fast.equals(cand):  # step lines that go to the parser after all
@@ -278,19 +281,18 @@ _NOISE_SEGMENT = (
 ALL_NOISE = "^" + _NOISE_SEGMENT + "(?:\r" + _NOISE_SEGMENT + ")*$"
 
 
-def _split_cr(frame: pl.DataFrame) -> tuple[pl.DataFrame, bool]:
-    """Split lines (ln, raw) on `\\r` (tqdm) into segments: adds columns sub (index in the line)
-    and last; lines whose segments are all noise are dropped. Says whether a `Training
-    Progress` bar was seen. Lines without `\\r` (nearly all) are not copied.
+def _split_cr(frame: pl.DataFrame, bar_seen: bool) -> tuple[pl.DataFrame, bool]:
+    """Split lines (ln, raw, cr: has a `\\r`) on `\\r` (tqdm) into segments (ln, raw, sub: index
+    in the line, last); lines whose segments are all noise are dropped. Also says whether a
+    `Training Progress` bar has been seen. Lines without `\\r` (nearly all) are not copied.
     """
-    frame = frame.with_columns(sub=pl.lit(0, pl.Int64), last=pl.lit(True))
-    has_cr = frame.get_column("raw").str.contains("\r", literal=True)
+    has_cr = frame.get_column("cr")
+    frame = frame.select("ln", "raw", sub=pl.lit(0, pl.Int64), last=pl.lit(True))
     if not has_cr.any():
-        return frame, False
+        return frame, bar_seen
     # Most such lines are a Ray prefix and a tqdm bar: all noise, told by one regex pass.
     lines = frame.filter(has_cr)
     quiet = lines.select(_all_noise(pl.col("raw"))).to_series()
-    bars = lines.filter(quiet & pl.col("raw").str.contains("Training Progress", literal=True))
     split = (
         lines.filter(~quiet)
         .with_columns(pl.col("raw").str.split("\r"))
@@ -302,16 +304,17 @@ def _split_cr(frame: pl.DataFrame) -> tuple[pl.DataFrame, bool]:
         .with_columns(last=pl.col("sub") == pl.col("n") - 1)
         .select(frame.columns)
     )
-    noise = _noise(pl.col("raw"))
-    n_bars = (
-        bars.height
-        + split.filter(noise & pl.col("raw").str.contains("Training Progress", literal=True)).height
-    )
+    noise = split.select(_noise(pl.col("raw"))).to_series()
+    if not bar_seen:
+        bar = pl.col("raw").str.contains("Training Progress", literal=True).any()
+        bar_seen = bool(
+            lines.filter(quiet).select(bar).item() or split.filter(noise).select(bar).item()
+        )
     kept = split.filter(~noise)
     rows = frame.filter(~has_cr)
     if kept.height:
         rows = pl.concat([rows, kept]).sort(["ln", "sub"])
-    return rows, n_bars > 0
+    return rows, bar_seen
 
 
 def _all_noise(raw: pl.Expr) -> pl.Expr:
@@ -429,8 +432,9 @@ def _items(steps: pl.DataFrame, need_three: bool) -> pl.DataFrame:
     item = pl.col("item")
     v = pl.col("v")
     x = pl.col("value")
-    ok = ((pl.col("cp") > 0) & x.is_finite() & ~v.str.starts_with("+")).fill_null(False)
-    columns = ["seq", "step", pl.col("key").alias("metric"), x, ok.alias("ok")]
+    key = pl.col("pair").struct.field("field_0")
+    ok = ((key != "") & x.is_finite() & ~v.str.starts_with("+")).fill_null(False)
+    columns = ["seq", "step", key.alias("metric"), x, ok.alias("ok")]
     columns.append(pl.when(~ok).then(v).alias("v"))  # the text only where it is needed
     if need_three:
         columns.append(v.str.contains(vt.THREE_DECIMALS).alias("three"))
@@ -439,8 +443,8 @@ def _items(steps: pl.DataFrame, need_three: bool) -> pl.DataFrame:
         .select("seq", "step", item=items.str.split(" - "))
         .explode("item")
         .filter(item.is_not_null())
-        .with_columns(cp=item.str.find(":", literal=True))
-        .with_columns(key=item.str.slice(0, pl.col("cp")), v=item.str.slice(pl.col("cp") + 1))
+        .select("seq", "step", pair=item.str.splitn(":", 2))
+        .with_columns(v=pl.col("pair").struct.field("field_1"))
         .with_columns(value=v.cast(pl.Float64, strict=False))
         .select(columns)
         .collect(engine="streaming")
