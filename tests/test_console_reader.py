@@ -231,6 +231,25 @@ def test_ray_repeated_suffix_and_dedup_notice(tmp_path):
     assert value(run, "actor/pg_loss", 11) == 0.2
 
 
+@pytest.mark.parametrize(
+    "line, step, pairs",
+    [
+        # a bar glued after the first step: the parser reads the text after it as the step line
+        ("step:1 - a/x:50%|x|y[z]step:2 - b/y:1.5", 2, {"b/y": 1.5}),
+        ("step:3 - a/x:\x1b[32m0.5\x1b[0m - b/y:2", 3, {"a/x": 0.5, "b/y": 2.0}),  # colours
+        ("step:4 - a/x:+1.5 - b/y:2", 4, {"b/y": 2.0}),  # `+1.5` is not a verl value
+        ("step:5 - a|b:1.5 - c/d:2", 5, {"a|b": 1.5, "c/d": 2.0}),
+    ],
+)
+def test_step_lines_with_odd_text_mean_what_the_parser_says(tmp_path, line, step, pairs):
+    # Many clean lines around them, so the bulk path reads the file (not only the parser).
+    clean = "".join(f"{CYAN}step:{s} - a/x:0.25 - b/y:{s}\n" for s in range(10, 40))
+    run = read_both(tmp_path, clean + CYAN + line + "\n" + clean.replace("step:", "step:1"))
+    for key, want in pairs.items():
+        assert value(run, key, step) == want
+    assert ("a/x" in pairs) == (step in run.series("a/x")[0].tolist())
+
+
 # ---- damaged lines ----------------------------------------------------------------------------
 
 

@@ -2,9 +2,9 @@
 
 Two paths, one meaning. `ConsoleParser` (console_parser.py) reads line by line and defines what
 every line means; it serves `logscope tail`. `read()` is the fast path for whole files: it reads
-byte chunks, splits them into lines with polars, and parses in bulk only the clean step lines
-(Ray prefix and ANSI codes before `step:`, nothing odd after it, not followed by a wrapped
-fragment). Every other line that matters — startup lines, the config dump, tracebacks, wrapped
+byte chunks, splits and flags their lines in one polars query each, and parses in bulk only
+the clean step lines (Ray prefix and ANSI codes before `step:`, nothing odd after it, not
+followed by a wrapped fragment). Every other line that matters — startup lines, the config dump, tracebacks, wrapped
 or garbled step lines — goes through the same `ConsoleParser`, in file order; tqdm bars and
 blank lines are dropped in bulk. Chunks are 16 MB (memory stays bounded, progress is reported);
 the item parse of one chunk runs in a worker thread while the next chunk is classified. If the
@@ -166,8 +166,8 @@ def read_text(text: str, source: str = "<text>") -> Run:
 
 
 def _scan(data: bytes, end: int, nul: bool) -> pl.DataFrame:
-    """The complete lines in `data[:end]` (the way `verl_text.segments()` sees them) with what
-    `_classify` needs, in one streaming query: raw, pos (of `step:`), step, cand, ascii."""
+    """The complete lines in `data[:end]` (as `verl_text.segments()` sees them, before the `\\r`
+    split) with their `_flags`, in one streaming query."""
     if nul:
         data = data[:end].replace(b"\x00", b"")
         end = len(data)
@@ -196,8 +196,11 @@ ODD = r"\x1b|\||\[repeated |\(Ray deduplicates"
 
 
 def _flags(lines: pl.LazyFrame) -> pl.LazyFrame:
-    """Per line: where `step:` is, the step after it, whether it is ASCII, and `cand`: a step
-    line whose text alone qualifies it for the bulk parse (see `_classify`)."""
+    """Per line (raw): pos (of the first `step:`), step (the number after it), ascii, cr (has a
+    `\\r`), and cand: a step line that the bulk path may parse, as far as the line tells —
+    ASCII (polars finds byte offsets but slices characters), no `\\r`, no trailing blank,
+    nothing ODD after `step:` — with head, the text before `step:` (`_candidates` checks it).
+    Conservative: a line not parsed in bulk goes to ConsoleParser, which decides."""
     raw = pl.col("raw")
     pos = pl.col("pos")
     step = raw.str.slice(pos, 26).str.extract(r"^step:([0-9]{1,18})(?: - |$)", 1).cast(pl.Int64)
