@@ -4,9 +4,9 @@ Two paths, one meaning. `ConsoleParser` (console_parser.py) reads line by line a
 every line means; it serves `logscope tail`. `read()` is the fast path for whole files: it reads
 byte chunks, splits and flags their lines in one polars query each, and parses in bulk only
 the clean step lines (Ray prefix and ANSI codes before `step:`, nothing odd after it, not
-followed by a wrapped fragment). Every other line that matters — startup lines, the config dump, tracebacks, wrapped
-or garbled step lines — goes through the same `ConsoleParser`, in file order; tqdm bars and
-blank lines are dropped in bulk. Chunks are 16 MB (memory stays bounded, progress is reported);
+followed by a wrapped fragment). Every other line that matters — startup lines, the config
+dump, tracebacks, wrapped or garbled step lines — goes through the same `ConsoleParser`, in
+file order; tqdm bars and blank lines are dropped in bulk. Chunks are 16 MB (memory stays bounded, progress is reported);
 the item parse of one chunk runs in a worker thread while the next chunk is classified. If the
 bulk path fails on some input, the whole file is read line by line instead (same result).
 Tests check that both paths give the same Run (tests/test_console_reader.py, _props.py).
@@ -411,11 +411,12 @@ def _may_continue(text: pl.Series) -> pl.Series:
     like items (`CONT`, asked last: it reads whole lines)."""
     raw = pl.col("raw")
     frame = text.alias("raw").to_frame()
+    ansi = text.str.contains("\x1b", literal=True)
     maybe = frame.select(
         ~raw.str.slice(0, 64).str.replace_all(vt.ANSI, "").str.contains(vt.PREFIX)
-        & (raw.str.contains("\x1b", literal=True) | ~raw.str.contains(vt.STEP_START))
+        & (ansi | ~raw.str.contains(vt.STEP_START))
     ).to_series()
-    plain = maybe & ~text.str.contains("\x1b", literal=True)
+    plain = maybe & ~ansi
     if plain.any():
         idx = plain.arg_true()
         maybe = maybe.scatter(idx, frame.gather(idx).select(raw.str.contains(vt.CONT)).to_series())
