@@ -1,7 +1,8 @@
 """Properties of the verl console reader (hypothesis).
 
 - it never raises on arbitrary text or bytes (only IngestError: "not a verl log");
-- the bulk path and the line-by-line parser give the same Run on messy verl-ish text;
+- the bulk path and the line-by-line parser give the same Run on messy verl-ish text (with the
+  items read by the C tokenizer, and by the polars query);
 - step lines printed the way verl prints them (`.3f` era and repr era) read back to the same
   values (repr exactly, `.3f` within 5e-4).
 """
@@ -10,13 +11,14 @@ from __future__ import annotations
 
 import math
 import tempfile
+from unittest import mock
 from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from logscope.exceptions import IngestError
-from logscope.ingest import console
+from logscope.ingest import console, console_items
 from tests.test_console_reader import incremental, run_key
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -106,6 +108,16 @@ FRAGMENTS = st.sampled_from(
 @given(st.lists(FRAGMENTS, max_size=80))
 def test_both_paths_agree_on_verlish_text(parts):
     run, twin = _read("".join(parts).encode("utf-8"))
+    if run is not None:
+        assert run_key(twin) == run_key(run)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(FRAGMENTS, max_size=80))
+def test_both_paths_agree_without_the_c_tokenizer(parts):
+    """The same, with the items read by the polars query (no C compiler at install)."""
+    with mock.patch.object(console_items, "native", None):
+        run, twin = _read("".join(parts).encode("utf-8"))
     if run is not None:
         assert run_key(twin) == run_key(run)
 

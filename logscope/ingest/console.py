@@ -24,6 +24,7 @@ import numpy as np
 import polars as pl
 
 from logscope.exceptions import IngestError
+from logscope.ingest import console_items
 from logscope.ingest import verl_text as vt
 from logscope.ingest.console_parser import ConsoleParser, FastPart
 from logscope.ingest.files import ByteChunks, read_head
@@ -130,10 +131,11 @@ def _read_bulk(p: Path, progress: Progress | None) -> Run:
     with chunks, ThreadPoolExecutor(max_workers=1) as pool:
         queue: deque[tuple[pl.DataFrame, Future[tuple[pl.DataFrame, pl.Series]], bool]] = deque()
         for data, end in chunks:
-            line_no, steps = _chunk(data, end, line_no, parser, fast)
+            line_no, steps, data = _chunk(data, end, line_no, parser, fast)
             if steps.height:
                 need_three = fast.not_three == 0 and parser._not_three == 0
-                queue.append((steps, pool.submit(_items_and_names, steps, need_three), need_three))
+                job = pool.submit(_items_and_names, steps, data, need_three)
+                queue.append((steps, job, need_three))
             while len(queue) > 1:
                 _add_items(*queue.popleft(), fast, parser)
             if progress is not None:
@@ -165,12 +167,9 @@ def read_text(text: str, source: str = "<text>") -> Run:
 # ---- the bulk path -----------------------------------------------------------------------------
 
 
-def _scan(data: bytes, end: int, nul: bool) -> pl.DataFrame:
+def _scan(data: bytes, end: int) -> pl.DataFrame:
     """The complete lines in `data[:end]` (as `verl_text.segments()` sees them, before the `\\r`
     split) with their `_flags`, in one streaming query."""
-    if nul:
-        data = data[:end].replace(b"\x00", b"")
-        end = len(data)
     try:
         lines = pl.scan_csv(
             data,
@@ -229,13 +228,16 @@ def _flags(lines: pl.LazyFrame) -> pl.LazyFrame:
 
 def _chunk(
     data: bytes, end: int, line_no: int, parser: ConsoleParser, fast: FastPart
-) -> tuple[int, pl.DataFrame]:
+) -> tuple[int, pl.DataFrame, bytes]:
     """Read the lines in `data[:end]` (the first is line `line_no + 1`): every line but the clean
-    step lines goes through `parser` now; return the last line number and the clean step lines."""
-    nul = b"\x00" in data
-    if nul:
+    step lines goes through `parser` now. Returns the last line number, the clean step lines
+    (seq, step, raw, head, at: index of the line in the chunk) and the chunk as read (NUL bytes
+    are dropped)."""
+    if b"\x00" in data:
         parser.nul_bytes += data.count(b"\x00", 0, end)
-    frame = _scan(data, end, nul)
+        data = data[:end].replace(b"\x00", b"")
+        end = len(data)
+    frame = _scan(data, end)
     n = frame.height
     parser.stats.lines_read += n
     frame = frame.with_columns(ln=pl.int_range(line_no + 1, line_no + n + 1, dtype=pl.Int64))
@@ -256,7 +258,8 @@ def _chunk(
 
     # Each of them with the last step the bulk path saw before it.
     seq = pl.col("ln") * (1 << vt.SUB_BITS)
-    steps = frame.filter(is_fast).select(seq.alias("seq"), "step", "raw", "head")
+    at = pl.col("ln") - (line_no + 1)
+    steps = frame.filter(is_fast).select(seq.alias("seq"), "step", "raw", "head", at=at)
     if rows.height:
         rows = rows.with_columns(seq=seq + pl.col("sub").clip(upper_bound=vt.MAX_SUB))
         marks = steps.select("seq", prev_seq="seq", prev_step="step")
@@ -269,7 +272,7 @@ def _chunk(
             parser.segment(ln, sub, last, text)
     if steps.height:
         parser.sync_step(steps.get_column("seq")[-1], steps.get_column("step")[-1])
-    return line_no + n, steps
+    return line_no + n, steps, data
 
 
 # A `\r`-separated segment that `_noise` calls noise for sure (blank, or a tqdm bar without
@@ -423,41 +426,11 @@ def _may_continue(text: pl.Series) -> pl.Series:
     return maybe
 
 
-def _items(steps: pl.DataFrame, need_three: bool) -> pl.DataFrame:
-    """The items of clean step lines: seq, step, metric, value, ok, v (text where not ok)[, three].
-
-    `ok` means a finite value not starting with `+` under a non-empty key, which then matches
-    `verl_text.NUMERIC`: polars' float cast reads a superset of it (a leading `+`, any-case
-    nan/inf/infinity). Other items (nan, inf, wrapped or garbled values, `1e400`) take the road
-    through `_add_items`' fix-up, which applies the regex rules.
-    """
-    raw = pl.col("raw")
-    items = raw.str.slice(raw.str.find(" - ", literal=True) + 3)  # `_head_ok`: none before
-    item = pl.col("item")
-    v = pl.col("v")
-    x = pl.col("value")
-    key = pl.col("pair").struct.field("field_0")
-    ok = ((key != "") & x.is_finite() & ~v.str.starts_with("+")).fill_null(False)
-    columns = ["seq", "step", key.alias("metric"), x, ok.alias("ok")]
-    columns.append(pl.when(~ok).then(v).alias("v"))  # the text only where it is needed
-    if need_three:
-        columns.append(v.str.contains(vt.THREE_DECIMALS).alias("three"))
-    return (
-        steps.lazy()
-        .select("seq", "step", item=items.str.split(" - "))
-        .explode("item")
-        .filter(item.is_not_null())
-        .select("seq", "step", pair=item.str.splitn(":", 2))
-        .with_columns(v=pl.col("pair").struct.field("field_1"))
-        .with_columns(value=v.cast(pl.Float64, strict=False))
-        .select(columns)
-        .collect(engine="streaming")
-    )
-
-
-def _items_and_names(steps: pl.DataFrame, need_three: bool) -> tuple[pl.DataFrame, pl.Series]:
-    """`_items` and the distinct metric names among them (run in a worker thread)."""
-    items = _items(steps, need_three)
+def _items_and_names(
+    steps: pl.DataFrame, data: bytes, need_three: bool
+) -> tuple[pl.DataFrame, pl.Series]:
+    """`console_items.items` and the distinct metric names among them (run in a worker thread)."""
+    items = console_items.items(steps, data, need_three)
     return items, items.get_column("metric").unique()
 
 

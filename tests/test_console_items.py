@@ -1,0 +1,140 @@
+"""The item tokenizer of the bulk console reader (logscope/ingest/console_items.py).
+
+- the C extension converts every value in the number grammar to exactly what float() gives
+  (or leaves it to Python), including 17-digit reprs, halfway cases and the ends of the range;
+- the C extension and the polars query give the same items on arbitrary step-line bodies;
+- lines that are not where the frame says are refused, and the polars query reads them instead.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import struct
+
+import numpy as np
+import polars as pl
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from polars.testing import assert_frame_equal
+
+from logscope.ingest import console_items as ci
+
+pytestmark = pytest.mark.skipif(ci.native is None, reason="the C extension was not built")
+
+
+def chunk(bodies: list[str], prefix: str = "(TaskRunner pid=1) ") -> tuple[pl.DataFrame, bytes]:
+    """Clean step lines with these bodies, as `console._chunk` hands them over, and their chunk
+    (with a non-step line between them, so line indices and byte offsets differ)."""
+    lines, at = [], []
+    for i, body in enumerate(bodies):
+        lines.append(f"{prefix}step:{i + 1} - {body}")
+        at.append(len(lines) - 1)
+        lines.append("Training Progress: 1%|")
+    steps = pl.DataFrame(
+        {
+            "seq": [(a + 1) << 10 for a in at],
+            "step": list(range(1, len(bodies) + 1)),
+            "raw": [lines[a] for a in at],
+            "head": [prefix] * len(bodies),
+            "at": at,
+        }
+    )
+    return steps, "".join(line + "\n" for line in lines).encode()
+
+
+def bits(x: float) -> bytes:
+    return struct.pack("<d", x)
+
+
+def converted(texts: list[str]) -> list[float | None]:
+    """What the C tokenizer itself makes of each value (None: left to Python)."""
+    body = " - ".join(f"k{i}:{t}" for i, t in enumerate(texts))
+    data = f"step:1 - {body}\n".encode()
+    where = [np.array([x], dtype=np.int64) for x in (0, 9, len(data) - 1)]
+    _, _, values, flags, *_ = ci.native.items(data, *where)
+    values, flags = np.frombuffer(values, np.float64), np.frombuffer(flags, np.uint8)
+    return [None if f & ci.NEEDS_TEXT else float(v) for v, f in zip(values, flags, strict=True)]
+
+
+EDGES = [
+    "0", "-0", "-0.0", "0.000", "0e999", "00001", "1.", ".5", "-.5", "5e-1", "1E+05", "1e5",
+    "9007199254740992", "9007199254740993", "9007199254740995", "18446744073709551615",
+    "1e22", "1e23", "123456789012345678", "0.1", "0.3", "2.5e-06", "-8.163164312320433e-06",
+    "1.7976931348623157e308", "2.2250738585072014e-308", "2.2250738585072011e-308",
+    "4.9e-324", "5e-324", "1e-400", "1e400", "1e308", "8.98846567431158e307",
+    "0.0423969010153086", "458966.5", "-0.000", "501736.750", "1.000", "1234567890123456789",
+    "12345678901234567890", "0.00000000000000000000000000001", "7.450580596923828e-09",
+]  # fmt: skip
+
+
+def test_edge_values_convert_exactly_or_go_to_python():
+    for text, value in zip(EDGES, converted(EDGES), strict=True):
+        if value is not None:
+            assert bits(value) == bits(float(text)), text
+    # Only what needs Python's care is left to it: subnormals and overflow, more than 19
+    # significant digits, and what Eisel-Lemire cannot decide (halfway cases, 1e23).
+    left = {t for t, v in zip(EDGES, converted(EDGES), strict=True) if v is None}
+    assert left == {
+        *("4.9e-324", "5e-324", "2.2250738585072011e-308", "1e-400", "1e400"),
+        *("18446744073709551615", "9007199254740993", "1e23"),
+    }
+
+
+def test_random_doubles_in_every_format_convert_exactly():
+    rng = random.Random(7)
+    xs = [struct.unpack("<d", struct.pack("<Q", rng.getrandbits(64)))[0] for _ in range(20000)]
+    xs = [x for x in xs if math.isfinite(x)]
+    xs += [rng.gauss(0, 1) * 10 ** rng.randint(-12, 12) for _ in range(20000)]
+    texts = (
+        [repr(x) for x in xs] + [f"{x:.17g}" for x in xs[:5000]] + [f"{x:.3f}" for x in xs[-5000:]]
+    )
+    texts += [f"{rng.randrange(10**17)}e{rng.randint(-340, 300)}" for _ in range(5000)]
+    values = converted(texts)
+    for text, value in zip(texts, values, strict=True):
+        if value is not None:
+            assert bits(value) == bits(float(text)), text
+    # Python is rarely needed: subnormals (|x| < 2.2e-308, from the random bit patterns),
+    # .3f prints of huge numbers (> 19 digits) and cases Eisel-Lemire leaves undecided.
+    normal = [t for t, v in zip(texts, values, strict=True) if abs(float(t)) > 2.3e-308]
+    left = [t for t, v in zip(texts, values, strict=True) if v is None and t in set(normal)]
+    assert len(left) < len(normal) / 200
+
+
+def normalized(items: pl.DataFrame) -> pl.DataFrame:
+    """Values and the .3f flag only where the reader uses them (ok items, and nan/inf)."""
+    used = pl.col("ok") | pl.col("v").is_in(list(ci.SPECIAL)).fill_null(False)
+    columns = [c for c in ("value", "three") if c in items.columns]
+    return items.with_columns(pl.when(used).then(c).alias(c) for c in columns)
+
+
+ITEM_TEXT = st.text(alphabet="ab/_-:.e+E019 n()pfTrueinx\t", max_size=12)
+BODY = st.lists(
+    st.one_of(
+        ITEM_TEXT,
+        st.builds(lambda k, v: f"{k}:{v}", ITEM_TEXT, ITEM_TEXT),
+        st.builds(lambda k, x: f"{k}:{x!r}", st.sampled_from(["a", "actor/kl", ""]), st.floats()),
+        st.sampled_from(["actor/kl:np.float64(0.5)", "x:nan", "x:-inf", "x:1.500", "x:True"]),
+    ),
+    max_size=8,
+).map(" - ".join)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(BODY, min_size=1, max_size=6), st.booleans())
+def test_native_and_polars_give_the_same_items(bodies, need_three):
+    bodies = [b.rstrip(" \t") for b in bodies]  # clean step lines end in neither
+    steps, data = chunk(bodies)
+    native = normalized(ci.items_native(steps, data, need_three))
+    polars = normalized(ci.items_polars(steps, need_three))
+    assert_frame_equal(native, polars, check_dtypes=False)
+
+
+def test_lines_out_of_place_are_refused_and_read_by_polars():
+    steps, data = chunk(["a:1 - b:2", "a:3 - b:4.5"])
+    moved = steps.with_columns(at=pl.col("at") + 1)
+    with pytest.raises(ValueError):
+        ci.items_native(moved, data, need_three=False)
+    assert_frame_equal(ci.items(moved, data, need_three=False), ci.items_polars(steps, False))
+    assert ci.items(steps, data, False).get_column("value").to_list() == [1.0, 2.0, 3.0, 4.5]
