@@ -129,12 +129,12 @@ def _read_bulk(p: Path, progress: Progress | None) -> Run:
     # The bulk item parse of a chunk runs in a worker thread (polars releases the GIL) while
     # the next chunk is split and classified; at most one is in flight.
     with chunks, ThreadPoolExecutor(max_workers=1) as pool:
-        queue: deque[tuple[pl.DataFrame, Future[tuple[pl.DataFrame, pl.Series]], bool]] = deque()
+        queue: deque[tuple[pl.DataFrame, Future[tuple[pl.DataFrame, list[str]]], bool]] = deque()
         for data, end in chunks:
             line_no, steps, data = _chunk(data, end, line_no, parser, fast)
             if steps.height:
                 need_three = fast.not_three == 0 and parser._not_three == 0
-                job = pool.submit(_items_and_names, steps, data, need_three)
+                job = pool.submit(console_items.items, steps, data, need_three)
                 queue.append((steps, job, need_three))
             while len(queue) > 1:
                 _add_items(*queue.popleft(), fast, parser)
@@ -426,17 +426,9 @@ def _may_continue(text: pl.Series) -> pl.Series:
     return maybe
 
 
-def _items_and_names(
-    steps: pl.DataFrame, data: bytes, need_three: bool
-) -> tuple[pl.DataFrame, pl.Series]:
-    """`console_items.items` and the distinct metric names among them (run in a worker thread)."""
-    items = console_items.items(steps, data, need_three)
-    return items, items.get_column("metric").unique()
-
-
 def _add_items(
     steps: pl.DataFrame,
-    job: Future[tuple[pl.DataFrame, pl.Series]],
+    job: Future[tuple[pl.DataFrame, list[str]]],
     need_three: bool,
     fast: FastPart,
     parser: ConsoleParser,
@@ -484,7 +476,7 @@ def _add_items(
         ):
             parser.step_line(seq >> vt.SUB_BITS, seq & vt.MAX_SUB, text)
         items = items.filter(~pl.col("seq").is_in(sorted(bad)))
-        names = items.get_column("metric").unique()
+        names = items.get_column("metric").unique().to_list()
         fixed = [f for f in fixed if f[0] not in bad]
     fast.step_lines += steps.height - len(bad)
     fast.n_values += items.height
@@ -493,4 +485,4 @@ def _add_items(
         regex_ok = items.filter("ok")
         fast.not_three += int((~regex_ok.get_column("three")).sum()) + sum(f[2] for f in fixed)
     fast.frames.append(items.select("seq", "step", "metric", "value"))
-    fast.metric_names.update(names.to_list())
+    fast.metric_names.update(names)

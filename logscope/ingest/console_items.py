@@ -49,9 +49,10 @@ if native is not None:
     native.set_powers(*_powers_of_ten())
 
 
-def items(steps: pl.DataFrame, data: bytes, need_three: bool) -> pl.DataFrame:
+def items(steps: pl.DataFrame, data: bytes, need_three: bool) -> tuple[pl.DataFrame, list[str]]:
     """The items of clean step lines (`steps`: seq, step, raw, at: index of the line in `data`,
-    the chunk they were read from): seq, step, metric, value, ok, v (text where not ok)[, three].
+    the chunk they were read from): seq, step, metric, value, ok, v (text where not ok)[, three];
+    and the distinct metric names among them.
 
     `ok` means a finite value not starting with `+` under a non-empty key, which then matches
     `verl_text.NUMERIC`. Other items (nan, inf, wrapped or garbled values, `1e400`) take the
@@ -62,10 +63,13 @@ def items(steps: pl.DataFrame, data: bytes, need_three: bool) -> pl.DataFrame:
             return items_native(steps, data, need_three)
         except ValueError:  # the lines are not where polars said: let polars read them
             pass
-    return items_polars(steps, need_three)
+    frame = items_polars(steps, need_three)
+    return frame, frame.get_column("metric").unique().to_list()
 
 
-def items_native(steps: pl.DataFrame, data: bytes, need_three: bool) -> pl.DataFrame:
+def items_native(
+    steps: pl.DataFrame, data: bytes, need_three: bool
+) -> tuple[pl.DataFrame, list[str]]:
     """`items` by the C tokenizer (raises ValueError if the lines are not where `at` says)."""
     if native is None:
         raise RuntimeError("logscope.ingest._items was not built")
@@ -86,30 +90,35 @@ def items_native(steps: pl.DataFrame, data: bytes, need_three: bool) -> pl.DataF
     key = np.frombuffer(key, dtype=np.int32)
     names = [k.decode() for k in keys]
     starts, ends = np.frombuffer(vstart, np.int64), np.frombuffer(vend, np.int64)
-    text: list[str | None] = [None] * len(flag)
     left = np.flatnonzero(~ok)
     if len(left):
         value = value.copy()
+    texts: dict[int, str] = {}  # of the items left not ok
     for i in left.tolist():  # an item without ':' has no value text
         start = int(starts[i])
         if start < 0:
             continue
-        t = text[i] = data[start : int(ends[i])].decode()
+        t = data[start : int(ends[i])].decode()
         three[i] = vt.THREE_DECIMALS_RE.match(t) is not None
         if NUMBER_RE.fullmatch(t) or t in SPECIAL:  # what C left undecided; nan, inf
             value[i] = float(t)
             ok[i] = names[key[i]] != "" and math.isfinite(value[i])
+        if not ok[i]:
+            texts[i] = t
+    v = pl.repeat(None, len(flag), dtype=pl.String, eager=True)
+    if texts:
+        v = v.scatter(list(texts), list(texts.values()))
     columns = {
-        "seq": steps.get_column("seq").gather(line),
-        "step": steps.get_column("step").gather(line),
+        "seq": steps.get_column("seq").to_numpy()[line],
+        "step": steps.get_column("step").to_numpy()[line],
         "metric": pl.Series("metric", names, dtype=pl.String).gather(key),
-        "value": pl.Series("value", value),
-        "ok": pl.Series("ok", ok),
-        "v": pl.Series("v", text, dtype=pl.String).set(pl.Series(ok), None),
+        "value": value,
+        "ok": ok,
+        "v": v,
     }
     if need_three:
-        columns["three"] = pl.Series("three", three)
-    return pl.DataFrame(columns)
+        columns["three"] = three
+    return pl.DataFrame(columns), names
 
 
 def items_polars(steps: pl.DataFrame, need_three: bool) -> pl.DataFrame:
