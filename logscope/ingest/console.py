@@ -6,9 +6,10 @@ byte chunks, splits and flags their lines in one polars query each, and parses i
 the clean step lines (Ray prefix and ANSI codes before `step:`, nothing odd after it, not
 followed by a wrapped fragment). Every other line that matters — startup lines, the config
 dump, tracebacks, wrapped or garbled step lines — goes through the same `ConsoleParser`, in
-file order; tqdm bars and blank lines are dropped in bulk. Chunks are 16 MB (memory stays bounded, progress is reported);
-the item parse of one chunk runs in a worker thread while the next chunk is classified. If the
-bulk path fails on some input, the whole file is read line by line instead (same result).
+file order; tqdm bars and blank lines are dropped in bulk. Chunks are 16 MB (memory stays
+bounded, progress is reported); the items of one chunk's step lines are read in a worker thread
+(console_items.py: a C tokenizer, or polars without it) while the next chunk is classified. If
+the bulk path fails on some input, the whole file is read line by line instead (same result).
 Tests check that both paths give the same Run (tests/test_console_reader.py, _props.py).
 """
 
