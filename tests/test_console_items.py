@@ -141,3 +141,42 @@ def test_lines_out_of_place_are_refused_and_read_by_polars():
     assert_frame_equal(frame, ci.items_polars(steps, False))
     assert sorted(names) == ["a", "b"]
     assert ci.items(steps, data, False)[0].get_column("value").to_list() == [1.0, 2.0, 3.0, 4.5]
+
+
+LINE = st.lists(
+    st.one_of(st.binary(max_size=6), st.sampled_from([b" - ", b":", b"1.5", b"-", b" ", b"e9"])),
+    max_size=12,
+).map(b"".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(LINE.filter(lambda x: b"\n" not in x), max_size=6), st.data())
+def test_native_reads_any_bytes_where_the_lines_are(lines, draw):
+    """Any bytes (not only ASCII step lines), items starting after any " - " of a line: every
+    item lies inside its line, and a claim that is off by a byte is refused."""
+    data = b"".join(line + b"\n" for line in lines)
+    starts = np.cumsum([0] + [len(x) + 1 for x in lines])
+    at, body = [], []
+    for i, line in enumerate(lines):
+        seps = [j + 3 for j in range(len(line)) if line.startswith(b" - ", j)]
+        if seps:
+            at.append(i)
+            body.append(draw.draw(st.sampled_from(seps)))
+    length = [len(lines[i]) for i in at]
+    where = [np.array(x, dtype=np.int64) for x in (at, body, length)]
+    line, _key, _value, _flag, vstart, vend, _keys = ci.native.items(data, *where)
+    for i, s, e in zip(
+        np.frombuffer(line, np.int32),
+        np.frombuffer(vstart, np.int64),
+        np.frombuffer(vend, np.int64),
+        strict=True,
+    ):
+        first, last = starts[at[i]] + body[i], starts[at[i]] + length[i]
+        assert first <= e <= last
+        assert s == -1 or first < s <= e
+    if at:
+        k = draw.draw(st.integers(0, len(at) - 1))
+        wrong = [x.copy() for x in where]
+        wrong[2][k] += draw.draw(st.sampled_from([-1, 1]))  # a length off by one
+        with pytest.raises(ValueError):
+            ci.native.items(data, *wrong)

@@ -302,10 +302,11 @@ static PyObject *items(PyObject *self, PyObject *args) {
             if (nl == NULL) break;
             pos = nl - buf + 1;
         }
-        Py_ssize_t end = pos + len_i[i];
-        if (at != line_i[i] || len_i[i] < 0 || end >= data.len ||
-            (buf[end] != '\n' && !(buf[end] == '\r' && end + 1 < data.len && buf[end + 1] == '\n')) ||
-            (i > 0 && line_i[i] <= line_i[i - 1]) || body_i[i] > len_i[i] ||
+        /* The line ends at its newline (polars drops a '\r' before it). */
+        const unsigned char *nl = pos < data.len ? memchr(buf + pos, '\n', (size_t)(data.len - pos)) : NULL;
+        Py_ssize_t len = nl ? nl - (buf + pos) : -1, end = pos + len_i[i];
+        if (at != line_i[i] || nl == NULL || len_i[i] < 0 || (i > 0 && line_i[i] <= line_i[i - 1]) ||
+            !(len_i[i] == len || (len_i[i] == len - 1 && buf[end] == '\r')) || body_i[i] > len_i[i] ||
             (body_i[i] >= 0 && (body_i[i] < 3 || memcmp(buf + pos + body_i[i] - 3, " - ", 3) != 0))) {
             PyErr_Format(PyExc_ValueError, "line %zd is not where the lines say", i);
             goto done;
