@@ -127,7 +127,7 @@ def _read_bulk(p: Path, progress: Progress | None) -> Run:
         chunks = ByteChunks(p, CHUNK_BYTES)
     except OSError as exc:
         raise IngestError(str(p), f"cannot open: {exc.strerror or exc}") from exc
-    # The bulk item parse of a chunk runs in a worker thread (polars releases the GIL) while
+    # The items of a chunk are read in a worker thread (polars and _items.c release the GIL) while
     # the next chunk is split and classified; at most one is in flight.
     with chunks, ThreadPoolExecutor(max_workers=1) as pool:
         queue: deque[tuple[pl.DataFrame, Future[tuple[pl.DataFrame, list[str]]], bool]] = deque()
