@@ -3,7 +3,7 @@
  *
  * It means exactly what console_items.items_polars() means (and that, what the line parser
  * means): items are split on " - " (leftmost, not overlapping, like str.split), an item's key is
- * the text before its first ':'. A value that matches verl_text.NUMERIC's number grammar,
+ * the text before its first ':'. A value that matches verl_text.DECIMAL,
  * -?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+)?, is converted here to the double nearest to it
  * (what Python's float() gives: Clinger's fast path, else Eisel-Lemire with the 128-bit powers of
  * ten that Python computes and hands over). Every other item (no ':', an empty key, nan, inf,

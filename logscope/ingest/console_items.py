@@ -9,7 +9,6 @@ chunk. tests/test_console_items.py checks that both give the same frame.
 from __future__ import annotations
 
 import math
-import re
 
 import numpy as np
 import polars as pl
@@ -24,8 +23,6 @@ except ImportError:  # built without a C compiler
 NEEDS_TEXT = 1
 NOT_THREE = 2
 SPECIAL = frozenset({"nan", "inf", "-inf"})
-# verl_text.NUMERIC without nan/inf: the values _items.c converts itself, when it can decide.
-NUMBER_RE = re.compile(r"-?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
 
 
 def _powers_of_ten() -> tuple[bytes, bytes]:
@@ -100,7 +97,7 @@ def items_native(
             continue
         t = data[start : int(ends[i])].decode()
         three[i] = vt.THREE_DECIMALS_RE.match(t) is not None
-        if NUMBER_RE.fullmatch(t) or t in SPECIAL:  # what C left undecided; nan, inf
+        if vt.DECIMAL_RE.fullmatch(t) or t in SPECIAL:  # what C left undecided; nan, inf
             value[i] = float(t)
             ok[i] = names[key[i]] != "" and math.isfinite(value[i])
         if not ok[i]:

@@ -37,10 +37,12 @@ EMPTYISH_BODY = r"(?:" + ANSI + r")*(?:\(" + PREFIX_BODY + r"\))?(?:" + ANSI + r
 EMPTYISH = r"^" + EMPTYISH_BODY + r"$"
 # A terminal-wrapped fragment of a step line: items and ` - ` separators, no other blanks.
 CONT = r"^[ -]{0,3}[^ \t]+(?: - [^ \t]+)*[ -]{0,3}$"
-NUMBER = r"-?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|nan|-?inf|True|False"
+# A decimal number as verl prints one (`.3f` or repr); `_items.c` converts exactly these.
+DECIMAL = r"-?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?"
+NUMBER = DECIMAL + r"|nan|-?inf|True|False"
 VALUE = r"^(?:" + NUMBER + r")$"
 # VALUE minus True/False: what a Float64 cast reads (the bulk path fixes booleans up itself).
-NUMERIC = r"^(?:-?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|nan|-?inf)$"
+NUMERIC = r"^(?:" + DECIMAL + r"|nan|-?inf)$"
 NP_WRAP = r"^np\.(?:float|int|uint)[0-9]+\((.*)\)$"
 NP_BOOL = r"^np\.(True|False)_$"
 # `.3f` shape (verl 0.1–0.4); nan/inf print the same in both eras.
@@ -62,6 +64,7 @@ TQDM_IT_RE = re.compile(r"it \[[0-9:]+(?:<[0-9:?]+)?, *[0-9.?]+(?:it/s|s/it)\]")
 _DIGITS = frozenset("0123456789")
 CONT_RE = re.compile(CONT)
 VALUE_RE = re.compile(VALUE)
+DECIMAL_RE = re.compile(DECIMAL)
 NP_WRAP_RE = re.compile(NP_WRAP)
 NP_BOOL_RE = re.compile(NP_BOOL)
 THREE_DECIMALS_RE = re.compile(THREE_DECIMALS)
