@@ -16,6 +16,7 @@ from logscope.cli import app
 ROOT = Path(__file__).resolve().parent.parent
 TUNED = ROOT / "fixtures" / "verl_tuned.log"
 BASELINE = ROOT / "fixtures" / "verl_baseline.log"
+FIXTURES_EXCERPTS = ROOT / "fixtures" / "excerpts"
 SCHEMA = json.loads((ROOT / "docs" / "report.schema.json").read_text())
 
 runner = CliRunner()
@@ -71,13 +72,34 @@ def test_baseline_shows_the_problems_the_article_fixed(tmp_path: Path) -> None:
     assert {"ppo-kl-too-low", "grad-norm-above-clip"} <= names
 
 
-def test_not_a_verl_log_exits_2_naming_the_file(tmp_path: Path) -> None:
+def test_text_that_is_not_a_verl_log_gets_an_empty_report(tmp_path: Path) -> None:
     other = tmp_path / "notes.txt"
     other.write_text("shopping list\neggs\nmilk\n")
+    code, out, _ = _run(str(other), "-f", "json", store=tmp_path / "store")
+    assert code == 0
+    report = json.loads(out)
+    assert report["run"]["source"]["path"] == str(other) and report["findings"] == []
+    assert report["run"]["parse_stats"]["notes"] == [
+        "no verl step lines or errors found in 3 lines"
+    ]
+
+
+def test_binary_data_exits_2_naming_the_file(tmp_path: Path) -> None:
+    other = tmp_path / "blob.log"
+    other.write_bytes(bytes(range(256)) * 20)
     code, _, err = _run(str(other), store=tmp_path / "store")
     assert code == 2
-    assert "notes.txt" in err
-    assert "verl" in err.lower()
+    assert "blob.log" in err and "binary data" in err
+
+
+def test_stdin_is_read_with_a_dash(tmp_path: Path) -> None:
+    text = (FIXTURES_EXCERPTS / "verl_0.9_grpo_oom.log").read_text()
+    store = tmp_path / "store"
+    result = runner.invoke(app, ["analyze", "-", "-f", "json", "--store", str(store)], input=text)
+    report = json.loads(result.stdout)
+    assert report["run"]["source"] == {"kind": "verl-console", "path": "<stdin>"}
+    assert "cuda-oom" in {f["name"] for f in report["findings"]}
+    assert not (store / "runs").exists()  # standard input is never cached
 
 
 def test_missing_file_exits_2(tmp_path: Path) -> None:

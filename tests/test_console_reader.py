@@ -771,22 +771,28 @@ def test_crash_only_log_is_accepted(tmp_path):
     assert load(path)[0].events == run.events
 
 
-def test_not_a_verl_log_is_rejected_with_a_precise_message(tmp_path):
+def test_text_without_verl_output_is_read_and_says_so(tmp_path):
+    """The console reader is the fallback for any text: nothing verl in it is said, not refused."""
     path = tmp_path / "notes.txt"
     path.write_text("Dear diary,\ntoday I trained nothing.\n" * 50)
-    assert not console.sniff(path)
-    with pytest.raises(IngestError) as err:
-        console.read(path)
-    assert str(path) in str(err.value)
-    assert "expected a verl console log: lines like `step:1 - actor/pg_loss:0.1 - ...`" in str(
-        err.value
-    )
+    assert console.sniff(path)
+    (run,) = console.read(path)
+    assert run.n_steps == 0 and run.events == []
+    assert run.parse_stats.notes == ["no verl step lines or errors found in 100 lines"]
 
 
-def test_a_generic_application_log_is_not_a_verl_log(tmp_path):
+def test_a_generic_application_log_keeps_its_errors(tmp_path):
     path = tmp_path / "app.log"
     path.write_text("INFO starting\nWARNING: disk almost full\nERROR: request failed\n")
-    with pytest.raises(IngestError, match="expected a verl console log"):
+    (run,) = console.read(path)
+    assert [e.kind for e in run.events] == ["warning", "error"]
+    assert not any("no verl" in n for n in run.parse_stats.notes)
+
+
+def test_binary_data_forced_on_the_console_reader_is_refused(tmp_path):
+    path = tmp_path / "blob.bin"
+    path.write_bytes(random.Random(1).randbytes(50_000))
+    with pytest.raises(IngestError, match="binary data, not text"):
         console.read(path)
 
 
@@ -806,7 +812,7 @@ def test_sniff_finds_step_lines(tmp_path, line):
 
 def test_binary_file_is_not_sniffed(tmp_path):
     path = tmp_path / "blob.bin"
-    path.write_bytes(bytes(random.Random(1).randrange(256) for _ in range(50_000)))
+    path.write_bytes(random.Random(1).randbytes(50_000))
     assert not console.sniff(path)
     assert not console.sniff(tmp_path)  # a directory
 

@@ -51,17 +51,25 @@ def _report_ok(path: Path, *extra: str) -> dict:
 
 
 def test_empty_file(tmp_path: Path) -> None:
+    """An empty file is text: an empty report that says so, exit 0 (not a refusal)."""
     path = tmp_path / "train.log"
     path.write_bytes(b"")
-    assert_user_error(analyze_json(path), path)
+    for extra in ((), ("--source", "verl-console")):
+        report = _report_ok(path, *extra)
+        assert report["findings"] == [] and report["run"]["steps"]["count"] == 0
+        assert report["run"]["parse_stats"]["notes"][0] == "empty file"
 
 
-def test_empty_file_forced_console(tmp_path: Path) -> None:
-    path = tmp_path / "train.log"
-    path.write_bytes(b"")
-    result = analyze_json(path, "--source", "verl-console")
-    assert_user_error(result, path)
-    assert "noverloutputfound" in result.message
+def test_text_without_verl_output(tmp_path: Path) -> None:
+    """Any text is read; with no step and no signature the report says so plainly."""
+    path = tmp_path / "notes.md"
+    path.write_text("# my notes\n\nthe run looked fine to me\n" + "x = 1\n" * 9)
+    report = _report_ok(path)
+    assert report["run"]["source"]["kind"] == "verl-console"
+    assert report["findings"] == []
+    assert report["run"]["parse_stats"]["notes"][0] == (
+        "no verl step lines or errors found in 12 lines"
+    )
 
 
 def test_binary_file(tmp_path: Path) -> None:

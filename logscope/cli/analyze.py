@@ -14,16 +14,20 @@ from logscope.cli.common import (
     progress_bar,
     same_file,
     split_codes,
+    stdin_as_file,
     user_errors,
 )
 from logscope.exceptions import LogscopeError
+from logscope.model import Source
 
 
 def analyze(
     paths: Annotated[
         # str, not Path: Path("wandb://e/p/id") would collapse the URI's "//"
         list[str],
-        typer.Argument(help="verl console logs (or other supported runs)."),
+        typer.Argument(
+            help="verl console logs, pasted excerpts or other supported runs; - reads stdin."
+        ),
     ],
     format: Annotated[
         OutputFormat, typer.Option("--format", "-f", help="Output format.")
@@ -60,22 +64,30 @@ def analyze(
     Exit codes: 0 nothing at or above --fail-on, 1 findings at or above it, 2 could not run.
 
     Example: logscope analyze verl_tuned.log --format json -o report.json
+
+    A pasted excerpt: pbpaste | logscope analyze -
     """
     from logscope.analyze import analyze_paths
 
     with user_errors():
         if output is not None and any(same_file(output, Path(p)) for p in paths):
             raise LogscopeError(f"--output {output} is one of the inputs; refusing to overwrite it")
+        reports = []
         with progress_bar(enabled=format == OutputFormat.rich or output is not None) as progress:
-            reports = analyze_paths(
-                paths,
-                source=source,
-                only=split_codes(only),
-                skip=split_codes(skip),
-                store_dir=store,
-                use_cache=not no_cache,
-                progress=progress,
-            )
+            for path in paths:
+                with stdin_as_file(path) as (real, shown):
+                    found = analyze_paths(
+                        [real],
+                        source=source,
+                        only=split_codes(only),
+                        skip=split_codes(skip),
+                        store_dir=store,
+                        use_cache=not no_cache and real == path,
+                        progress=progress,
+                    )
+                for report in found:
+                    report.run.source = Source(report.run.source.kind, shown)
+                reports += found
         emit_reports(reports, format, output)
     if any(r.fails(fail_on.value) for r in reports):
         raise typer.Exit(1)

@@ -75,6 +75,26 @@ def progress_bar(enabled: bool) -> Iterator[Callable[[int, int], None] | None]:
         yield update
 
 
+STDIN = "-"
+
+
+@contextmanager
+def stdin_as_file(path: str) -> Iterator[tuple[str, str]]:
+    """(path to read, path to show): `-` is standard input, spooled to a temporary file (readers
+    need a file; it is never cached) and shown as `<stdin>`."""
+    if path != STDIN:
+        yield path, path
+        return
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="logscope-stdin-") as tmp:
+        spooled = Path(tmp) / "stdin.log"
+        with spooled.open("wb") as fh:
+            while block := sys.stdin.buffer.read(1 << 20):
+                fh.write(block)
+        yield str(spooled), "<stdin>"
+
+
 def write_output(text: str, output: Path | None) -> None:
     """Write to `--output` (never over an input: the caller checks) or stdout."""
     if output is None:

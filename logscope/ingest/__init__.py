@@ -71,7 +71,10 @@ def load(
     for module in modules:
         if module.sniff(p):
             return module.read(p, progress=progress)
-    raise UnknownSource(raw, f"not a format logscope reads. Expected one of: {accepted_formats()}")
+    what = "binary data, not text, and" if p.is_file() else "a folder that is"
+    raise UnknownSource(
+        raw, f"{what} not a format logscope reads. Expected one of: {accepted_formats()}"
+    )
 
 
 def _check_readable(path: Path) -> None:

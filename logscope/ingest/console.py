@@ -34,43 +34,39 @@ from logscope.model import Run, Source
 __all__ = ["DESCRIPTION", "KIND", "ConsoleParser", "read", "read_text", "sniff"]
 
 KIND = "verl-console"
-DESCRIPTION = "verl console log (.log/.txt/.out, optionally .gz)"
+DESCRIPTION = (
+    "verl console log, or any other text (.log/.txt/.out, optionally .gz): the fallback for text"
+)
 EXPECTED = (
-    "expected a verl console log: lines like `step:1 - actor/pg_loss:0.1 - ...` "
-    "(or verl/Ray start-up and crash output)"
+    "expected text, such as a verl console log: lines like `step:1 - actor/pg_loss:0.1 - ...` "
+    "or verl/Ray start-up and crash output"
 )
 CHUNK_BYTES = 16 << 20
 SNIFF_BYTES = 256 << 10
 
 Progress = Callable[[int, int], None]
 
-# Text that only a verl / Ray / Python-crash log has (for sniffing a log without step lines).
-MARKERS_RE = re.compile(
-    r"(?m)^(?:\x1b\[[0-9;]*m)*\((?:TaskRunner|TaskRunnerV1|main_task|WorkerDict|raylet)\b"
-    r"|Training Progress:|Total training steps: [0-9]+|\[validate_config\]"
-    r"|^\{'actor_rollout_ref': |ray\.exceptions\.|RayTaskError|verl\.trainer|verl/trainer"
-    r"|Traceback \(most recent call last\):"
-)
-# A step line after a line start, a Ray prefix, an ANSI code, `\r` or a tqdm bar.
-STEP_LINE_RE = re.compile(r"(?m)(?:^|\) |\x1b\[[0-9;]*m ?|\r|\])step:[0-9]+ - [^ :]+:")
-
 
 def sniff(path: str | Path) -> bool:
-    """A regular file (or .gz) whose first 256 KB hold a verl step line or verl/Ray markers."""
+    """A regular file (or .gz) whose first 256 KB are text: the console reader is the fallback for
+    any text that no other reader claims (pasted excerpts rarely look like a whole log)."""
     p = Path(path)
-    if not p.is_file():
-        return False
-    head = read_head(p, SNIFF_BYTES)
-    if not head or b"\x00" in head[:4096]:
+    return p.is_file() and is_text(read_head(p, SNIFF_BYTES), empty=p.stat().st_size == 0)
+
+
+def is_text(head: bytes, empty: bool = False) -> bool:
+    """Text, not binary: no NUL byte near the start and at most 1% undecodable bytes."""
+    if not head:
+        return empty  # an empty file is text; an unreadable or undecodable .gz is not
+    if b"\x00" in head[:4096]:
         return False
     text = head.decode("utf-8", errors="replace")
-    if text.count("\ufffd") > max(16, len(text) // 100):
-        return False  # binary
-    return bool(STEP_LINE_RE.search(text) or MARKERS_RE.search(text))
+    return text.count("\ufffd") <= max(16, len(text) // 100)
 
 
 def read(path: str | Path, *, progress: Progress | None = None) -> list[Run]:
-    """Read a verl console log into one Run. Raises IngestError when it is not one."""
+    """Read a verl console log (or any text) into one Run; a text with nothing verl in it gives
+    an empty Run that says so. Raises IngestError only when the file cannot be read as text."""
     p = Path(path)
     if not p.is_file():
         raise IngestError(str(path), f"not a regular file; {EXPECTED}")
@@ -83,24 +79,29 @@ def read(path: str | Path, *, progress: Progress | None = None) -> list[Run]:
         run.parse_stats.notes.append(
             f"bulk reader failed ({type(exc).__name__}); read line by line"
         )
-    if not _looks_like_verl(run):
-        raise IngestError(
-            str(p), f"no verl output found in {run.parse_stats.lines_read} lines; {EXPECTED}"
-        )
+    if not _looks_like_verl(run) and not sniff(p):
+        # forced with --source on binary data: nothing to show (a damaged log that still holds
+        # verl output is read as far as it goes)
+        raise IngestError(str(p), f"binary data, not text; {EXPECTED}")
+    note_if_nothing_found(run)
     return [run]
 
 
-GENERIC_EVENTS = frozenset({"warning", "error", "killed"})
+def note_if_nothing_found(run: Run) -> None:
+    """Say plainly when a text holds no verl output (the report is then empty, not an error)."""
+    if _looks_like_verl(run):
+        return
+    n = run.parse_stats.lines_read
+    if n == 0:
+        text = "empty file"
+    else:
+        text = f"no verl step lines or errors found in {n} line{'s' if n != 1 else ''}"
+    run.parse_stats.notes.insert(0, text)
 
 
 def _looks_like_verl(run: Run) -> bool:
-    """Step lines, a config dump, Ray actor prefixes or a verl/Ray/crash signature."""
-    return bool(
-        run.parse_stats.step_lines
-        or run.config_segments
-        or run.meta.get("ray_actors")
-        or any(e.kind not in GENERIC_EVENTS for e in run.events)
-    )
+    """Step lines, a config dump or any line that matters (an event)."""
+    return bool(run.parse_stats.step_lines or run.config_segments or run.events)
 
 
 def _read_lines(p: Path) -> Run:

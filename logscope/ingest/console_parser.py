@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from logscope.ingest import verl_events as ve
 from logscope.ingest import verl_text as vt
 from logscope.model import Event, ParseStats, Run, Source
 
@@ -342,13 +343,13 @@ class ConsoleParser:
             tb.lines.append((line_no, clean))
             self._blocks[prefix] = tb
             return
-        kind = vt.classify(body)
+        kind = ve.classify(body)
         if kind is None and level in ("WARNING", "ERROR", "CRITICAL"):
             kind = "warning" if level == "WARNING" else "error"
         if kind is None:
             return
         if kind == "total-training-steps":
-            t = vt.TOTAL_STEPS_RE.search(body)
+            t = ve.TOTAL_STEPS_RE.search(body)
             if t:
                 self.total_training_steps = int(t.group(1))
         text = NOTICE_RE.sub("", rest).rstrip() if "(Ray dedup" in rest else rest.rstrip()

@@ -170,14 +170,23 @@ class ByteChunks:
 
 
 def read_head(path: str | Path, size: int = 256 * 1024) -> bytes:
-    """Up to `size` decompressed bytes from the start of the file (b"" when unreadable)."""
+    """Up to `size` decompressed bytes from the start of the file (b"" when unreadable; of a
+    damaged .gz, what decoded before the damage)."""
     try:
         if is_gzip(path):
+            parts: list[bytes] = []
+            got = 0
             with gzip.open(path, "rb") as f:
-                try:
-                    return f.read(size)
-                except (OSError, EOFError):
-                    return b""
+                while got < size:
+                    try:
+                        block = f.read1(size - got)
+                    except (OSError, EOFError):
+                        break  # truncated or corrupt: what decoded before the damage
+                    if not block:
+                        break
+                    parts.append(block)
+                    got += len(block)
+            return b"".join(parts)
         with open(path, "rb") as f:
             return f.read(size)
     except OSError:
