@@ -89,6 +89,7 @@ def test_binary_data_exits_2_naming_the_file(tmp_path: Path) -> None:
     other.write_bytes(bytes(range(256)) * 20)
     code, _, err = _run(str(other), store=tmp_path / "store")
     assert code == 2
+    err = " ".join(err.split())
     assert "blob.log" in err and "binary data" in err
 
 
