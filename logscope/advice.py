@@ -16,10 +16,14 @@ SEED_PPO = "seed:ppo-tuning"
 def current_value(run: Run | None, parameter: str, step: int | None = None) -> Any:
     """The parameter's value in the run's config at `step`; None when the config is unknown.
 
-    A run with a config but without this key gets verl's default for it.
+    A run with a config but without this key gets verl's default for it. A log without a config
+    dump may still name the overrides the run was started with (Hydra prints them when a run
+    fails): those values count, and nothing else is assumed.
     """
-    if run is None or not run.config_segments:
+    if run is None:
         return None
+    if not run.config_segments:
+        return run.meta.get("overrides", {}).get(parameter)
     config = run.config(step)
     value, _ = verl_config.effective(config, parameter, run.meta.get("verl_version"))
     return value
@@ -52,7 +56,7 @@ def advise(
     if suggested is None:
         text = rationale if rule is None else f"{rationale} Rule: {rule}"
         if current is None and run is not None and not run.config_segments:
-            text += " (The run's config is unknown, so no value is computed.)"
+            text += " (The run's config is not in the log, so no value is computed.)"
         return Advice(parameter, current, rule, None, text, source)
     return Advice(
         parameter=parameter,

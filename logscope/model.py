@@ -73,12 +73,15 @@ class ParseStats:
     skipped_lines: int = 0
     skipped_examples: list[tuple[int, str]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    skip_reasons: dict[str, int] = field(default_factory=dict)  # why lines were skipped
 
     MAX_EXAMPLES = 5
 
-    def skip(self, line_no: int, text: str) -> None:
-        """Count a skipped line and keep the first few as examples."""
+    def skip(self, line_no: int, text: str, reason: str | None = None) -> None:
+        """Count a skipped line (and why) and keep the first few as examples."""
         self.skipped_lines += 1
+        if reason is not None:
+            self.skip_reasons[reason] = self.skip_reasons.get(reason, 0) + 1
         if len(self.skipped_examples) < self.MAX_EXAMPLES:
             self.skipped_examples.append((line_no, text[:200]))
 
@@ -88,6 +91,7 @@ class ParseStats:
             "step_lines": self.step_lines,
             "skipped_lines": self.skipped_lines,
             "skipped_examples": [{"line": n, "text": t} for n, t in self.skipped_examples],
+            "skip_reasons": dict(self.skip_reasons),
             "notes": list(self.notes),
         }
 

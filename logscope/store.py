@@ -47,7 +47,7 @@ from logscope.model import (
 )
 
 # Bump when readers change what they produce, so old cache entries are not reused.
-FORMAT_VERSION = "1"
+FORMAT_VERSION = "2"  # 2: pasted-text grammar (decorations, headless records, W&B summary)
 _HASH_CHUNK = 1 << 22
 # A temporary file older than this is an orphan (its writer died) whatever host wrote it.
 STALE_TEMP_S = 3600.0
@@ -190,6 +190,7 @@ def run_from_json(data: dict[str, Any], metrics: pl.DataFrame) -> Run:
         skipped_lines=ps["skipped_lines"],
         skipped_examples=[(e["line"], e["text"]) for e in ps["skipped_examples"]],
         notes=list(ps["notes"]),
+        skip_reasons=dict(ps.get("skip_reasons", {})),
     )
     return Run(
         id=data["id"],

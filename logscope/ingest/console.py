@@ -28,6 +28,7 @@ from logscope.exceptions import IngestError
 from logscope.ingest import console_items
 from logscope.ingest import verl_text as vt
 from logscope.ingest.console_parser import ConsoleParser, FastPart
+from logscope.ingest.console_run import looks_like_verl
 from logscope.ingest.files import ByteChunks, read_head
 from logscope.model import Run, Source
 
@@ -79,29 +80,11 @@ def read(path: str | Path, *, progress: Progress | None = None) -> list[Run]:
         run.parse_stats.notes.append(
             f"bulk reader failed ({type(exc).__name__}); read line by line"
         )
-    if not _looks_like_verl(run) and not sniff(p):
+    if not looks_like_verl(run) and not sniff(p):
         # forced with --source on binary data: nothing to show (a damaged log that still holds
         # verl output is read as far as it goes)
         raise IngestError(str(p), f"binary data, not text; {EXPECTED}")
-    note_if_nothing_found(run)
     return [run]
-
-
-def note_if_nothing_found(run: Run) -> None:
-    """Say plainly when a text holds no verl output (the report is then empty, not an error)."""
-    if _looks_like_verl(run):
-        return
-    n = run.parse_stats.lines_read
-    if n == 0:
-        text = "empty file"
-    else:
-        text = f"no verl step lines or errors found in {n} line{'s' if n != 1 else ''}"
-    run.parse_stats.notes.insert(0, text)
-
-
-def _looks_like_verl(run: Run) -> bool:
-    """Step lines, a config dump or any line that matters (an event)."""
-    return bool(run.parse_stats.step_lines or run.config_segments or run.events)
 
 
 def _read_lines(p: Path) -> Run:

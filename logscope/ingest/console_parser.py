@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from logscope.ingest import pasted
 from logscope.ingest import verl_events as ve
 from logscope.ingest import verl_text as vt
 from logscope.model import Event, ParseStats, Run, Source
@@ -32,6 +33,18 @@ COMPACT_ROWS = 200_000  # metric rows kept as Python lists before moving them in
 CONFIG_KEYS = ("actor_rollout_ref", "trainer", "data", "algorithm")
 DIGITS_RE = re.compile(r"[0-9]+")
 EXCEPTION_RE = re.compile(r"[A-Za-z_][\w.]*(?:\([\w.]*\))?: ")
+# Lines that open a traceback block besides `Traceback (most recent call last):` (anywhere in the
+# line: `Scheduler hit an exception: Traceback ...`): Ray's report of a failed task, and a frame
+# line when the excerpt starts in the middle of a traceback.
+TRACEBACK_START_RE = re.compile(
+    r"Traceback \(most recent call last\)|^Unhandled error \(suppress with"
+    r"|^ray\.exceptions\.\w+(?:\([\w.]*\))?: ray::|^[ \t]+File \"[^\"]*\", line [0-9]+"
+)
+# Override keys whose values are never kept (credentials passed on the command line).
+SECRET_KEY_RE = re.compile(r"(?i)(?:key|token|secret|passw(?:or)?d|credential)s?$")
+OVERRIDES_RE = re.compile(r"Error executing job with overrides: \[(.*)")
+# A line a copy cut off (no blank at the cut) before the rest that follows it.
+WRAP_MIN_LENGTH = 60
 NOTICE_RE = re.compile(r"[ \t]*\(Ray deduplicates logs by default\..*$")
 
 
@@ -45,6 +58,11 @@ class _Pending:
     last: bool
     text: str
     step: int
+    headless: bool = False  # the `step:N - ` was cut off (a copy starting mid-line)
+    joined: bool = False  # rejoined from lines a terminal or a copy cut
+
+
+HEADLESS_HEAD = "step:0 - "  # in front of a headless record's items until its step is known
 
 
 @dataclass
@@ -58,6 +76,8 @@ class _Traceback:
 
     def take(self, line_no: int, text: str) -> bool:
         """Consume a line of the same Ray actor if it belongs to this traceback."""
+        if text.startswith("wandb:"):
+            return False  # W&B's end-of-run block follows a crash
         if text.startswith((" ", "\t")) or text.startswith("Traceback (most recent call last)"):
             self.state = "frames"
         elif self.state == "frames" or EXCEPTION_RE.match(text):
@@ -165,9 +185,17 @@ class ConsoleParser:
         self._n_values = 0
         self._truncated = 0
         self._step_lines = 0
-        self._bad: list[tuple[int, str]] = []
+        self._bad: list[tuple[int, str, str]] = []
         self._bad_count = 0
+        self._bad_reasons: Counter[str] = Counter()
         self._unparsed_dumps = 0
+        self.overrides: dict[str, Any] = {}  # from Hydra's `Error executing job with overrides`
+        self.wandb = pasted.WandbFooter()
+        self.loose = pasted.LooseMetrics()  # metric pairs before the first verl step line
+        self.unnumbered: list[int] = []  # seqs of headless records numbered before any step
+        self._last_provisional = False
+        self.pasted_step_records = 0  # steps read from another layout (set by build_run)
+        self._wrappable: tuple[int, Any] | None = None  # (line_no, event or block) a cut may go on
 
     # ---- input ---------------------------------------------------------------------------
     def feed(self, lines: Iterable[str], first_line_no: int | None = None) -> None:
@@ -194,21 +222,36 @@ class ConsoleParser:
         """The bulk path logged `step` at `seq` (so later events get it as their step hint)."""
         if seq > self._last_step_seq:
             self._last_step, self._last_step_seq = step, seq
+            self._last_provisional = False
 
     def segment(self, line_no: int, sub: int, last: bool, raw: str) -> None:
         """Consume one `\\r`-separated segment of a physical line."""
         seq = vt.seq_of(line_no, sub)
         self._last_seq = seq
-        text = vt.strip_ansi(raw)
+        text = pasted.strip_decorations(vt.strip_ansi(raw))
+        if "\\n" in text and pasted.is_flattened(text):
+            pieces = pasted.unfold(text)
+            for i, piece in enumerate(pieces):
+                self._segment(line_no, sub, last and i == len(pieces) - 1, seq, piece, raw)
+            return
+        self._segment(line_no, sub, last, seq, text, raw)
+
+    def _segment(self, line_no: int, sub: int, last: bool, seq: int, text: str, raw: str) -> None:
         prefix, rest = vt.split_prefix(text)
+        if prefix is not None and (rest[:1] in ("[", ">") or rest[:1].isdigit()):
+            # `(WorkerDict pid=1) [2025-08-15 00:16:56] …`, `(raylet) [… E 1 1] (raylet) …`
+            rest = pasted.strip_decorations(rest)
+            if rest.startswith("("):
+                rest = vt.split_prefix(rest)[1]
         clean = vt.strip_tail(rest)
         if "step:" in clean:
-            m = vt.match_step(clean)
+            at = vt.find_step(clean)
+            m = vt.match_step(clean[at:]) if at >= 0 else None
             if m is not None:
                 self._flush()
                 self._note_name(prefix)
                 step = int(m.group(1))
-                self._pending = _Pending(seq, line_no, sub, last, clean, step)
+                self._pending = _Pending(seq, line_no, sub, last, clean[at:], step)
                 self._set_step(seq, step)
                 return
         if vt.is_tqdm(raw):
@@ -230,8 +273,12 @@ class ConsoleParser:
         ):
             return
         self._flush()
+        if prefix is None and pasted.headless_items(clean):
+            body = pasted.cut_first_item(clean.strip(" -") if clean.startswith(" -") else clean)
+            self._pending = _Pending(seq, line_no, sub, last, HEADLESS_HEAD + body, 0, True)
+            return
         if clean.startswith("step:"):
-            self._skip(line_no, clean)  # looks like a step line but is not one
+            self._skip(line_no, clean, "starts like a step line but is not one")
             return
         self._other(line_no, seq, prefix, rest, clean)
 
@@ -253,6 +300,7 @@ class ConsoleParser:
     # ---- step lines ----------------------------------------------------------------------
     def _set_step(self, seq: int, step: int) -> None:
         self._last_step, self._last_step_seq = step, seq
+        self._last_provisional = False
         self._marks.append((seq, step))
 
     def _join(self, p: _Pending, line_no: int, sub: int, last: bool, tail: str) -> bool:
@@ -263,7 +311,7 @@ class ConsoleParser:
         items = vt.parse_items(m.group(2))
         if items.bad_middle or (items.bad_last and " - " not in tail):
             return False
-        p.text, p.line_no, p.sub, p.last = joined, line_no, sub, last
+        p.text, p.line_no, p.sub, p.last, p.joined = joined, line_no, sub, last, True
         step = int(m.group(1))
         if step != p.step:
             p.step = step
@@ -279,6 +327,10 @@ class ConsoleParser:
         m = vt.match_step(p.text)
         assert m is not None
         items = vt.parse_items(m.group(2), drop_last=drop_last)
+        if (p.joined or p.headless) and vt.drop_cut_three_decimals(items):
+            self._truncated += 1
+        if p.headless:
+            p.step = self._number_headless(p.seq, items)
         self._step_lines += 1
         n = len(items.pairs)
         self._rows_seq.extend([p.seq] * n)
@@ -294,7 +346,26 @@ class ConsoleParser:
         if len(self._rows_seq) >= COMPACT_ROWS:
             self._compact()
         if items.bad_middle:
-            self._skip(p.line_no, p.text)
+            text = p.text[len(HEADLESS_HEAD) :] if p.headless else p.text
+            self._skip(p.line_no, text, "step line with an item that is not key:number")
+
+    def _number_headless(self, seq: int, items: vt.Items) -> int:
+        """The step of a record whose `step:N` was cut off: its `training/global_step` item, else
+        the step after the last one logged; before any step, 1 until `build_run` knows better."""
+        logged = dict(items.pairs).get("training/global_step")
+        provisional = False
+        if logged is not None and logged == logged:
+            step = int(logged)
+        elif self._last_step is not None:
+            step = self._last_step + 1
+            provisional = self._last_provisional
+        else:
+            step, provisional = 1, True
+        self._set_step(seq, step)
+        if provisional:
+            self.unnumbered.append(seq)
+            self._last_provisional = True
+        return step
 
     def _compact(self) -> None:
         """Move the collected rows into a polars frame (a long tail stays small in memory)."""
@@ -303,10 +374,12 @@ class ConsoleParser:
         self._frames.append(rows_frame(self))
         self._rows_seq, self._rows_step, self._rows_key, self._rows_value = [], [], [], []
 
-    def _skip(self, line_no: int, text: str) -> None:
+    def _skip(self, line_no: int, text: str, reason: str) -> None:
+        """Count a line that looked like metrics but could not be read, with why."""
         self._bad_count += 1
+        self._bad_reasons[reason] += 1
         if len(self._bad) < ParseStats.MAX_EXAMPLES:
-            self._bad.append((line_no, text[:200]))
+            self._bad.append((line_no, text[:200], reason))
 
     def _note_name(self, prefix: str | None) -> None:
         name = vt.prefix_name(prefix)
@@ -320,10 +393,18 @@ class ConsoleParser:
         if block is not None:
             taken = block.take(rest) if isinstance(block, _Dump) else block.take(line_no, rest)
             if taken and not (isinstance(block, _Dump) and block.done):
+                self._wrappable = (line_no, block) if isinstance(block, _Traceback) else None
                 return
             self._close(prefix)
             if taken:
                 return
+        if prefix is None and self._continues_cut_line(line_no, clean):
+            return
+        self._wrappable = None
+        if (clean.startswith("wandb:") or self.wandb.mode is not None) and self.wandb.take(
+            line_no, clean
+        ):
+            return
         body = clean
         level = None
         m = vt.LOGGER_RE.match(clean)
@@ -338,22 +419,76 @@ class ConsoleParser:
             if dump.done:
                 self._close(prefix)
             return
-        if body.startswith("Traceback (most recent call last)"):
+        if TRACEBACK_START_RE.search(rest):
             tb = _Traceback(line_no, self._last_step)
-            tb.lines.append((line_no, clean))
+            tb.lines.append((line_no, clean if not rest.startswith((" ", "\t")) else rest))
             self._blocks[prefix] = tb
+            self._wrappable = (line_no, tb)
             return
+        if self._last_step is None and "/" in body:
+            self.loose.take(line_no, body)  # metrics in a layout that is not verl's
         kind = ve.classify(body)
         if kind is None and level in ("WARNING", "ERROR", "CRITICAL"):
             kind = "warning" if level == "WARNING" else "error"
         if kind is None:
+            if self._last_step is None and "step" in body:
+                self.loose.take(line_no, body)  # a step marker (`Step 3`) of such a layout
             return
         if kind == "total-training-steps":
             t = ve.TOTAL_STEPS_RE.search(body)
             if t:
                 self.total_training_steps = int(t.group(1))
+        if "Error executing job with overrides" in body:
+            self._read_overrides(body)
         text = NOTICE_RE.sub("", rest).rstrip() if "(Ray dedup" in rest else rest.rstrip()
-        self._event(line_no, kind, text, vt.repeats(rest), self._last_step)
+        if self._event(line_no, kind, text, vt.repeats(rest), self._last_step):
+            self._wrappable = (line_no, self.events[-1])
+
+    def _continues_cut_line(self, line_no: int, clean: str) -> bool:
+        """Join a line that a copy cut off from the long line before it (`… allocated by P` /
+        `yTorch, with …`): an unprefixed line that starts no record of its own, right after a
+        kept line that ends mid-word."""
+        if self._wrappable is None or self._wrappable[0] != line_no - 1:
+            return False
+        target = self._wrappable[1]
+        if isinstance(target, _Traceback):
+            if not target.lines or target.tail:
+                return False
+            head = target.lines[-1][1]
+        else:
+            head = target.text.rsplit("\n", 1)[-1]
+        if (
+            len(head) < WRAP_MIN_LENGTH
+            or not head[-1:].isalnum()
+            or not clean[:1].isalnum()
+            or TRACEBACK_START_RE.search(clean)
+            or ve.classify(clean) is not None
+        ):
+            return False
+        if isinstance(target, _Traceback):
+            start, text = target.lines[-1]
+            target.lines[-1] = (start, text + clean)
+        else:
+            target.text += clean
+        self._wrappable = (line_no, target)
+        return True
+
+    def _read_overrides(self, body: str) -> None:
+        """Hydra's `Error executing job with overrides: ['k=v', ...]` (often cut off): the values
+        a crashed run was started with, for advice when no config dump is in the log."""
+        from logscope.check.hydra import parse_override
+        from logscope.exceptions import ConfigParseError
+
+        m = OVERRIDES_RE.search(body)
+        if m is None:
+            return
+        for token in pasted.quoted_items(m.group(1)):
+            try:
+                override = parse_override(token)
+            except ConfigParseError:
+                continue
+            if override.op != "delete" and not SECRET_KEY_RE.search(override.key):
+                self.overrides[override.key] = override.value
 
     def _close(self, key: str | None) -> None:
         block = self._blocks.pop(key)
@@ -442,11 +577,14 @@ class ConsoleParser:
         """The Run read so far. Unless `final`, the parser can keep being fed afterwards
         (what is held back — a step line that may continue, an open traceback — is flushed in a
         copy)."""
-        from logscope.ingest.console_run import build_run
+        from logscope.ingest.console_run import build_run, note_if_nothing_found
 
         parser = self if final else self._snapshot()
         parser.finish(ended_mid_line)
-        return build_run(parser, source or Source("verl-console", "<stream>"), run_id, fast)
+        run = build_run(parser, source or Source("verl-console", "<stream>"), run_id, fast)
+        if final:
+            note_if_nothing_found(run)
+        return run
 
     def _snapshot(self) -> ConsoleParser:
         twin = copy.copy(self)

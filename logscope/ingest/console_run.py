@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import polars as pl
 
+from logscope.ingest import verl_text as vt
+from logscope.ingest._common import nest_dotted
 from logscope.model import ConfigSegment, ParseStats, Run, Source
 
 if TYPE_CHECKING:
@@ -42,6 +44,17 @@ def build_run(
     ).astype(np.int64)
     order = np.argsort(mark_seq, kind="stable")
     mark_seq, mark_step = mark_seq[order], mark_step[order]
+    notes: list[str] = []
+    if parser._step_lines + fast.step_lines == 0:
+        pasted = _pasted_steps(parser, notes)
+        if pasted is not None:
+            rows = pl.concat([rows, pasted])
+            names.update(pasted.get_column("metric").unique().to_list())
+            marks = pasted.select("seq", "step").unique().sort("seq")
+            mark_seq = marks.get_column("seq").to_numpy()
+            mark_step = marks.get_column("step").to_numpy()
+    if parser.unnumbered:
+        rows, mark_step = _renumber(parser, rows, mark_seq, mark_step, notes)
 
     uniq, counts = np.unique(mark_step, return_counts=True)
     if (counts > 1).any():
@@ -72,8 +85,96 @@ def build_run(
         events=sorted(parser.events, key=lambda e: e.line_no),
         parse_stats=_stats(parser, fast),
     )
+    run.parse_stats.notes[:0] = notes
     run.meta = _meta(run, names, parser, fast)
     return run
+
+
+def _pasted_steps(parser: ConsoleParser, notes: list[str]) -> pl.DataFrame | None:
+    """With no verl step line at all: metrics pasted in another layout (`key: value` lines), or
+    else W&B's run summary (the final values), as step rows (seq, step, metric, value)."""
+    records = [(r.line_no, r.step, r.pairs) for r in parser.loose.steps()]
+    if records:
+        notes.append(
+            f"no verl step line: read {len(records)} step(s) from metrics in another layout "
+            f"(key: value pairs from line {records[0][0]}; not verl's `step:N - key:value`)"
+        )
+    elif parser.wandb.summary:
+        records = [(parser.wandb.line_no or 0, None, parser.wandb.summary)]
+    else:
+        return None
+    seqs, steps, keys, values = [], [], [], []
+    previous = 0
+    for line_no, marked, pairs in records:
+        logged = pairs.get("training/global_step")
+        if marked is not None:
+            step = marked
+        elif logged is not None and logged == logged:
+            step = int(logged)
+        else:
+            step = previous + 1
+        previous = step
+        for key, value in pairs.items():
+            seqs.append(line_no << vt.SUB_BITS)
+            steps.append(step)
+            keys.append(key)
+            values.append(value)
+    if not parser.loose.steps():
+        notes.append(f"no verl step line: read W&B's run summary (final values) as step {step}")
+    parser.pasted_step_records = len(records)
+    return pl.DataFrame(
+        {"seq": seqs, "step": steps, "metric": keys, "value": values}, schema=ROWS_SCHEMA
+    )
+
+
+def _renumber(
+    parser: ConsoleParser,
+    rows: pl.DataFrame,
+    mark_seq: np.ndarray,
+    mark_step: np.ndarray,
+    notes: list[str],
+) -> tuple[pl.DataFrame, np.ndarray]:
+    """Step records whose `step:N` was cut off before any numbered step were numbered from 1; with
+    a numbered step after them, they are the steps just before it."""
+    provisional = np.isin(mark_seq, np.array(parser.unnumbered, dtype=np.int64))
+    later = np.flatnonzero(~provisional & (mark_seq > max(parser.unnumbered)))
+    if len(later):
+        shift = int(mark_step[later[0]]) - 1 - int(mark_step[provisional].max())
+        if shift > 0:
+            old = rows.get_column("seq").is_in(parser.unnumbered)
+            rows = rows.with_columns(
+                step=pl.when(old).then(pl.col("step") + shift).otherwise(pl.col("step"))
+            )
+            mark_step = np.where(provisional, mark_step + shift, mark_step)
+            last_line = int(mark_seq[later[0]]) >> vt.SUB_BITS
+            first_line = min(parser.unnumbered) >> vt.SUB_BITS
+            for event in parser.events:
+                if first_line < event.line_no < last_line and event.step_hint is not None:
+                    event.step_hint += shift
+    numbers = sorted({int(x) for x in mark_step[provisional]})
+    notes.append(
+        f"{len(numbers)} step record(s) at the start had their `step:N` cut off; read as "
+        + (f"step {numbers[0]}" if len(numbers) == 1 else f"steps {numbers[0]}–{numbers[-1]}")
+    )
+    return rows, mark_step
+
+
+def looks_like_verl(run: Run) -> bool:
+    """Step records, a config dump or any line that matters (an event)."""
+    return bool(run.parse_stats.step_lines or run.config_segments or run.events)
+
+
+def note_if_nothing_found(run: Run) -> None:
+    """Say plainly when a text holds no verl output (the report is then empty, not an error)."""
+    if looks_like_verl(run):
+        return
+    n = run.parse_stats.lines_read
+    text = (
+        "empty file"
+        if n == 0
+        else (f"no verl step lines or errors found in {n} line{'s' if n != 1 else ''}")
+    )
+    run.parse_stats.notes.insert(0, text)
 
 
 def rows_frame(parser: ConsoleParser) -> pl.DataFrame:
@@ -92,10 +193,11 @@ def rows_frame(parser: ConsoleParser) -> pl.DataFrame:
 def _stats(parser: ConsoleParser, fast: FastPart) -> ParseStats:
     stats = ParseStats(
         lines_read=parser.stats.lines_read,
-        step_lines=parser._step_lines + fast.step_lines,
+        step_lines=parser._step_lines + fast.step_lines + parser.pasted_step_records,
         skipped_lines=parser._bad_count,
-        skipped_examples=sorted(parser._bad)[: ParseStats.MAX_EXAMPLES],
+        skipped_examples=[(n, t) for n, t, _ in sorted(parser._bad)[: ParseStats.MAX_EXAMPLES]],
         notes=list(parser.stats.notes),
+        skip_reasons=dict(parser._bad_reasons),
     )
     truncated = parser._truncated
     if truncated:
@@ -114,7 +216,8 @@ def _stats(parser: ConsoleParser, fast: FastPart) -> ParseStats:
 def _meta(run: Run, names: set[str], parser: ConsoleParser, fast: FastPart) -> dict[str, Any]:
     n_values = parser._n_values + fast.n_values
     three = n_values > 0 and parser._not_three + fast.not_three == 0
-    config = run.config()
+    # without a config dump, the Hydra overrides of a crashed run tell what they set
+    config = run.config() or nest_dotted(parser.overrides)
     step0 = run.metrics.filter(pl.col("step") == 0).get_column("metric").to_list()
     signals = {
         "three_decimals": three,
@@ -137,6 +240,12 @@ def _meta(run: Run, names: set[str], parser: ConsoleParser, fast: FastPart) -> d
             meta[key] = trainer[field]
     if parser.total_training_steps is not None:
         meta["total_training_steps"] = parser.total_training_steps
+    if parser.overrides:
+        meta["overrides"] = dict(parser.overrides)
+    if parser.wandb.summary:
+        meta["wandb_summary"] = dict(parser.wandb.summary)
+    if parser.pasted_step_records and parser.loose.steps():
+        meta["layout"] = "non-native"
     if parser._kind_counts:
         meta["event_counts"] = dict(sorted(parser._kind_counts.items()))
     return meta

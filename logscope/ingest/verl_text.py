@@ -148,6 +148,19 @@ def match_step(text: str) -> re.Match[str] | None:
     return (STEP_RE if "%|" in text else STEP_PLAIN_RE).match(text)
 
 
+# A step record after other text: `训练log：step:3 - …`, `NOTE step:3 - …`, `… INFO step:3 - …`
+# (not `training/global_step:3`: the record starts after a blank, punctuation or the line start).
+STEP_ANYWHERE_RE = re.compile(r"(?<![\w/.\-])step:[0-9]{1,18}(?: - [^ :]+:|$)")
+
+
+def find_step(text: str) -> int:
+    """Where the step record in `text` starts: 0 for a step line, -1 when there is none."""
+    if text.startswith("step:") or STEP_RE.match(text) is not None:
+        return 0
+    m = STEP_ANYWHERE_RE.search(text)
+    return m.start() if m is not None else -1
+
+
 def repeats(text: str) -> int:
     """How many extra times Ray says it saw the line (`[repeated Nx across cluster]`)."""
     i = text.find("[repeated ")
@@ -223,7 +236,7 @@ def parse_value(text: str) -> float | None:
 class Items:
     """The parsed body of one step line."""
 
-    __slots__ = ("bad_last", "bad_middle", "n_np", "not_three", "pairs")
+    __slots__ = ("bad_last", "bad_middle", "last_not_three", "n_np", "not_three", "pairs")
 
     def __init__(self) -> None:
         self.pairs: list[tuple[str, float]] = []
@@ -231,6 +244,20 @@ class Items:
         self.bad_last = False
         self.n_np = 0
         self.not_three = 0
+        self.last_not_three = False  # the last value read is not in `.3f` shape
+
+
+def drop_cut_three_decimals(items: Items) -> bool:
+    """In a `.3f` record (verl ≤ 0.4) a last value with fewer decimals was cut by a copy
+    (`critic/values/max:0.62`): drop it. True when it was dropped."""
+    if items.not_three == 1 and items.last_not_three and len(items.pairs) > 3:
+        value = items.pairs[-1][1]
+        if value == value and abs(value) != math.inf:
+            items.pairs.pop()
+            items.not_three = 0
+            items.last_not_three = False
+            return True
+    return False
 
 
 def parse_items(body: str | None, drop_last: bool = False) -> Items:
@@ -259,8 +286,8 @@ def parse_items(body: str | None, drop_last: bool = False) -> Items:
             continue
         if plain is not value:
             out.n_np += 1
-        if THREE_DECIMALS_RE.match(plain) is None:
-            out.not_three += 1
+        out.last_not_three = THREE_DECIMALS_RE.match(plain) is None
+        out.not_three += out.last_not_three
         out.pairs.append((key, parsed))
     return out
 

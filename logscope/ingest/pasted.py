@@ -1,0 +1,215 @@
+"""What copies of console text add, and the layouts people paste metrics in.
+
+Real excerpts are rarely raw `tee` output: a Markdown quote puts `> ` before every line, a log
+collector (Kubernetes, Docker, Slurm, Python's `logging`) stamps a time or a pod or rank name in
+front, a traceback arrives flattened into one quoted line with `\\n` escapes, a run ends in W&B's
+summary block, or the user reformats a step as `key: value` lines. The functions here undo the
+decorations and find the metrics; `console_parser.ConsoleParser` calls them on every line it
+reads itself (the bulk path of console.py never claims a decorated line: its clean step lines
+start with a Ray prefix, a tqdm bar or `step:`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from logscope.ingest import verl_text as vt
+
+# ---- decorations in front of a line ------------------------------------------------------------
+
+_DATE = r"[0-9]{4}-[0-9]{2}-[0-9]{2}"
+_TIME = r"[0-9]{2}:[0-9]{2}:[0-9]{2}(?:[.,][0-9]+)?"
+_ZONE = r"(?:Z|[+-][0-9]{2}:?[0-9]{2})?"
+DECORATION_RE = re.compile(
+    "|".join(
+        (
+            r"(?:> ?)+",  # Markdown quote markers (nested: `> > `)
+            # RFC 3339 / ISO 8601 (Docker, Kubernetes; CRI adds `stdout F`), Python logging's
+            # `2025-01-01 10:00:00,123`; one blank after it is part of the stamp, so the
+            # indentation of traceback frames survives
+            _DATE + r"[T ]" + _TIME + _ZONE + r"(?:[ \t](?:stdout|stderr) [FP])?(?:[ \t]|$)",
+            r"\[[^\]\n]{0,40}?[0-9]{1,2}:[0-9]{2}:[0-9]{2}[^\]\n]{0,60}\] ?",  # `[time ...]`
+            r"\[pod/[^\]\n]+\] ",  # kubectl logs --prefix
+            r"[0-9]{1,5}: ",  # srun --label: the task rank
+        )
+    )
+)
+
+
+def strip_decorations(text: str) -> str:
+    """`text` without the quote markers, timestamps and pod/rank labels in front of it."""
+    for _ in range(4):  # a few kinds stacked: `> 2025-…Z [pod/x/y] …`
+        m = DECORATION_RE.match(text)
+        if m is None or not m.end():
+            return text
+        text = text[m.end() :]
+    return text
+
+
+# ---- flattened text: a traceback (or log) inside one quoted line -------------------------------
+
+_FLAT_HINTS = ("Traceback", "Error", "Exception", "step:", "ray::", 'File "', 'File \\"')
+_LIST_JOIN_RE = re.compile(r"""\\n['"],\s*['"]""")  # `...\n', '  File ...` (a repr'd list)
+
+
+def is_flattened(text: str) -> bool:
+    """A line holding several log lines as `\\n` escapes (a repr'd string, JSON, a Ray status)."""
+    return "\\n" in text and any(hint in text for hint in _FLAT_HINTS)
+
+
+def unfold(text: str) -> list[str]:
+    """The lines of a flattened text, with `\\"`, `\\'` and `\\t` unescaped."""
+    text = _LIST_JOIN_RE.sub("\\\\n", text)
+    parts = text.split("\\n")
+    return [p.replace('\\"', '"').replace("\\'", "'").replace("\\t", "\t") for p in parts]
+
+
+# ---- step records without their `step:N` --------------------------------------------------------
+
+# A metric key as verl and its forks write them: path-like, at least one `/`.
+METRIC_KEY = r"[A-Za-z_][A-Za-z0-9_@.\-()]*(?:/[A-Za-z0-9_@.\-()]+)+"
+METRIC_KEY_RE = re.compile(METRIC_KEY)
+MIN_HEADLESS_ITEMS = 2
+
+
+def headless_items(text: str) -> bool:
+    """Does this line read as the items of a step line whose `step:N - ` was cut off (a copy that
+    starts mid-line, a terminal wrap)? Items and ` - ` separators, at least two metric items."""
+    if not vt.CONT_RE.match(text):
+        return False
+    good = 0
+    for item in text.split(" - "):
+        key, colon, value = item.strip(" -").partition(":")
+        if colon and METRIC_KEY_RE.fullmatch(key) and vt.parse_value(value) is not None:
+            good += 1
+            if good >= MIN_HEADLESS_ITEMS:
+                return True
+    return False
+
+
+def cut_first_item(body: str) -> str:
+    """Drop the first item of a headless record when it is a fragment: no `key:`, or a key whose
+    family (the part before the first `/`) is cut (`ritic/score/max` beside `critic/...`)."""
+    items = body.split(" - ")
+    if len(items) < 2:
+        return body
+    key, colon, _ = items[0].strip(" -").partition(":")
+    if not colon or not METRIC_KEY_RE.fullmatch(key):
+        return " - ".join(items[1:])
+    family = key.split("/", 1)[0]
+    others = {i.split("/", 1)[0] for i in items[1:]}
+    if family not in others and any(o.endswith(family) and o != family for o in others):
+        return " - ".join(items[1:])
+    return body
+
+
+# ---- Python list reprs (Hydra's overrides) -----------------------------------------------------
+
+QUOTED_RE = re.compile(r"'((?:[^'\\]|\\.)*)'|\"((?:[^\"\\]|\\.)*)\"")
+
+
+def quoted_items(text: str) -> list[str]:
+    """The complete quoted strings of a (possibly cut off) Python list repr, in order."""
+    return [a if a or not b else b for a, b in QUOTED_RE.findall(text)]
+
+
+# ---- W&B's end-of-run block ------------------------------------------------------------------
+
+WANDB_RE = re.compile(r"^wandb:[ \t]?(.*)$")
+WANDB_PAIR_RE = re.compile(r"^[ \t]*(" + METRIC_KEY + r"|[A-Za-z_][\w@.\-]*)[ \t]+(\S+)[ \t]*$")
+
+
+@dataclass
+class WandbFooter:
+    """`wandb: Run history:` (sparklines, never read) and `wandb: Run summary:` (final values)."""
+
+    mode: str | None = None  # "history", "summary" or None
+    summary: dict[str, float] = field(default_factory=dict)
+    line_no: int | None = None
+
+    def take(self, line_no: int, text: str) -> bool:
+        """Consume a `wandb:` line of the block (True), or say it is not one."""
+        m = WANDB_RE.match(text)
+        if m is None:
+            self.mode = None
+            return False
+        body = m.group(1).strip()
+        if body in ("Run history:", "Run summary:"):
+            self.mode = body.split()[1].rstrip(":")
+            self.line_no = self.line_no or line_no
+            return True
+        if self.mode is None:
+            return False
+        if not body:
+            return True  # a blank `wandb:` line inside the block
+        pair = WANDB_PAIR_RE.match(body)
+        if pair is None:
+            self.mode = None
+            return False
+        if self.mode == "summary":
+            value = vt.parse_value(pair.group(2))
+            if value is not None:
+                self.summary[pair.group(1)] = value
+        return True
+
+
+# ---- metrics in a layout that is not verl's ----------------------------------------------------
+
+_NUM = r"(?:np\.(?:float|int)[0-9]+\()?(" + vt.NUMBER + r")\)?"
+LOOSE_PAIR_RE = re.compile(
+    r"(?<![\w/.\-])['\"]?(" + METRIC_KEY + r")['\"]?"
+    r"(?:[ \t]*[:=][ \t]*|[ \t]*\|[ \t]*|[ \t]+)['\"]?" + _NUM + r"(?![\w.])"
+)
+STEP_MARK_RE = re.compile(
+    r"(?i)(?<![\w/])(?:global[_ ]step|step|iteration|iter)[ \t]*[:=#]?[ \t]*([0-9]{1,12})\b"
+)
+INITIAL_VAL_RE = re.compile(r"Initial validation metrics")
+MIN_LOOSE_KEYS = 3
+
+
+@dataclass
+class LooseRecord:
+    """`key: value` metric pairs of one step in a non-native layout."""
+
+    line_no: int
+    step: int | None
+    pairs: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class LooseMetrics:
+    """Collects `key: value` / `key = value` / `| key | value |` / `key  value` metric pairs from
+    lines that are not verl step lines, grouped into steps: a new group starts at a step marker
+    (`step 3`, `global_step=3`, `Initial validation metrics` = step 0) or when a key repeats."""
+
+    records: list[LooseRecord] = field(default_factory=list)
+    _mark: int | None = None
+    _mark_line: int = 0
+
+    def take(self, line_no: int, text: str) -> None:
+        if INITIAL_VAL_RE.search(text):
+            self._new_mark(line_no, 0)
+        pairs = LOOSE_PAIR_RE.findall(text) if "/" in text else []
+        if not pairs:
+            m = STEP_MARK_RE.search(text)
+            if m is not None:
+                self._new_mark(line_no, int(m.group(1)))
+            return
+        for key, value in pairs:
+            parsed = vt.parse_value(value)
+            if parsed is None:
+                continue
+            rec = self.records[-1] if self.records else None
+            if rec is None or key in rec.pairs or (self._mark_line > rec.line_no):
+                rec = LooseRecord(line_no, self._mark if self._mark_line else None)
+                self.records.append(rec)
+                self._mark_line = 0
+            rec.pairs[key] = parsed
+
+    def _new_mark(self, line_no: int, step: int) -> None:
+        self._mark, self._mark_line = step, line_no
+
+    def steps(self) -> list[LooseRecord]:
+        """The records that hold a step's worth of metrics (at least three keys)."""
+        return [r for r in self.records if len(r.pairs) >= MIN_LOOSE_KEYS]
