@@ -228,7 +228,7 @@ class ConsoleParser:
         """Consume one `\\r`-separated segment of a physical line."""
         seq = vt.seq_of(line_no, sub)
         self._last_seq = seq
-        text = pasted.strip_decorations(vt.strip_ansi(raw))
+        text = pasted.unlink(pasted.strip_decorations(vt.strip_ansi(raw)))
         if "\\n" in text and pasted.is_flattened(text):
             pieces = pasted.unfold(text)
             for i, piece in enumerate(pieces):

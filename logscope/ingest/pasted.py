@@ -47,6 +47,15 @@ def strip_decorations(text: str) -> str:
     return text
 
 
+# GitHub turns addresses in a pasted log into links: `ip: [10.29.214.5](http://10.29.214.5/)`.
+AUTOLINK_RE = re.compile(r"\[([^\]\s]+)\]\((?:https?://)?\1/?\)")
+
+
+def unlink(text: str) -> str:
+    """`[x](http://x/)` → `x` (a link GitHub made of a log's own text)."""
+    return AUTOLINK_RE.sub(r"\1", text) if "](" in text else text
+
+
 # ---- flattened text: a traceback (or log) inside one quoted line -------------------------------
 
 _FLAT_HINTS = ("Traceback", "Error", "Exception", "step:", "ray::", 'File "', 'File \\"')

@@ -1,0 +1,354 @@
+"""Console text as users paste it: decorations, cut and wrapped records, flattened tracebacks,
+W&B's end-of-run block, metrics in other layouts (logscope/ingest/pasted.py and the parser).
+
+Every case is read through both console paths (`read_both`: bulk and line by line) and must agree.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from logscope.ingest import pasted
+from tests.test_console_reader import read_both, value
+
+STEP = (
+    "step:3 - actor/entropy:0.41 - actor/pg_loss:0.02 - actor/grad_norm:0.3 - "
+    "critic/score/mean:0.5 - response_length/clip_ratio:0.01"
+)
+VALUES = {"actor/entropy": 0.41, "actor/pg_loss": 0.02, "critic/score/mean": 0.5}
+
+
+def _assert_step3(run) -> None:
+    assert run.steps.tolist() == [3]
+    for metric, expected in VALUES.items():
+        assert value(run, metric, 3) == expected
+    assert run.parse_stats.skipped_lines == 0
+
+
+# ---- decorations in front of a line -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        "> ",  # a Markdown quote
+        "> > ",  # nested
+        "2025-07-03T14:20:51.565839352Z ",  # RFC 3339 with nanoseconds (Kubernetes)
+        "2025-07-03T14:20:51+02:00 ",
+        "2025-07-03T14:20:51.565Z stdout F ",  # CRI container log
+        "2025-01-01 10:00:00,123 INFO ",  # Python logging
+        "[2025-01-01 10:00:00] ",
+        "[pod/trainer-0/main] ",  # kubectl logs --prefix
+        "0: ",  # srun --label
+        "> 2025-07-03T14:20:51Z ",  # stacked
+    ],
+)
+def test_a_step_line_after_a_decoration(tmp_path, head):
+    run = read_both(tmp_path, f"{head}(TaskRunner pid=7, ip=10.0.0.2) {STEP}\n")
+    _assert_step3(run)
+    if "INFO" not in head:  # after a logging level the record is found, the prefix is text
+        assert run.meta["ray_actors"] == ["TaskRunner"]
+
+
+@pytest.mark.parametrize("prose", ["训练log：", "NOTE the log says ", "my run: ", "INFO | "])
+def test_a_step_record_after_prose(tmp_path, prose):
+    _assert_step3(read_both(tmp_path, f"{prose}{STEP}\n"))
+
+
+def test_global_step_items_are_not_step_records(tmp_path):
+    run = read_both(tmp_path, "summary training/global_step:5 - actor/pg_loss:0.1\n")
+    assert run.n_steps == 0
+
+
+def test_a_timestamped_traceback_keeps_its_shape(tmp_path):
+    ts = "2025-07-03T14:20:51.565839352Z "
+    lines = [
+        "Traceback (most recent call last):",
+        '  File "/verl/trainer/main_ppo.py", line 262, in <module>',
+        "    main()",
+        "ValueError: bad value",
+    ]
+    run = read_both(tmp_path, "".join(ts + x + "\n" for x in lines))
+    (tb,) = run.events
+    assert tb.kind == "traceback" and tb.text.split("\n") == lines
+
+
+def test_github_autolinks_are_undone(tmp_path):
+    text = "ray.exceptions.ActorDiedError: The actor died\n        ip: [10.29.214.5](http://10.29.214.5/)\n"
+    assert pasted.unlink(text) == text.replace("[10.29.214.5](http://10.29.214.5/)", "10.29.214.5")
+    assert (
+        pasted.unlink("see [the docs](https://docs.ray.io)")
+        == "see [the docs](https://docs.ray.io)"
+    )
+
+
+def test_decorations_are_only_stripped_at_the_start():
+    assert pasted.strip_decorations('  File "x.py", line 3, in f') == '  File "x.py", line 3, in f'
+    assert pasted.strip_decorations("a > b at 10:00:00") == "a > b at 10:00:00"
+    assert pasted.strip_decorations('>   File "x"') == '  File "x"'
+
+
+def test_a_ray_line_with_its_own_timestamp_and_second_prefix(tmp_path):
+    line = (
+        "(raylet) [2025-05-02 10:11:12,345 E 123 123] (raylet) node_manager.cc:3049: 1 Workers "
+        "(tasks / actors) killed due to memory pressure (OOM), 0 Workers crashed\n"
+    )
+    (event,) = read_both(tmp_path, line).events
+    assert event.kind == "host-oom" and event.text.startswith("node_manager.cc:3049")
+
+
+# ---- records cut and wrapped by terminals and copies ---------------------------------------------
+
+
+def test_one_key_per_line(tmp_path):
+    body = STEP.split(" - ")
+    text = f"(TaskRunner pid=1, ip=10.4.1.33) {body[0]}\n" + "".join(f" - {x}\n" for x in body[1:])
+    _assert_step3(read_both(tmp_path, text))
+
+
+def test_hard_wrap_inside_keys_and_numbers(tmp_path):
+    line = "(TaskRunner pid=1) " + STEP.replace("0.41", "0.4123456789")
+    cut = [line[i : i + 37] for i in range(0, len(line), 37)]  # cuts inside tokens
+    run = read_both(tmp_path, "\n".join(cut) + "\n")
+    assert run.steps.tolist() == [3]
+    assert value(run, "actor/entropy", 3) == 0.4123456789
+    assert value(run, "response_length/clip_ratio", 3) == 0.01
+
+
+def test_a_record_whose_step_was_cut_off_is_the_step_after_the_last(tmp_path):
+    first = "(TaskRunner pid=1) step:7 - actor/pg_loss:0.1 - critic/score/mean:0.2\n"
+    tail = "0.05 - critic/score/mean:0.3 - response_length/clip_ratio:0.25 - timing_s/gen:4.0\n"
+    run = read_both(tmp_path, first + "(TaskRunner pid=1) some other line\n" + tail)
+    assert run.steps.tolist() == [7, 8]
+    assert value(run, "response_length/clip_ratio", 8) == 0.25
+    assert not run.has_metric("0.05")
+
+
+def test_a_cut_record_before_the_first_step_is_the_step_before_it(tmp_path):
+    tail = "ritic/score/max:1.0 - critic/score/mean:0.3 - response_length/clip_ratio:0.25\n"
+    nxt = "(TaskRunner pid=1) step:12 - actor/pg_loss:0.1 - critic/score/mean:0.2\n"
+    run = read_both(tmp_path, tail + "(TaskRunner pid=1) Training Progress tick\n" + nxt)
+    assert run.steps.tolist() == [11, 12]
+    assert not run.has_metric("ritic/score/max")  # the cut key is not a metric
+    assert value(run, "critic/score/mean", 11) == 0.3
+    assert any("cut off" in n for n in run.parse_stats.notes)
+
+
+def test_a_lone_cut_record_is_read_and_said_so(tmp_path):
+    run = read_both(tmp_path, "x/y:1.5 - timing_s/gen:5.0 - timing_s/step:9.0\n")
+    assert run.steps.tolist() == [1]
+    assert value(run, "timing_s/gen", 1) == 5.0
+    assert "read as step 1" in " ".join(run.parse_stats.notes)
+
+
+def test_three_decimal_value_cut_by_a_copy_is_dropped(tmp_path):
+    text = (
+        "(TaskRunner pid=1) step:9 - actor/pg_loss:0.090 - actor/grad_norm:0.629\n"
+        " - critic/score/mean:0.104 - critic/values/mean:0.516 - critic/values/max:0.62\n"
+    )
+    run = read_both(tmp_path, text)
+    assert not run.has_metric("critic/values/max")
+    assert run.value_resolution == 0.0005  # the .3f era is still recognised
+    assert value(run, "critic/values/mean", 9) == 0.516
+
+
+def test_a_line_cut_inside_a_traceback_message_is_rejoined(tmp_path):
+    head = (
+        "(Runner pid=4) torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.12 GiB "
+        + ("and much more text " * 4)
+        + "allocated by P"
+    )
+    text = (
+        "(Runner pid=4) Traceback (most recent call last):\n"
+        '(Runner pid=4)   File "/x/torch/_tensor.py", line 648, in backward\n'
+        f"{head}\nyTorch, with 30.59 GiB reserved\n"
+        "(Runner pid=4) wandb:\n"
+    )
+    (tb,) = read_both(tmp_path, text).events
+    assert tb.text.endswith("allocated by PyTorch, with 30.59 GiB reserved")
+
+
+def test_a_traceback_cut_at_the_top_is_still_a_traceback(tmp_path):
+    text = (
+        '(Runner pid=4)   File "/x/fsdp_workers.py", line 504, in update_actor\n'
+        "(Runner pid=4)     metrics = self.actor.update_policy(data=data)\n"
+        "(Runner pid=4) RuntimeError: boom\n"
+    )
+    (tb,) = read_both(tmp_path, text).events
+    assert tb.kind == "traceback" and tb.text.splitlines()[-1] == "RuntimeError: boom"
+
+
+def test_ray_unhandled_error_opens_a_traceback(tmp_path):
+    text = (
+        "(Runner pid=1) Unhandled error (suppress with 'RAY_IGNORE_UNHANDLED_ERRORS=1'): "
+        "ray::WorkerDict.actor_rollout_update_actor() (pid=2, ip=10.0.0.1)\n"
+        '(Runner pid=1)   File "/x/decorator.py", line 207, in inner\n'
+        "(Runner pid=1)     return func(*args, **kwargs)\n"
+    )
+    (tb,) = read_both(tmp_path, text).events
+    assert tb.kind == "traceback" and "update_actor" in tb.text and "inner" in tb.text
+
+
+def test_a_traceback_after_prose_on_its_line(tmp_path):
+    text = (
+        "(WorkerDict pid=9) [2025-08-15 00:16:56] Scheduler hit an exception: Traceback (most "
+        "recent call last):\n"
+        '(WorkerDict pid=9)   File "/x/sglang/srt/managers/scheduler.py", line 3000, in run\n'
+        "(WorkerDict pid=9)     scheduler.event_loop_overlap()\n"
+    )
+    (tb,) = read_both(tmp_path, text).events
+    assert tb.text.startswith("Scheduler hit an exception: Traceback")
+    assert "event_loop_overlap" in tb.text
+
+
+# ---- flattened text -----------------------------------------------------------------------------
+
+
+def test_a_flattened_traceback_is_unfolded(tmp_path):
+    flat = (
+        'Status message: "Traceback (most recent call last):\\n  File \\"/x/main_ppo.py\\", '
+        "line 40, in main\\n    run_ppo(config)\\nAssertionError: only support equal chunk. Got "
+        'size of DataProto 30 and chunk 8.\\n"'
+    )
+    events = read_both(tmp_path, flat + "\n").events
+    assert {(e.line_no, e.kind) for e in events} == {(1, "traceback")}  # all from line 1
+    lines = [e.text for e in events]
+    assert lines[0].endswith("Traceback (most recent call last):")
+    assert lines[1] == '  File "/x/main_ppo.py", line 40, in main'
+    assert lines[3].startswith("AssertionError: only support equal chunk. Got size of DataProto 30")
+
+
+def test_a_repr_list_of_traceback_lines_is_unfolded():
+    text = (
+        "['Traceback (most recent call last):\\n', '  File \"a.py\", line 1\\n', 'KeyError: 1\\n']"
+    )
+    pieces = pasted.unfold(text)
+    assert '  File "a.py", line 1' in pieces and "KeyError: 1" in pieces
+
+
+def test_a_prompt_with_newline_escapes_is_not_a_traceback(tmp_path):
+    run = read_both(tmp_path, "(TaskRunner pid=1) [prompt] 'Solve:\\n 2+2'\n")
+    assert run.events == []
+
+
+# ---- W&B's end of run, and metrics in other layouts ---------------------------------------------
+
+WANDB_FOOTER = [
+    "wandb:",
+    "wandb: Run history:",
+    "wandb:               actor/entropy ██▇▇▇▆▅▄",
+    "wandb:           critic/score/mean ▁▂▃▄▅▆▇█",
+    "wandb:",
+    "wandb: Run summary:",
+    "wandb:               actor/entropy 0.3125",
+    "wandb:           critic/score/mean 0.61",
+    "wandb:        training/global_step 140",
+    "wandb:",
+    "wandb: 🚀 View run exp at: https://wandb.ai/team/proj/runs/abc",
+]
+
+
+def test_wandb_summary_alone_is_the_final_step(tmp_path):
+    run = read_both(tmp_path, "".join(f"(TaskRunner pid=3) {x}\n" for x in WANDB_FOOTER))
+    assert run.steps.tolist() == [140]
+    assert value(run, "actor/entropy", 140) == 0.3125
+    assert run.meta["wandb_summary"]["critic/score/mean"] == 0.61
+    assert any("run summary" in n for n in run.parse_stats.notes)
+
+
+def test_wandb_sparklines_are_never_steps_and_a_logged_run_keeps_its_steps(tmp_path):
+    text = f"(TaskRunner pid=3) {STEP}\n" + "".join(
+        f"(TaskRunner pid=3) {x}\n" for x in WANDB_FOOTER
+    )
+    run = read_both(tmp_path, text)
+    assert run.steps.tolist() == [3]  # the summary is kept as such, not as another step
+    assert run.meta["wandb_summary"]["training/global_step"] == 140
+    assert run.events == []
+
+
+def test_wandb_footer_after_a_crash_is_not_part_of_the_traceback(tmp_path):
+    text = (
+        "(Runner pid=4) Traceback (most recent call last):\n"
+        '(Runner pid=4)   File "/x/a.py", line 1, in f\n'
+        "(Runner pid=4) torch.OutOfMemoryError: CUDA out of memory.\n"
+        + "".join(f"(Runner pid=4) {x}\n" for x in WANDB_FOOTER[:4])
+    )
+    (tb,) = read_both(tmp_path, text).events
+    assert "wandb" not in tb.text
+
+
+@pytest.mark.parametrize(
+    "layout",
+    [
+        "step 5\nactor/entropy: 0.35\nactor/kl_loss: 0.002\ncritic/score/mean: 0.5\n",
+        "global_step=5\nactor/entropy = 0.35\nactor/kl_loss = 0.002\ncritic/score/mean = 0.5\n",
+        "Step: 5\n| actor/entropy | 0.35 |\n| actor/kl_loss | 0.002 |\n| critic/score/mean | 0.5 |\n",
+        '{"actor/entropy": 0.35, "actor/kl_loss": 0.002, "critic/score/mean": 0.5, '
+        '"training/global_step": 5}\n',
+    ],
+)
+def test_metrics_in_another_layout_are_one_step_and_said_to_be(tmp_path, layout):
+    run = read_both(tmp_path, "here is my log at step 5:\n" + layout)
+    assert run.steps.tolist() == [5]
+    assert value(run, "actor/entropy", 5) == 0.35
+    assert value(run, "actor/kl_loss", 5) == 0.002
+    assert run.meta["layout"] == "non-native"
+    assert any("another layout" in n for n in run.parse_stats.notes)
+
+
+def test_two_steps_in_another_layout_split_where_a_key_repeats(tmp_path):
+    text = "".join(
+        f"actor/entropy: {e}\nactor/kl_loss: {k}\ncritic/score/mean: {s}\n"
+        for e, k, s in ((0.4, 0.001, 0.3), (0.38, 0.002, 0.35))
+    )
+    run = read_both(tmp_path, text)
+    assert run.steps.tolist() == [1, 2]
+    assert value(run, "actor/entropy", 2) == 0.38
+
+
+def test_a_native_step_wins_over_loose_pairs(tmp_path):
+    text = "notes: actor/entropy: 9.9 critic/score/mean: 9.9 actor/kl_loss: 9.9\n" + STEP + "\n"
+    _assert_step3(read_both(tmp_path, text))
+
+
+def test_a_config_dict_without_metric_keys_is_not_a_step(tmp_path):
+    text = "(TaskRunner pid=1) {'answer': 'no', 'index': 99, 'split': 'test'}\n"
+    assert read_both(tmp_path, text).n_steps == 0
+
+
+# ---- Hydra's overrides of a crashed run ---------------------------------------------------------
+
+
+def test_overrides_of_a_failed_job_are_kept_for_advice(tmp_path):
+    from logscope.advice import current_value
+
+    text = (
+        "Error executing job with overrides: ['algorithm.adv_estimator=grpo', "
+        "'data.train_batch_size=16', \"data.train_files=['/d/train']\", "
+        "'+ray_init.runtime_env.env_vars.WANDB_API_KEY=abc123', "
+        "'actor_rollout_ref.rollout.tensor_model_parallel_size=4', 'trainer.n_gpus_per_node=2', "
+        "'trainer.default_local_dir=/ckpt/q\n"
+    )
+    run = read_both(tmp_path, text)
+    overrides = run.meta["overrides"]
+    assert overrides["data.train_batch_size"] == 16
+    assert overrides["data.train_files"] == ["/d/train"]
+    assert "trainer.default_local_dir" not in overrides  # cut off mid-item
+    assert not any("WANDB_API_KEY" in k for k in overrides)  # secrets are never kept
+    assert current_value(run, "trainer.n_gpus_per_node") == 2
+    assert current_value(run, "actor_rollout_ref.rollout.n") is None  # nothing assumed
+    assert run.meta["algorithm"] == "grpo"
+
+
+# ---- what could not be read is counted, with why -------------------------------------------------
+
+
+def test_unreadable_metric_lines_are_counted_with_a_reason(tmp_path):
+    text = "step:1 - actor/pg_loss:0.1 - actor/grad_norm:??? - critic/score/mean:0.2\nstep:oops\n"
+    run = read_both(tmp_path, text)
+    reasons = run.parse_stats.skip_reasons
+    assert reasons == {
+        "step line with an item that is not key:number": 1,
+        "starts like a step line but is not one": 1,
+    }
+    assert run.parse_stats.skipped_lines == 2

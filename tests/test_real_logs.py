@@ -1,0 +1,103 @@
+"""Real excerpts users pasted into public threads (../shared/real_logs, beside the checkout):
+every file is analysed, every label of EXPECT.tsv is reported, nothing else at warning or above.
+
+The files are not copied into the project; without the folder these tests are skipped.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from logscope.analyze import analyze_paths
+
+REAL_LOGS = Path(__file__).resolve().parents[2] / "shared" / "real_logs"
+
+# EXPECT.tsv's labels (INDEX.md's vocabulary) → the diagnoses that say the same thing.
+LABEL_NAMES: dict[str, set[str]] = {
+    "cuda-oom": {"cuda-oom"},
+    "host-oom-worker-killed": {"host-oom-worker-killed"},
+    "ray-worker-registration-failed": {"ray-worker-registration-failed"},
+    "ray-actor-died": {"ray-actor-died"},
+    "nccl-error": {"nccl-error"},
+    "vllm-error": {
+        "vllm-error",
+        "vllm-kv-cache-no-memory",
+        "vllm-model-inspection-failed",
+        "max-num-batched-tokens-too-small",
+    },
+    "batch-size-divisibility-error": {"batch-size-divisibility-error"},
+    "hydra-config-error": {"hydra-config-error"},
+    "run-crashed": {"run-crashed"},
+    "non-finite-metric": {"non-finite-metric"},
+    "grad-norm-spike": {"grad-norm-spike"},
+    "entropy-collapse": {"entropy-collapse"},
+    "entropy-blowup": {"entropy-blowup"},
+    "kl-jump": {"kl-jump", "kl-out-of-band"},
+    "response-length-clipped": {"response-length-clipped"},
+    "response-length-collapse": {"response-length-collapse"},
+    "advantage-collapse": {"advantage-collapse"},
+    "reward-plateau": {"reward-plateau"},
+    "rollout-bottleneck": {"rollout-bottleneck"},
+    "memory-leak": {"memory-leak"},
+    "throughput-drop": {"throughput-drop"},
+}
+
+
+def _expectations() -> list[tuple[str, set[str]]]:
+    if not (REAL_LOGS / "EXPECT.tsv").is_file():
+        return []
+    with open(REAL_LOGS / "EXPECT.tsv", newline="", encoding="utf-8") as fh:
+        rows = list(csv.reader(fh, delimiter="\t"))
+    return [(r[0], {x for x in (r[1] if len(r) > 1 else "").split(",") if x}) for r in rows if r]
+
+
+EXPECT = _expectations()
+pytestmark = pytest.mark.skipif(
+    not EXPECT, reason=f"{REAL_LOGS} is absent (CI has ../shared beside the checkout)"
+)
+
+
+@pytest.fixture(scope="module")
+def reports(tmp_path_factory) -> dict[str, dict]:
+    """Every excerpt analysed once, as the JSON report a user gets."""
+    store = tmp_path_factory.mktemp("store")
+    paths = [REAL_LOGS / name for name, _ in EXPECT]
+    found = analyze_paths(paths, store_dir=store, use_cache=False)
+    return {Path(r.run.source.path).name: json.loads(r.to_json()) for r in found}
+
+
+def test_every_label_of_the_vocabulary_is_mapped():
+    labels = {label for _, wanted in EXPECT for label in wanted}
+    assert labels <= set(LABEL_NAMES), labels - set(LABEL_NAMES)
+
+
+def test_every_excerpt_is_read(reports):
+    assert sorted(reports) == sorted(name for name, _ in EXPECT)
+    for name, report in reports.items():
+        assert report["errors"] == [], (name, report["errors"])
+
+
+@pytest.mark.parametrize(("name", "labels"), EXPECT, ids=[n[:24] for n, _ in EXPECT])
+def test_labels_reported_and_nothing_else(reports, name, labels):
+    findings = reports[name]["findings"]
+    names = {f["name"] for f in findings}
+    missing = [label for label in sorted(labels) if not names & LABEL_NAMES[label]]
+    assert not missing, f"{name}: not reported {missing}; got {sorted(names)}"
+    allowed = set().union(*(LABEL_NAMES[label] for label in labels)) if labels else set()
+    extra = sorted(
+        f"{f['name']} ({f['severity']})"
+        for f in findings
+        if f["severity"] != "info" and f["name"] not in allowed
+    )
+    assert not extra, f"{name}: unexpected warning-or-higher findings {extra}"
+
+
+@pytest.mark.parametrize("name", [n for n, _ in EXPECT], ids=[n[:24] for n, _ in EXPECT])
+def test_both_console_paths_read_it_the_same(tmp_path, name):
+    from tests.test_console_reader import read_both
+
+    read_both(tmp_path, (REAL_LOGS / name).read_bytes(), name)
