@@ -42,6 +42,15 @@ TRACEBACK_START_RE = re.compile(
 )
 # Override keys whose values are never kept (credentials passed on the command line).
 SECRET_KEY_RE = re.compile(r"(?i)(?:key|token|secret|passw(?:or)?d|credential)s?$")
+
+
+def _starts_traceback(text: str) -> bool:
+    """`TRACEBACK_START_RE.search(text)`, with cheap tests first (most lines start nothing)."""
+    if "Traceback" in text or text.startswith(("Unhandled error", "ray.exceptions.")):
+        return TRACEBACK_START_RE.search(text) is not None
+    return text[:1] in " \t" and 'File "' in text and TRACEBACK_START_RE.search(text) is not None
+
+
 OVERRIDES_RE = re.compile(r"Error executing job with overrides: \[(.*)")
 # A line a copy cut off (no blank at the cut) before the rest that follows it.
 WRAP_MIN_LENGTH = 60
@@ -398,9 +407,15 @@ class ConsoleParser:
             self._close(prefix)
             if taken:
                 return
-        if prefix is None and self._continues_cut_line(line_no, clean):
-            return
-        self._wrappable = None
+        wrappable = self._wrappable
+        if wrappable is not None:
+            if (
+                prefix is None
+                and wrappable[0] == line_no - 1
+                and self._continues_cut_line(line_no, clean)
+            ):
+                return
+            self._wrappable = None
         if (clean.startswith("wandb:") or self.wandb.mode is not None) and self.wandb.take(
             line_no, clean
         ):
@@ -419,7 +434,7 @@ class ConsoleParser:
             if dump.done:
                 self._close(prefix)
             return
-        if TRACEBACK_START_RE.search(rest):
+        if _starts_traceback(rest):
             tb = _Traceback(line_no, self._last_step)
             tb.lines.append((line_no, clean if not rest.startswith((" ", "\t")) else rest))
             self._blocks[prefix] = tb
@@ -448,8 +463,7 @@ class ConsoleParser:
         """Join a line that a copy cut off from the long line before it (`… allocated by P` /
         `yTorch, with …`): an unprefixed line that starts no record of its own, right after a
         kept line that ends mid-word."""
-        if self._wrappable is None or self._wrappable[0] != line_no - 1:
-            return False
+        assert self._wrappable is not None
         target = self._wrappable[1]
         if isinstance(target, _Traceback):
             if not target.lines or target.tail:
@@ -461,7 +475,7 @@ class ConsoleParser:
             len(head) < WRAP_MIN_LENGTH
             or not head[-1:].isalnum()
             or not clean[:1].isalnum()
-            or TRACEBACK_START_RE.search(clean)
+            or _starts_traceback(clean)
             or ve.classify(clean) is not None
         ):
             return False

@@ -37,9 +37,14 @@ DECORATION_RE = re.compile(
 )
 
 
+_DECORATION_STARTS = frozenset(">[0123456789")
+
+
 def strip_decorations(text: str) -> str:
     """`text` without the quote markers, timestamps and pod/rank labels in front of it."""
     for _ in range(4):  # a few kinds stacked: `> 2025-…Z [pod/x/y] …`
+        if text[:1] not in _DECORATION_STARTS:  # most lines: one set lookup, no regex
+            return text
         m = DECORATION_RE.match(text)
         if m is None or not m.end():
             return text
