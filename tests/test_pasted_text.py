@@ -50,6 +50,21 @@ def test_a_step_line_after_a_decoration(tmp_path, head):
         assert run.meta["ray_actors"] == ["TaskRunner"]
 
 
+def test_an_indented_excerpt_keeps_its_ray_prefix(tmp_path):
+    run = read_both(tmp_path, f"    (TaskRunner pid=7) {STEP}\n")
+    _assert_step3(run)
+    assert run.meta["ray_actors"] == ["TaskRunner"]
+
+
+def test_a_step_marker_before_pairs_on_one_line(tmp_path):
+    run = read_both(
+        tmp_path,
+        "epoch 1 step 10: actor/entropy=0.51, actor/kl_loss=0.002, critic/score/mean=0.4\n",
+    )
+    assert run.steps.tolist() == [10]
+    assert value(run, "critic/score/mean", 10) == 0.4
+
+
 @pytest.mark.parametrize("prose", ["训练log：", "NOTE the log says ", "my run: ", "INFO | "])
 def test_a_step_record_after_prose(tmp_path, prose):
     _assert_step3(read_both(tmp_path, f"{prose}{STEP}\n"))

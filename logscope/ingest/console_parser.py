@@ -246,6 +246,8 @@ class ConsoleParser:
         self._segment(line_no, sub, last, seq, text, raw)
 
     def _segment(self, line_no: int, sub: int, last: bool, seq: int, text: str, raw: str) -> None:
+        if text[:1] == " " and text.lstrip(" ")[:1] == "(":
+            text = text.lstrip(" ")  # an indented (Markdown code block) Ray-prefixed line
         prefix, rest = vt.split_prefix(text)
         if prefix is not None and (rest[:1] in ("[", ">") or rest[:1].isdigit()):
             # `(WorkerDict pid=1) [2025-08-15 00:16:56] …`, `(raylet) [… E 1 1] (raylet) …`
@@ -440,14 +442,12 @@ class ConsoleParser:
             self._blocks[prefix] = tb
             self._wrappable = (line_no, tb)
             return
-        if self._last_step is None and "/" in body:
+        if self._last_step is None:
             self.loose.take(line_no, body)  # metrics in a layout that is not verl's
         kind = ve.classify(body)
         if kind is None and level in ("WARNING", "ERROR", "CRITICAL"):
             kind = "warning" if level == "WARNING" else "error"
         if kind is None:
-            if self._last_step is None and "step" in body:
-                self.loose.take(line_no, body)  # a step marker (`Step 3`) of such a layout
             return
         if kind == "total-training-steps":
             t = ve.TOTAL_STEPS_RE.search(body)

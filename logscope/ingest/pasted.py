@@ -202,15 +202,15 @@ class LooseMetrics:
     _mark_line: int = 0
 
     def take(self, line_no: int, text: str) -> None:
-        if INITIAL_VAL_RE.search(text):
+        """Read the pairs and step marker of one line (a marker before its pairs counts)."""
+        pairs = list(LOOSE_PAIR_RE.finditer(text)) if "/" in text else []
+        head = text[: pairs[0].start()] if pairs else text
+        if "nitial validation metrics" in head and INITIAL_VAL_RE.search(head):
             self._new_mark(line_no, 0)
-        pairs = LOOSE_PAIR_RE.findall(text) if "/" in text else []
-        if not pairs:
-            m = STEP_MARK_RE.search(text)
-            if m is not None:
-                self._new_mark(line_no, int(m.group(1)))
-            return
-        for key, value in pairs:
+        elif m := STEP_MARK_RE.search(head):
+            self._new_mark(line_no, int(m.group(1)))
+        for pair in pairs:
+            key, value = pair.group(1), pair.group(2)
             parsed = vt.parse_value(value)
             if parsed is None:
                 continue
