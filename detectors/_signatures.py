@@ -1,16 +1,23 @@
-"""Log-signature machinery shared by the event-reading detectors: patterns, the base class.
+"""Log-signature machinery shared by the event-reading detectors: patterns, phases, the base class.
 
 Each signature detector reads `Run.events` and matches the text of each line with its own
 patterns (not the reader's event kinds), so a log holding only a crash still gets its
 diagnosis. One finding per signature: first occurrence (line, last step logged before it), how
 often it was printed, and the matched line quoted.
+
+`SIGNATURES` lists every fatal signature once, in root-cause order, with the diagnosis that
+reports it; the crash story (`_crash_story.py`) reads the same table. `phase_at` names the
+training phase of a traceback from its frames and Ray task headers; every crash detector uses it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from abc import abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from logscope.detector import Detector
@@ -29,12 +36,13 @@ RAY_OOM_DOC = "ray:ray-core/scheduling/ray-oom-prevention"
 # ---- patterns --------------------------------------------------------------------------------
 
 CUDA_OOM_RE = re.compile(
-    r"CUDA out of memory|CUDA error: out of memory|torch\.(?:cuda\.)?OutOfMemoryError"
-    r"|RayTaskError\(OutOfMemoryError\)|\bOutOfMemoryError: CUDA"
+    r"CUDA out of memory|(?i:CUDA error: out of memory)|torch\.(?:cuda\.)?OutOfMemoryError"
+    r"|RayTaskError\(OutOfMemoryError\)|\bOutOfMemoryError: CUDA|CUDA_ERROR_OUT_OF_MEMORY"
 )
 HOST_OOM_RE = re.compile(
     r"killed due to memory pressure \(OOM\)|ray\.exceptions\.OutOfMemoryError"
     r"|Task was killed due to the node running low on memory"
+    r"|Out of memory: Killed process|Memory cgroup out of memory"
 )
 RAY_REGISTER_RE = re.compile(r"(?:Failed|Unable) to register worker\b")
 VLLM_INSPECT_RE = re.compile(
@@ -45,17 +53,87 @@ NCCL_RE = re.compile(
     r"|InvalidUsage|InvalidArgument|RemoteError)|Watchdog caught collective operation timeout"
     r"|NCCL communicator was aborted|NCCL (?:watchdog )?timeout"
 )
-# Literals every match of the pattern contains (a cheap pre-filter for long logs).
-CUDA_OOM_KEYS = ("out of memory", "OutOfMemoryError")
-HOST_OOM_KEYS = ("memory pressure", "OutOfMemoryError", "running low on memory")
+ACTOR_DIED_RE = re.compile(
+    r"ActorDiedError|RayActorError|The actor died unexpectedly|The actor is dead because"
+    r"|A worker died or was killed\b|Owner's node has crashed|WorkerCrashedError"
+    r"|The worker died unexpectedly"
+)
+VLLM_ENGINE_RE = re.compile(
+    r"^Process EngineCore_\w*:|EngineCore failed to start|Engine core initialization failed"
+    r"|\bEngineDeadError\b|EngineCore encountered (?:a fatal error|an issue)"
+)
+SGLANG_RE = re.compile(
+    r"(?:Scheduler|TpModelWorkerClient|DetokenizerManager|DataParallelController) hit an exception"
+)
+HYDRA_RE = re.compile(
+    r"Could not override '(?P<override>[^']+)'|Key '(?P<key>[^']+)' (?:is )?not in "
+    r"(?:struct|'(?P<cls>\w+)')|Missing mandatory value: ?(?P<missing>[\w.]+)"
+    r"|\bConfigKeyError\b|\bConfigAttributeError\b|\bMissingMandatoryValue\b"
+    r"|mismatched input '(?P<token>[^']*)' expecting|LexerNoViableAltException"
+    r"|Could not append to config\. An item is already at '(?P<append>[^']+)'"
+    r"|Could not delete from config\. '?(?P<delete>[\w.]+)'?"
+    r"|Interpolation key '(?P<interp>[^']+)' not found|ConfigCompositionException"
+    r"|Value '(?P<value>[^']*)'(?: of type '\w+')? could not be converted to (?P<to>\w+)"
+)
+TP_WORLD_RE = re.compile(
+    r"rollout world_size:? (\d+) is not divisible by infer_(?:tp|world_size):? (\d+)"
+    r"|tensor parallel size should be less than or equal to the world size"
+)
+KV_CACHE_RE = re.compile(r"No available memory for the cache blocks")
+PROMPT_LONG_RE = re.compile(r"Prompt length (\d+) is longer than (\d+)")
+CHUNKED_PREFILL_RE = re.compile(
+    r"max_num_batched_tokens(?: \(?(\d+)\)?)? is smaller than max_model_len(?: \(?(\d+)\)?)?"
+)
+DEVICE_MISMATCH_RE = re.compile(r"Expected all tensors to be on the same device")
+# The shell's report of a process killed by a signal (`bash: line 3: 4242 Killed  python3 …`).
+KILLED_RE = re.compile(
+    r"^(?:.*\b\d+ )?(Killed|Segmentation fault|Aborted|Bus error)(?: \(core dumped\))?(?:\s{2,}\S.*)?$"
+    r"|^(Fatal Python error): "
+)
+
+# Literals every match of a pattern contains (a cheap pre-filter for long logs).
+CUDA_OOM_KEYS = ("out of memory", "OutOfMemoryError", "OUT_OF_MEMORY")
+HOST_OOM_KEYS = ("memory pressure", "OutOfMemoryError", "running low on memory", "ut of memory")
 RAY_REGISTER_KEYS = ("register worker",)
 VLLM_INSPECT_KEYS = ("failed to be inspected",)
 NCCL_KEYS = ("NCCL", "nccl", "Watchdog")
+ACTOR_DIED_KEYS = (
+    "ActorDiedError",
+    "RayActorError",
+    "actor died",
+    "actor is dead",
+    "worker died",
+    "Owner's node",
+    "WorkerCrashedError",
+)
+VLLM_ENGINE_KEYS = ("EngineCore", "Engine core", "EngineDead")
+SGLANG_KEYS = ("hit an exception",)
+HYDRA_KEYS = (
+    "Could not",
+    "Key '",
+    "Missing mandatory",
+    "ConfigKeyError",
+    "ConfigAttributeError",
+    "MissingMandatoryValue",
+    "mismatched input",
+    "LexerNoViableAlt",
+    "Interpolation key",
+    "ConfigComposition",
+    "could not be converted",
+)
+TP_WORLD_KEYS = ("is not divisible by infer_", "tensor parallel size should be")
+KV_CACHE_KEYS = ("No available memory for the cache blocks",)
+PROMPT_LONG_KEYS = ("Prompt length",)
+CHUNKED_PREFILL_KEYS = ("max_num_batched_tokens",)
+DEVICE_MISMATCH_KEYS = ("Expected all tensors to be on the same device",)
+KILLED_KEYS = ("Killed", "Segmentation fault", "Aborted", "Bus error", "Fatal Python error")
 BATCH_KEYS = ("batch_size", "equal chunk")
 GRAD_NORM_KEYS = ("grad_norm is not finite",)
 GRAD_NORM_RE = re.compile(r"WARN: (?:rank (\d+) )?grad_norm is not finite: (\S+)")
 
 # (kind, pattern) for verl's batch-size checks (verl_formats.md §6) and the article's wording.
+# Matched anywhere in a line, so a quoted or flattened traceback (`'...\nAssertionError: …'`)
+# matches too.
 BATCH_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     (
         "real-batch-minimal",
@@ -107,28 +185,145 @@ BATCH_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
 )
 BATCH_RE = re.compile("|".join(f"(?:{p.pattern})" for _, p in BATCH_PATTERNS))
 
-# verl worker methods → training phase, for naming where a GPU OOM happened.
-PHASES: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"generate_sequences|wake_up|rebuild_kv_cache|_run_engine"), "rollout"),
-    (re.compile(r"compute_ref_log_prob"), "ref-log-prob"),
-    (re.compile(r"compute_log_prob"), "log-prob"),
-    (re.compile(r"update_actor"), "update-actor"),
-    (re.compile(r"update_critic"), "update-critic"),
-    (re.compile(r"compute_values"), "critic-values"),
-    (re.compile(r"compute_rm_score"), "reward-model"),
+
+@dataclass(frozen=True)
+class Signature:
+    """A fatal log signature: what it is, how it reads, which diagnosis reports it."""
+
+    kind: str
+    pattern: re.Pattern[str]
+    keywords: tuple[str, ...]
+    finding: str | None  # the diagnosis that reports it (None: run-crashed explains it)
+    cause: str  # what it means, for the crash verdict's message
+    consequence: bool = False  # usually the result of another failure, not its root
+
+    def search(self, text: str) -> re.Match[str] | None:
+        if any(k in text for k in self.keywords):
+            return self.pattern.search(text)
+        return None
+
+
+# Root causes first: when several are in one crash, the first one listed explains it.
+SIGNATURES: tuple[Signature, ...] = (
+    Signature(
+        "host-oom",
+        HOST_OOM_RE,
+        HOST_OOM_KEYS,
+        "host-oom-worker-killed",
+        "a worker was killed for lack of host memory",
+    ),
+    Signature("cuda-oom", CUDA_OOM_RE, CUDA_OOM_KEYS, "cuda-oom", "CUDA out of memory"),
+    Signature(
+        "kv-cache",
+        KV_CACHE_RE,
+        KV_CACHE_KEYS,
+        "vllm-kv-cache-no-memory",
+        "vLLM found no GPU memory for its KV cache",
+    ),
+    Signature(
+        "chunked-prefill",
+        CHUNKED_PREFILL_RE,
+        CHUNKED_PREFILL_KEYS,
+        "max-num-batched-tokens-too-small",
+        "vLLM refused max_num_batched_tokens below max_model_len",
+    ),
+    Signature(
+        "prompt-long",
+        PROMPT_LONG_RE,
+        PROMPT_LONG_KEYS,
+        "prompt-too-long",
+        "a prompt is longer than data.max_prompt_length",
+    ),
+    Signature(
+        "batch",
+        BATCH_RE,
+        BATCH_KEYS,
+        "batch-size-divisibility-error",
+        "verl rejected the batch sizes",
+    ),
+    Signature(
+        "tp-world",
+        TP_WORLD_RE,
+        TP_WORLD_KEYS,
+        None,
+        "the rollout tensor-parallel size does not divide the number of GPUs",
+    ),
+    Signature(
+        "device-mismatch",
+        DEVICE_MISMATCH_RE,
+        DEVICE_MISMATCH_KEYS,
+        "tensors-on-different-devices",
+        "tensors on different devices",
+    ),
+    Signature(
+        "hydra", HYDRA_RE, HYDRA_KEYS, "hydra-config-error", "Hydra/OmegaConf rejected the config"
+    ),
+    Signature(
+        "vllm-inspect",
+        VLLM_INSPECT_RE,
+        VLLM_INSPECT_KEYS,
+        "vllm-model-inspection-failed",
+        "vLLM could not inspect the model architecture",
+    ),
+    Signature(
+        "ray-register",
+        RAY_REGISTER_RE,
+        RAY_REGISTER_KEYS,
+        "ray-worker-registration-failed",
+        "Ray workers could not register with the raylet",
+    ),
+    Signature(
+        "vllm-engine",
+        VLLM_ENGINE_RE,
+        VLLM_ENGINE_KEYS,
+        "vllm-error",
+        "the vLLM engine failed",
+        consequence=True,
+    ),
+    Signature(
+        "sglang",
+        SGLANG_RE,
+        SGLANG_KEYS,
+        None,
+        "the SGLang rollout engine crashed",
+        consequence=True,
+    ),
+    Signature("nccl", NCCL_RE, NCCL_KEYS, "nccl-error", "an NCCL collective failed", True),
+    Signature(
+        "actor-died", ACTOR_DIED_RE, ACTOR_DIED_KEYS, "ray-actor-died", "a Ray actor died", True
+    ),
+    Signature("killed", KILLED_RE, KILLED_KEYS, None, "the process was killed", True),
 )
-PHASE_LABELS = {
-    "rollout": "rollout (generate_sequences)",
-    "ref-log-prob": "reference log-prob (compute_ref_log_prob)",
-    "log-prob": "old log-prob (compute_log_prob)",
-    "update-actor": "actor update (update_actor)",
-    "update-critic": "critic update (update_critic)",
-    "critic-values": "critic values (compute_values)",
-    "reward-model": "reward model (compute_rm_score)",
-}
-RAY_HEADER_RE = re.compile(r"ray::[\w.]*?\.(\w+)\(")
+SIGNATURE_BY_KIND = {s.kind: s for s in SIGNATURES}
+# Kinds that do not name a specific rollout-engine failure: the vLLM catch-all stays silent
+# only for these vLLM-specific ones.
+VLLM_SPECIFIC_KINDS = ("kv-cache", "chunked-prefill", "vllm-inspect")
+
+
+def signature_kinds(text: str) -> list[str]:
+    """Kinds of the fatal signatures in one line, in root-cause order."""
+    return [s.kind for s in SIGNATURES if s.search(text)]
+
+
+# ---- tracebacks --------------------------------------------------------------------------------
+
+RAY_HEADER_RE = re.compile(r"ray::(?:[\w<>.]*?\.)?(\w+)\(\)")
+# The driver's call into a worker group (`self.actor_rollout_wg.update_actor(batch)`).
+WORKER_GROUP_CALL_RE = re.compile(r"\b\w+_wg\.(\w+)\(")
+FRAME_RE = re.compile(r'^File "(?P<path>[^"]*)", line \d+, in (?P<func>\S+)')
 TRACEBACK_RE = re.compile(
     r"Traceback \(most recent call last\)|RayTaskError|Error executing job with overrides"
+    r"|Unhandled error \(suppress with|^Process EngineCore_\w*:|hit an exception:"
+    r"|Set the environment variable HYDRA_FULL_ERROR=1"
+)
+TRACEBACK_KEYS = (
+    "Traceback",
+    "RayTaskError",
+    "Error executing job",
+    "Unhandled error",
+    "Process EngineCore",
+    "hit an exception",
+    "HYDRA_FULL_ERROR",
 )
 EXCEPTION_RE = re.compile(
     r"^(?P<type>(?:[A-Za-z_][\w]*\.)*(?:[A-Z]\w*(?:Error|Exception|Interrupt|Exit)|RayTaskError)"
@@ -136,24 +331,203 @@ EXCEPTION_RE = re.compile(
 )
 
 
-def _phase_named(text: str) -> str | None:
-    """The first phase whose worker-method pattern occurs in `text`."""
-    return next((phase for pattern, phase in PHASES if pattern.search(text)), None)
+def unquote(text: str) -> str:
+    """A line of a quoted traceback without its quotes (`'ValueError: x',` → `ValueError: x`)."""
+    text = text.strip()
+    if text[:1] in ("'", '"'):
+        return text.lstrip("'\"").rstrip("'\",")
+    return text
 
 
-def phase_of(run: Run, hit: Hit, before: int, after: int) -> str | None:
-    """The training phase of a traceback near `hit`: Ray task header first, else nearest frame."""
-    headers: list[tuple[int, str]] = []
-    frames: list[tuple[int, str]] = []
-    for line in window(run, hit.line_no, before, after):
-        distance = abs(line.line_no - hit.line_no)
-        for m in RAY_HEADER_RE.finditer(line.text):
-            if phase := _phase_named(m.group(1)):
-                headers.append((distance, phase))
-        if not headers and (phase := _phase_named(line.text)):
-            frames.append((distance, phase))
-    chosen = headers or frames
-    return min(chosen)[1] if chosen else None
+def exception_of(text: str) -> re.Match[str] | None:
+    """The exception-line match of a (possibly quoted) line, or None."""
+    if not any(k in text for k in ("Error", "Exception", "Interrupt", "Exit")):
+        return None
+    return EXCEPTION_RE.match(unquote(text))
+
+
+# ---- phases ------------------------------------------------------------------------------------
+
+PHASE_NAMES = {
+    "init": "initialisation",
+    "rollout": "rollout",
+    "log-prob": "old log-prob computation",
+    "ref-log-prob": "reference log-prob computation",
+    "update-actor": "actor update",
+    "update-critic": "critic update",
+    "critic-values": "critic value computation",
+    "reward-model": "reward model scoring",
+    "weight-sync": "weight sync / rollout sleep-wake",
+    "validation": "validation",
+    "checkpoint": "checkpoint save/load",
+    "shutdown": "shutdown",
+    "backward": "backward pass of a training update",
+}
+# The verl method a phase is known by (its label names it whatever frame matched).
+PHASE_METHODS = {
+    "rollout": "generate_sequences",
+    "log-prob": "compute_log_prob",
+    "ref-log-prob": "compute_ref_log_prob",
+    "update-actor": "update_actor",
+    "update-critic": "update_critic",
+    "critic-values": "compute_values",
+    "reward-model": "compute_rm_score",
+    "backward": "backward",
+}
+# verl's Ray task names prefix the worker method with its role (`actor_rollout_init_model`).
+ROLE_PREFIX_RE = re.compile(r"^(?:actor_rollout_ref|actor_rollout|actor|rollout|ref|critic|rm)_")
+RAY = "<ray>"  # the path given to a Ray task header's method
+ENGINE_PATH = r"/(?:vllm|sglang)/"
+
+
+@dataclass(frozen=True)
+class PhaseRule:
+    tier: int  # 1: verl's methods, 2: the rollout engine's, 3: generic
+    phase: str
+    func: re.Pattern[str]
+    path: re.Pattern[str] | None = None  # the frame's file must match
+    not_path: re.Pattern[str] | None = None  # … and must not match
+
+
+def _rule(
+    tier: int, phase: str, func: str, path: str | None = None, not_path: str | None = None
+) -> PhaseRule:
+    return PhaseRule(
+        tier,
+        phase,
+        re.compile(func),
+        re.compile(path) if path else None,
+        re.compile(not_path) if not_path else None,
+    )
+
+
+# Matched against a frame's function (or a Ray task's method) and the frame's file path.
+PHASE_RULES: tuple[PhaseRule, ...] = (
+    _rule(
+        1,
+        "weight-sync",
+        r"^(?:wake_up|sleep|update_weights|sync_weights|_sync_weights|rebuild_kv_cache"
+        r"|(?:off|on)load\w*|load_fsdp_\w+|resume_memory_occupation|release_memory_occupation)$",
+        not_path=r"asyncio|/threading\.py",
+    ),
+    _rule(1, "weight-sync", r"^__(?:enter|exit)__$", path=r"sharding_manager"),
+    _rule(1, "weight-sync", r".", path=r"device_allocator/cumem|cumem_allocator"),
+    _rule(1, "ref-log-prob", r"compute_ref_log_prob$"),
+    _rule(1, "log-prob", r"compute_(?:old_)?log_prob$"),
+    _rule(1, "update-actor", r"update_actor$|^update_policy$"),
+    _rule(1, "update-critic", r"update_critic$"),
+    _rule(1, "critic-values", r"compute_values$"),
+    _rule(1, "reward-model", r"compute_rm_score$"),
+    _rule(1, "rollout", r"generate_sequences$|^_run_engine$|^run_agent_loop$"),
+    _rule(1, "rollout", r"^generate$", path=r"verl|agent_loop|<ray>"),
+    _rule(1, "validation", r"^_validate$"),
+    _rule(1, "checkpoint", r"(?:save|load)_checkpoint$"),
+    _rule(
+        1,
+        "init",
+        r"init_model$|^init_workers$|^_build_rollout$|^_build_\w*model_optimizer$"
+        r"|^init_engine$|^_initialize_llm_servers$|^from_pretrained$",
+    ),
+    _rule(1, "init", r"^__init__$", path=r"^<ray>$"),
+    _rule(1, "shutdown", r"^shutdown$|^__del__$"),
+    _rule(
+        2,
+        "init",
+        r"^(?:__init__|from_engine_args|from_vllm_config|_initialize_kv_caches|initialize_cache"
+        r"|determine_available_memory|profile_run|load_model|init_device|make_client"
+        r"|_init_executor|launch_server|_launch_subprocesses)$",
+        path=ENGINE_PATH,
+    ),
+    _rule(
+        2,
+        "rollout",
+        r"^(?:step|run_busy_loop|_process_engine_step|execute_model|event_loop_normal"
+        r"|event_loop_overlap|run_scheduler_process|update_running_batch|get_next_batch_to_run"
+        r"|run_batch|forward_batch_generation|generate|_run_engine|process_batch_result\w*)$",
+        path=ENGINE_PATH,
+    ),
+    _rule(3, "backward", r"^(?:backward|_engine_run_backward|run_backward)$"),
+)
+
+
+@dataclass(frozen=True)
+class Phase:
+    """The training phase a failure happened in, and the method that tells it."""
+
+    id: str
+    method: str
+    tier: int = 1
+    path: str = ""  # the frame's file, for an engine's method
+
+    @property
+    def label(self) -> str:
+        """`the actor update (update_actor)`, `the rollout (vllm/v1/engine/core.py: step)`."""
+        if self.tier == 2 and self.path:
+            return f"the {PHASE_NAMES[self.id]} ({self.path}: {self.method})"
+        method = PHASE_METHODS.get(self.id, self.method) if self.tier != 2 else self.method
+        return f"the {PHASE_NAMES[self.id]} ({method})"
+
+
+def phase_of_call(func: str, path: str = "") -> Phase | None:
+    """The phase a function (in `path`) belongs to, or None."""
+    for rule in PHASE_RULES:
+        if not rule.func.search(func):
+            continue
+        if rule.path is not None and not rule.path.search(path):
+            continue
+        if rule.not_path is not None and rule.not_path.search(path):
+            continue
+        engine = re.search(ENGINE_PATH, path) if rule.tier == 2 else None
+        short = path[engine.start() + 1 :] if engine else ""
+        return Phase(rule.phase, func, rule.tier, short)
+    return None
+
+
+def phase_of_line(text: str) -> Phase | None:
+    """The phase a traceback line names: a frame, a Ray task header, the driver's call into a
+    worker group, or vLLM's cumem allocator."""
+    m = FRAME_RE.match(text)
+    if m is not None:
+        return phase_of_call(m.group("func"), m.group("path"))
+    if "ray::" in text:
+        for h in RAY_HEADER_RE.finditer(text):
+            phase = phase_of_call(ROLE_PREFIX_RE.sub("", h.group(1)), RAY)
+            if phase is not None:
+                return phase
+    if "_wg." in text and (call := WORKER_GROUP_CALL_RE.search(text)):
+        return phase_of_call(call.group(1), RAY)
+    if "cumem_allocator" in text or "CuMemAllocator" in text:
+        return Phase("weight-sync", "cumem allocator")
+    return None
+
+
+def phase_at(texts: Sequence[str], anchor: int) -> Phase | None:
+    """The phase of the traceback around `texts[anchor]` (its final exception, or a signature).
+
+    Innermost first: the frames printed before the anchor, walking up to the start of its
+    traceback, then the lines printed after it (Ray's `Unhandled error … ray::X.method()`
+    headers). verl's own methods win over the rollout engine's, which win over generic ones
+    (`backward`); within a tier the innermost wins.
+    """
+    if not texts:
+        return None
+    anchor = max(0, min(anchor, len(texts) - 1))
+    order: list[str] = []
+    for i in range(anchor, -1, -1):
+        text = texts[i]
+        order.append(text)
+        if i < anchor and "Traceback (most recent call last)" in text:
+            break
+    order.extend(texts[anchor + 1 :])
+    found = [p for p in map(phase_of_line, order) if p is not None]
+    return min(found, key=lambda p: p.tier) if found else None
+
+
+def phase_near(run: Run, line_no: int, before: int, after: int) -> Phase | None:
+    """The phase of a traceback around log line `line_no` (within `before`/`after` lines)."""
+    lines = window(run, line_no, before, after)
+    anchor = next((i for i, x in enumerate(lines) if x.line_no >= line_no), len(lines) - 1)
+    return phase_at([x.text for x in lines], anchor)
 
 
 def ints_of(m: re.Match[str]) -> list[int]:
@@ -161,7 +535,12 @@ def ints_of(m: re.Match[str]) -> list[int]:
 
 
 class SignatureDetector(Detector):
-    """Base for log-signature detectors: find lines, build one finding."""
+    """Base for log-signature detectors: find lines, build one finding.
+
+    A crash signature (`"crash"` in `groups`) printed only after training had finished (the
+    crash story's rule: final validation, the last step, W&B's end-of-run block) is a normal
+    shutdown: its finding is lowered to info and says so.
+    """
 
     reads = "events"
     default_severity = "error"
@@ -178,11 +557,28 @@ class SignatureDetector(Detector):
         hits = self.hits(run)
         if not hits:
             return []
-        return [self.build(run, hits)]
+        finding = self.build(run, hits)
+        if "crash" in self.groups:
+            finding = self.at_shutdown(run, hits, finding)
+        return [finding]
 
     @abstractmethod
     def build(self, run: Run, hits: list[Hit]) -> Finding:
         """The finding for a run whose log holds `hits` (at least one)."""
+
+    @staticmethod
+    def at_shutdown(run: Run, hits: list[Hit], finding: Finding) -> Finding:
+        """`finding` as info when all its lines came after training had finished."""
+        from ._crash_story import crash_story
+
+        story = crash_story(run)
+        if not all(story.finished_before(h.line_no) for h in hits):
+            return finding
+        note = (
+            f" It was printed after training had finished ({story.finish_note}): a normal "
+            "shutdown, not a crash."
+        )
+        return dataclasses.replace(finding, severity="info", message=finding.message + note)
 
     def signature_finding(self, hits: list[Hit], message: str, **fields: Any) -> Finding:
         evidence = signature_evidence(hits)
@@ -205,49 +601,3 @@ def batch_for(tbs: int, n: int, unit: int) -> int:
     """A train_batch_size near `tbs` (not above it unless needed) with tbs × n divisible by unit."""
     step = unit // math.gcd(n, unit)
     return max(step, tbs // step * step)
-
-
-KV_CACHE_RE = re.compile(r"No available memory for the cache blocks")
-KV_CACHE_KEYS = ("No available memory for the cache blocks",)
-PROMPT_LONG_RE = re.compile(r"Prompt length (\d+) is longer than (\d+)")
-PROMPT_LONG_KEYS = ("Prompt length",)
-CHUNKED_PREFILL_RE = re.compile(
-    r"max_num_batched_tokens(?: \(?(\d+)\)?)? is smaller than max_model_len(?: \(?(\d+)\)?)?"
-)
-CHUNKED_PREFILL_KEYS = ("max_num_batched_tokens",)
-DEVICE_MISMATCH_RE = re.compile(r"Expected all tensors to be on the same device")
-DEVICE_MISMATCH_KEYS = ("Expected all tensors to be on the same device",)
-
-
-# Signatures that explain a crash on their own; run-crashed stays silent when one is present.
-SPECIFIC_CRASH_RES: tuple[re.Pattern[str], ...] = (
-    CUDA_OOM_RE,
-    HOST_OOM_RE,
-    RAY_REGISTER_RE,
-    VLLM_INSPECT_RE,
-    NCCL_RE,
-    BATCH_RE,
-    KV_CACHE_RE,
-    PROMPT_LONG_RE,
-    CHUNKED_PREFILL_RE,
-    DEVICE_MISMATCH_RE,
-)
-# The shell's report of a process killed by a signal (`bash: line 3: 4242 Killed  python3 …`).
-KILLED_RE = re.compile(
-    r"^(?:.*\b\d+ )?(Killed|Segmentation fault|Aborted|Bus error)(?: \(core dumped\))?(?:\s{2,}\S.*)?$"
-    r"|^(Fatal Python error): "
-)
-KILLED_KEYS = ("Killed", "Segmentation fault", "Aborted", "Bus error", "Fatal Python error")
-SPECIFIC_CRASH_RE = re.compile("|".join(f"(?:{p.pattern})" for p in SPECIFIC_CRASH_RES))
-SPECIFIC_CRASH_KEYS = (
-    *CUDA_OOM_KEYS,
-    *HOST_OOM_KEYS,
-    *RAY_REGISTER_KEYS,
-    *VLLM_INSPECT_KEYS,
-    *NCCL_KEYS,
-    *BATCH_KEYS,
-    *KV_CACHE_KEYS,
-    *PROMPT_LONG_KEYS,
-    *CHUNKED_PREFILL_KEYS,
-    *DEVICE_MISMATCH_KEYS,
-)

@@ -1,44 +1,49 @@
-"""The catch-all crash diagnosis: a run that ended in an exception no specific signature explains."""
+"""The crash verdict: the run ended with an error, in which phase, after which step, and why."""
 
 from __future__ import annotations
 
-from logscope.detector import Detector
-from logscope.model import Finding, Run
+from typing import Any
 
-from ._common import (
-    LogLine,
-    find_lines,
-    log_lines,
-    quote,
-)
-from ._signatures import (
-    EXCEPTION_RE,
-    KILLED_KEYS,
-    KILLED_RE,
-    SPECIFIC_CRASH_KEYS,
-    SPECIFIC_CRASH_RE,
-    TRACEBACK_RE,
-)
+from logscope.advice import advise, current_value
+from logscope.check.rules import divisor_at_most
+from logscope.detector import Detector
+from logscope.model import Advice, Finding, Run
+from logscope.verl_config import RO
+
+from ._common import LogLine, env_advice, quote
+from ._crash_story import CrashStory, crash_story
+from ._signatures import KILLED_RE, SIGNATURE_BY_KIND, TP_WORLD_RE, ints_of
+
+SIGNALS = {"Killed": "SIGKILL", "Segmentation fault": "SIGSEGV", "Aborted": "SIGABRT"}
+# Kinds whose message is worth quoting after the signature's own wording.
+QUOTED_KINDS = ("vllm-engine", "hydra", "tp-world", "sglang", "device-mismatch")
+RAY_LOGS = "/tmp/ray/session_latest/logs"
 
 
 class RunCrashed(Detector):
-    """The run ended with an exception that no more specific diagnosis explains.
+    """The run ended with an error: where (phase), when (last step) and the innermost cause.
 
     What it detects:
-        A Python traceback (`Traceback (most recent call last):`), a Ray
-        `RayTaskError(...)` or Hydra's `Error executing job with overrides` after which no
-        training step was logged, when none of the specific signatures (cuda-oom,
-        host-oom-worker-killed, ray-worker-registration-failed, vllm-model-inspection-failed,
-        nccl-error, batch-size-divisibility-error, vllm-kv-cache-no-memory, prompt-too-long,
-        max-num-batched-tokens-too-small, tensors-on-different-devices) is in the log.
-        Evidence: the exception type and message (the last exception line of the last
-        traceback), its line, and how many tracebacks the log holds. A `KeyboardInterrupt` is reported as a warning (stopped by
-        hand). The shell's `Killed` / `Segmentation fault (core dumped)` / `Aborted` line and
-        `Fatal Python error:` count as a crash too (the process died without a traceback).
+        A log that ends in an error after its last training step: a Python traceback, a Ray
+        `RayTaskError(...)` chain or `Unhandled error`, Hydra's `Error executing job with
+        overrides`, an actor or worker death, a fatal Ray/vLLM/SGLang/NCCL/OOM signature, or
+        the shell's `Killed` / `Segmentation fault (core dumped)` / `Fatal Python error:`. It
+        fires also when a specific diagnosis (cuda-oom, hydra-config-error, …) explains the
+        error, and names it. The message gives the phase (from the Ray task headers and the
+        frames of the final traceback, innermost first: initialisation, rollout, old/ref
+        log-prob, actor/critic update, weight sync or sleep/wake, validation, checkpoint,
+        shutdown), the last step logged before the error, and the innermost cause (the last
+        exception that is not a `RayTaskError` wrapper). When the cause is not in the text (a
+        traceback cut before its exception, only Hydra's wrapper line), it says so. Evidence:
+        exception type, message and chain, line, phase, the explaining diagnosis. A
+        `KeyboardInterrupt` is a warning (stopped by hand). An error after training finished
+        (final validation printed, last step reached, W&B's end-of-run block) is not a crash
+        when it is a worker death or a signal (normal shutdown); another exception there is a
+        warning.
 
     Why it matters:
-        The run did not finish. The exception's last line is usually what to search for; the
-        step it stopped at tells how much compute was lost.
+        The run did not finish. The phase and the innermost exception are what to search for;
+        the step it stopped at tells how much compute was lost.
 
     Example:
         (TaskRunner pid=2231) Traceback (most recent call last):
@@ -46,21 +51,27 @@ class RunCrashed(Detector):
         (TaskRunner pid=2231) KeyError: 'acc'
 
     Advice:
-        No parameter advice: read the quoted exception and the traceback above it. A crash that
-        happens right after a config change or at the first validation is usually the change
-        or the reward function.
+        The specific diagnosis named in the message carries the advice for its cause. For
+        causes without one: a rollout tensor-parallel size that does not divide the GPU count
+        (`rollout world_size: 2 is not divisible by infer_tp: 4`) →
+        `actor_rollout_ref.rollout.tensor_model_parallel_size` = the largest divisor of the GPU
+        count not above the current value; an SGLang scheduler crash → another SGLang version,
+        or overlap scheduling / CUDA graphs off through `engine_kwargs.sglang`; a bare SIGKILL →
+        the kernel log (OOM killer); a cause not in the log → `HYDRA_FULL_ERROR=1` and the
+        workers' logs under /tmp/ray/session_latest/logs.
 
     Known false positives:
-        A traceback printed and survived at the very end of a finished run (e.g. in a W&B or
-        Ray shutdown hook) is reported as a crash.
+        A log that was copied while the run was still going, and ends just after a traceback
+        the run survived, reads as a crash.
 
     References:
-        verl_formats.md §1.4 (Ray traceback shape) and §6 (where config errors surface).
+        verl_formats.md §1.4 (Ray traceback shape) and §6 (where config errors surface);
+        Ray docs, "Debugging failures" (worker logs).
     """
 
     code = "LS017"
     name = "run-crashed"
-    title = "Run ended with an unexplained exception"
+    title = "Run crashed"
     reads = "events"
     default_severity = "error"
     groups = ("crash",)
@@ -69,85 +80,115 @@ class RunCrashed(Detector):
         pass
 
     def detect(self, run: Run) -> list[Finding]:
-        lines = log_lines(run)
-        starts = [
-            i
-            for i, x in enumerate(lines)
-            if ("Traceback" in x.text or "Error" in x.text) and TRACEBACK_RE.search(x.text)
-        ]
-        kills = [
-            i
-            for i, x in enumerate(lines)
-            if any(k in x.text for k in KILLED_KEYS) and KILLED_RE.search(x.text)
-        ]
-        if not starts and not kills:
+        story = crash_story(run)
+        if not story.crashed:
             return []
-        if find_lines(run, SPECIFIC_CRASH_RE, SPECIFIC_CRASH_KEYS):
-            return []
-        steps = run.steps
-        last_step = int(steps[-1]) if len(steps) else None
-        last_index = max(starts[-1] if starts else -1, kills[-1] if kills else -1)
-        last = lines[last_index]
-        if last_step is not None and last.step is not None and last.step < last_step:
-            return []  # training went on after the last traceback
-        if kills and last_index == kills[-1]:
-            return [self._killed(last, last_step)]
-        exc = self._exception(lines, max(0, starts[-1] - 2))
-        exc_type = exc[0] if exc else None
-        exc_msg = exc[1] if exc else None
-        exc_line = exc[2] if exc else last
-        interrupted = bool(exc_type and exc_type.endswith("KeyboardInterrupt"))
-        at = f"line {exc_line.line_no}"
-        after = (
-            f", after step {exc_line.step}"
-            if exc_line.step is not None
-            else ", before any step was logged"
-        )
-        if interrupted:
-            message = f"The run was interrupted (KeyboardInterrupt) at {at}{after}."
-        elif exc_type:
+        if story.kind == "killed" and story.cause is None:
+            return [self._killed(run, story)]
+        line = self._line(story)
+        cause, advice = self._cause(run, story)
+        during = f" during {story.phase.label}" if story.phase else ""
+        when = _when(run, story.last_step)
+        severity = "error"
+        if story.interrupted:
+            severity = "warning"
+            message = f"The run was interrupted (KeyboardInterrupt){during} {when}."
+        elif story.finished_line is not None:
+            severity = "warning"
             message = (
-                f"The run crashed with {exc_type}"
-                + (f": {quote(exc_msg, 200)}" if exc_msg else "")
-                + f" ({at}{after})."
+                f"Training had finished ({story.finish_note}), then the run ended{during} "
+                f"with {cause}."
             )
         else:
-            message = f"The run ended in a traceback at {at}{after}."
-        evidence = {
-            "exception_type": exc_type,
-            "exception_message": quote(exc_msg) if exc_msg else None,
-            "line": exc_line.line_no,
-            "quote": quote(exc_line.text),
-            "tracebacks": sum("Traceback" in lines[i].text for i in starts),
-            "last_step_logged": last_step,
-        }
+            message = f"The run crashed{during} {when}: {cause}."
         return [
             self.finding(
-                severity="warning" if interrupted else "error",
+                severity=severity,
                 message=message,
-                step=exc_line.step,
-                evidence=evidence,
+                step=line.step,
+                evidence=self._evidence(run, story, line),
+                advice=advice,
                 references=["verl_formats.md §1.4"],
             )
         ]
 
-    def _killed(self, line: LogLine, last_step: int | None) -> Finding:
+    @staticmethod
+    def _line(story: CrashStory) -> LogLine:
+        if story.cause is not None:
+            return story.cause.line
+        if story.kind is not None:
+            return story.kinds[story.kind]
+        return story.lines[0]
+
+    def _cause(self, run: Run, story: CrashStory) -> tuple[str, list[Advice]]:
+        """The cause in words, and advice when no specific diagnosis gives it."""
+        sig = SIGNATURE_BY_KIND.get(story.kind) if story.kind else None
+        exc = story.cause.text() if story.cause else None
+        if sig is None:
+            if exc:
+                return exc, []
+            missing = story.missing or "no exception line is in the excerpt"
+            return f"the cause is not in the log ({missing})", [_full_error_advice()]
+        text = sig.cause
+        if exc and story.kind in QUOTED_KINDS:
+            text += f": {exc}"
+        if sig.finding:
+            text += f" (see {sig.finding})"
+        advice: list[Advice] = []
+        if story.kind == "tp-world":
+            advice = [_tp_advice(run, story.kinds["tp-world"].text)]
+        elif story.kind == "sglang":
+            advice = _sglang_advice(story)
+        if story.cause is None and story.missing:
+            text += f"; its exception is not in the log ({story.missing})"
+            advice.append(_full_error_advice())
+        return text, advice
+
+    @staticmethod
+    def _evidence(run: Run, story: CrashStory, line: LogLine) -> dict[str, Any]:
+        sig = SIGNATURE_BY_KIND.get(story.kind) if story.kind else None
+        cause = story.cause
+        return {
+            "exception_type": cause.type if cause else None,
+            "exception_message": quote(cause.message) if cause and cause.message else None,
+            "exception_chain": [e.type for e in story.exceptions[:10]],
+            "line": line.line_no,
+            "quote": quote(line.text),
+            "tracebacks": story.tracebacks,
+            "last_step_logged": _last_step(run),
+            "phase": story.phase.id if story.phase else None,
+            "phase_method": story.phase.method if story.phase else None,
+            "cause_kind": story.kind,
+            "explained_by": sig.finding if sig else None,
+            "cause_in_log": cause is not None or story.kind is not None,
+            "missing": story.missing,
+        }
+
+    def _killed(self, run: Run, story: CrashStory) -> Finding:
+        line = story.kinds["killed"]
         m = KILLED_RE.search(line.text)
-        what = next(g for g in m.groups() if g) if m else "Killed"
-        signal = {"Killed": "SIGKILL", "Segmentation fault": "SIGSEGV", "Aborted": "SIGABRT"}.get(
-            what, what
-        )
-        after = (
-            f", after step {line.step}" if line.step is not None else ", before any step was logged"
-        )
+        what = next((g for g in m.groups() if g), "Killed") if m else "Killed"
+        signal = SIGNALS.get(what, what)
         hint = (
             " A bare SIGKILL is usually the Linux OOM killer (host memory, see "
             "host-oom-worker-killed) or the job scheduler."
             if signal == "SIGKILL"
             else ""
         )
+        advice = [
+            env_advice(
+                "dmesg",
+                "dmesg -T | grep -iE 'killed process|out of memory'",
+                "The kernel log says whether the OOM killer sent the signal, and how much memory "
+                "the process held.",
+                "linux:oom-killer",
+            )
+        ]
         return self.finding(
-            message=f"The process died ({what}) at line {line.line_no}{after}.{hint}",
+            message=(
+                f"The run crashed {_when(run, line.step)}: the process died ({what}) without a "
+                f"traceback at line {line.line_no}.{hint}"
+            ),
             step=line.step,
             evidence={
                 "exception_type": signal,
@@ -155,17 +196,90 @@ class RunCrashed(Detector):
                 "line": line.line_no,
                 "quote": quote(line.text),
                 "tracebacks": 0,
-                "last_step_logged": last_step,
+                "last_step_logged": _last_step(run),
+                "phase": story.phase.id if story.phase else None,
+                "cause_kind": "killed",
             },
+            advice=advice if signal == "SIGKILL" else [],
             references=["verl_formats.md §1.4"],
         )
 
-    @staticmethod
-    def _exception(lines: list[LogLine], first: int) -> tuple[str, str | None, LogLine] | None:
-        """The last exception line from index `first` on (the last traceback, and a line before)."""
-        found = None
-        for x in lines[first:]:
-            m = EXCEPTION_RE.match(x.text)
-            if m:
-                found = (m.group("type"), m.group("msg"), x)
-        return found
+
+def _last_step(run: Run) -> int | None:
+    steps = run.steps
+    return int(steps[-1]) if len(steps) else None
+
+
+def _when(run: Run, step: int | None) -> str:
+    """`after step 13`, `after the initial validation (step 0)`, or no step at all."""
+    if step is None:
+        return "with no training step logged before it"
+    names = run.metrics.filter(run.metrics["step"] == step).get_column("metric").to_list()
+    if names and all(str(n).startswith("val") for n in names):
+        return f"after the initial validation (step {step}), before any training step"
+    return f"after step {step}"
+
+
+def _full_error_advice() -> Advice:
+    return env_advice(
+        "HYDRA_FULL_ERROR",
+        1,
+        "The exception that ended the run is not in this text. Rerun with HYDRA_FULL_ERROR=1 for "
+        f"the full traceback, and read the failing worker's own log in {RAY_LOGS} "
+        "(worker-*.err, raylet.out).",
+        "hydra:configure_hydra/logging",
+    )
+
+
+def _tp_advice(run: Run, text: str) -> Advice:
+    """A rollout TP size that divides the rollout world size (the GPU count)."""
+    key = f"{RO}.tensor_model_parallel_size"
+    m = TP_WORLD_RE.search(text)
+    numbers = ints_of(m) if m else []
+    world, tp = numbers if len(numbers) == 2 else (None, None)
+    per_node = current_value(run, "trainer.n_gpus_per_node")
+    if world is None and isinstance(per_node, int):
+        nodes = current_value(run, "trainer.nnodes")
+        world = per_node * (nodes if isinstance(nodes, int) else 1)  # verl's default: 1 node
+    current = current_value(run, key)
+    tp = current if isinstance(current, int) and current > 0 else tp
+    suggested = divisor_at_most(world, tp) if world and tp else None
+    detail = f" ({world} GPUs here)" if world else ""
+    return advise(
+        run,
+        key,
+        f"The rollout engine splits each model over tensor_model_parallel_size GPUs, so it must "
+        f"divide the number of GPUs{detail}.",
+        "verl:workers/fsdp_workers.py",
+        suggest=suggested,
+        rule="a divisor of trainer.n_gpus_per_node × trainer.nnodes",
+    )
+
+
+def _sglang_override(key: str, why: str) -> Advice:
+    parameter = f"{RO}.engine_kwargs.sglang.{key}"
+    return Advice(parameter, None, True, f"++{parameter}=True", why, "sglang:server_arguments")
+
+
+def _sglang_advice(story: CrashStory) -> list[Advice]:
+    overlap = any("event_loop_overlap" in x.text for x in story.lines)
+    where = " (the crash is in event_loop_overlap)" if overlap else ""
+    return [
+        env_advice(
+            "sglang",
+            "another SGLang release (the one your verl release pins, or the next fix release)",
+            "A crash inside SGLang's scheduler (update_running_batch, the event loops) is "
+            "usually an SGLang bug, often a CUDA illegal memory access in multi-turn rollouts.",
+            "verl:docs/workers/sglang_worker",
+        ),
+        _sglang_override(
+            "disable_overlap_schedule",
+            f"Overlap scheduling runs the next batch's scheduling alongside the GPU step{where}; "
+            "turning it off avoids that code path at some speed cost.",
+        ),
+        _sglang_override(
+            "disable_cuda_graph",
+            "A fault inside a replayed CUDA graph surfaces in the scheduler; without CUDA graphs "
+            "decoding is slower but the fault points at its real kernel.",
+        ),
+    ]

@@ -20,6 +20,7 @@ from ._common import (
     env_advice,
     find_lines,
     gpu_memory_advice,
+    halve_advice,
     micro_batch_advice,
     occurrences,
     where,
@@ -31,11 +32,10 @@ from ._signatures import (
     HOST_OOM_RE,
     KV_CACHE_KEYS,
     KV_CACHE_RE,
-    PHASE_LABELS,
     RAY_OOM_DOC,
     SignatureDetector,
     check_window,
-    phase_of,
+    phase_near,
 )
 
 
@@ -43,18 +43,22 @@ class CudaOom(SignatureDetector):
     """The GPU ran out of memory (CUDA OOM), with the training phase it happened in.
 
     What it detects:
-        `CUDA out of memory`, `torch.OutOfMemoryError` / `torch.cuda.OutOfMemoryError`, and
+        `CUDA out of memory`, `torch.OutOfMemoryError` / `torch.cuda.OutOfMemoryError`,
+        `CUDA error: out of memory` (also vLLM's cumem allocator's `CUDA Error: out of memory
+        at …cumem_allocator.cpp`, raised when the rollout engine wakes up), and
         `RayTaskError(OutOfMemoryError)` lines. The phase is read from the traceback around the
-        first one: the Ray task header (`ray::WorkerDict.actor_rollout_update_actor()`) or the
-        nearest verl frame (`generate_sequences`, `compute_log_prob`, `compute_ref_log_prob`,
-        `update_actor`, `update_critic`, `compute_values`). Evidence adds the allocation that
-        failed and the GPU's capacity when torch printed them, and whether the reserved GPU
-        memory metric climbed over the run (a leak).
+        first one, innermost first: verl's methods (`generate_sequences`, `compute_log_prob`,
+        `compute_ref_log_prob`, `update_actor`, `update_critic`, `compute_values`, `wake_up` /
+        `sleep`, `init_model`) in frames and Ray task headers
+        (`ray::WorkerDict.actor_rollout_update_actor()`), then the engine's, then `backward`
+        alone (a training update's backward pass). Evidence adds the allocation that failed,
+        the GPU's capacity, the memory PyTorch reserved but left unallocated (fragmentation),
+        and whether the reserved GPU memory metric climbed over the run (a leak).
 
     Why it matters:
-        The run stops. Which phase ran out decides the fix: the rollout (vLLM's KV cache share),
-        the log-prob passes (their micro batches) or the actor/critic update (the PPO micro
-        batch times the sequence length).
+        The run stops. Which phase ran out decides the fix: the rollout or its wake-up (vLLM's
+        share of GPU memory), the log-prob passes (their micro batches) or the actor/critic
+        update (the PPO micro batch times the sequence length).
 
     Example:
         (WorkerDict pid=3141) torch.OutOfMemoryError: CUDA out of memory. Tried to allocate
@@ -63,14 +67,18 @@ class CudaOom(SignatureDetector):
         (pid=3141, ip=10.0.0.2, actor_id=..., repr=<verl.single_controller.ray.base.WorkerDict ...>)
 
     Advice:
-        For the phase that ran out: the actor update → `actor.ppo_micro_batch_size_per_gpu` no
-        larger than the golden formula floor(24·1024 / (max_prompt_length +
-        max_response_length)) (halved when already below it); the log-prob passes →
-        `rollout.log_prob_micro_batch_size_per_gpu` / `ref.log_prob_micro_batch_size_per_gpu`;
-        the critic → its micro batches. Always: `rollout.gpu_memory_utilization` into the
-        advised range (or 0.1 lower). When the reserved GPU memory climbed over the steps before
-        the crash, suspect a vLLM KV-cache leak: `rollout.free_cache_engine=True` and
-        `rollout.enforce_eager=True`.
+        For the phase that ran out: the actor update (or a bare backward pass) →
+        `actor.ppo_micro_batch_size_per_gpu` no larger than the golden formula
+        floor(24·1024 / (max_prompt_length + max_response_length)) (halved when already below
+        it), or a halved `actor.ppo_max_token_len_per_gpu` with dynamic batch sizes; the
+        log-prob passes → `rollout.log_prob_micro_batch_size_per_gpu` /
+        `ref.log_prob_micro_batch_size_per_gpu`; the critic → its micro batches; the rollout,
+        its sleep/wake-up or the cumem allocator → `rollout.gpu_memory_utilization` lower and
+        `rollout.free_cache_engine=True`. Always: `rollout.gpu_memory_utilization` into the
+        advised range (or 0.1 lower). When torch reports a large share "reserved by PyTorch but
+        unallocated": `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`. When the reserved GPU
+        memory climbed over the steps before the crash, suspect a vLLM KV-cache leak:
+        `rollout.free_cache_engine=True` and `rollout.enforce_eager=True`.
 
     Known false positives:
         A worker that caught an OOM and retried with a smaller batch still prints the message;
@@ -80,6 +88,7 @@ class CudaOom(SignatureDetector):
     References:
         seed:grpo-pitfalls §1.2–1.3 (micro batch, golden formula), §4.1 (gpu_memory_utilization);
         seed:ppo-tuning §7.3 (KV-cache leak: memory climbing 45 → 48 GB, then OOM);
+        PyTorch docs, "CUDA memory management" (expandable_segments);
         tuning_knowledge.md C1, A1, A2, A9, B10.
     """
 
@@ -130,80 +139,55 @@ class CudaOom(SignatureDetector):
         first = hits[0]
         phase = None
         for hit in hits[:5]:  # the first tracebacks tell; later ones are repeats
-            phase = phase_of(run, hit, self.context_before, self.context_after)
+            phase = phase_near(run, hit.line_no, self.context_before, self.context_after)
             if phase:
                 break
         blob = "\n".join(h.text for h in hits[:50])
-        evidence: dict[str, Any] = {"phase": phase}
-        m = re.search(r"Tried to allocate ([\d.]+ ?[KMGT]i?B)", blob)
-        if m:
-            evidence["tried_to_allocate"] = m.group(1)
-        m = re.search(
-            r"total capacity of ([\d.]+ ?[KMGT]i?B)|([\d.]+ ?[KMGT]i?B) total capacity", blob
-        )
-        if m:
-            evidence["gpu_capacity"] = m.group(1) or m.group(2)
+        evidence: dict[str, Any] = {"phase": phase.id if phase else None}
+        if phase:
+            evidence["phase_method"] = phase.method
+        evidence.update(_memory_numbers(blob))
         leak = self._leak(run)
         if leak:
             evidence["memory_reserved_climb"] = leak
-        where_phase = f" during the {PHASE_LABELS[phase]}" if phase else ""
+        where_phase = f" during {phase.label}" if phase else ""
         message = f"CUDA out of memory{where_phase} at {where(first)}"
         if "tried_to_allocate" in evidence:
             message += f", trying to allocate {evidence['tried_to_allocate']}"
         message += f"; printed {occurrences(hits)} time(s)."
+        if _fragmented(evidence):
+            message += (
+                f" {evidence['reserved_unallocated']} was reserved by PyTorch but unallocated: "
+                "the memory is fragmented."
+            )
         if leak:
             message += (
                 f" {leak['metric']} climbed from {leak['start_gb']} to {leak['end_gb']} GB over "
                 "the run: a leak, not a one-off peak."
             )
+        advice = self._advice(run, phase.id if phase else None, leak)
+        if _fragmented(evidence):
+            advice.insert(0, _expandable_segments_advice(evidence))
         return self.signature_finding(
             hits,
             message,
             evidence=evidence,
-            advice=self._advice(run, phase, leak),
+            advice=advice,
             references=[f"{SEED_GRPO} §1.2", f"{SEED_GRPO} §4.1", f"{SEED_PPO} §7.3"],
         )
 
     def _advice(self, run: Run, phase: str | None, leak: dict[str, float] | None) -> list[Advice]:
         out: list[Advice] = []
         why_micro = "Activation memory grows with micro batch × sequence length."
-        if phase == "log-prob":
-            out.append(
-                micro_batch_advice(
-                    run, f"{RO}.log_prob_micro_batch_size_per_gpu", why_micro, f"{SEED_PPO} §2.3"
-                )
-            )
-        elif phase == "ref-log-prob":
-            out.append(
-                micro_batch_advice(
-                    run, f"{REF}.log_prob_micro_batch_size_per_gpu", why_micro, f"{SEED_PPO} §2.3"
-                )
-            )
-        elif phase == "update-critic":
-            out.append(
-                micro_batch_advice(
-                    run, "critic.ppo_micro_batch_size_per_gpu", why_micro, f"{SEED_GRPO} §1.2"
-                )
-            )
-        elif phase == "critic-values":
-            out.append(
-                micro_batch_advice(
-                    run, "critic.forward_micro_batch_size_per_gpu", why_micro, f"{SEED_GRPO} §1.2"
-                )
-            )
-        elif phase != "rollout":
-            out.append(
-                micro_batch_advice(
-                    run,
-                    f"{ACT}.ppo_micro_batch_size_per_gpu",
-                    why_micro
-                    + " Above ~12,000 tokens per GPU per micro step the OOM risk is high.",
-                    f"{SEED_GRPO} §1.2",
-                )
-            )
+        generation = phase in GENERATION_PHASES
+        if phase in MICRO_BATCH_KEYS:
+            key, source = MICRO_BATCH_KEYS[phase]
+            out.append(micro_batch_advice(run, key, why_micro, source))
+        elif phase in (None, "update-actor", "backward"):
+            out.extend(_actor_update_advice(run, why_micro))
         why_mem = (
-            "vLLM's KV cache is too big for the rollout to leave room."
-            if phase == "rollout"
+            "vLLM's KV cache (or waking it up) leaves the rollout no room."
+            if generation
             else "The memory vLLM keeps is memory the training passes cannot use."
         )
         mem = gpu_memory_advice(run, why_mem, always=True)
@@ -222,7 +206,7 @@ class CudaOom(SignatureDetector):
             if current is True:
                 continue
             explicit_off = key.endswith("free_cache_engine") and current is False
-            if leak or phase == "rollout" or explicit_off:
+            if leak or generation or explicit_off:
                 out.append(
                     advise(
                         run,
@@ -233,6 +217,84 @@ class CudaOom(SignatureDetector):
                     )
                 )
         return out
+
+
+# Phases whose memory is vLLM's: the rollout, waking it up / putting it to sleep, validation.
+GENERATION_PHASES = ("rollout", "weight-sync", "validation", "init")
+MICRO_BATCH_KEYS = {
+    "log-prob": (f"{RO}.log_prob_micro_batch_size_per_gpu", f"{SEED_PPO} §2.3"),
+    "ref-log-prob": (f"{REF}.log_prob_micro_batch_size_per_gpu", f"{SEED_PPO} §2.3"),
+    "update-critic": ("critic.ppo_micro_batch_size_per_gpu", f"{SEED_GRPO} §1.2"),
+    "critic-values": ("critic.forward_micro_batch_size_per_gpu", f"{SEED_GRPO} §1.2"),
+}
+SIZE = r"([\d.]+ ?[KMGT]i?B)"
+
+
+def _memory_numbers(blob: str) -> dict[str, str]:
+    """Sizes torch printed: the failed allocation, the GPU's capacity, reserved-but-unallocated."""
+    out: dict[str, str] = {}
+    m = re.search(rf"Tried to allocate {SIZE}", blob)
+    if m:
+        out["tried_to_allocate"] = m.group(1)
+    m = re.search(rf"total capacity of {SIZE}|{SIZE} total capacity", blob)
+    if m:
+        out["gpu_capacity"] = m.group(1) or m.group(2)
+    m = re.search(rf"{SIZE} is reserved by PyTorch but unallocated", blob)
+    if m:
+        out["reserved_unallocated"] = m.group(1)
+    return out
+
+
+def _gib(size: str | None) -> float | None:
+    m = re.match(r"([\d.]+) ?([KMGT])", size or "")
+    if m is None:
+        return None
+    return float(m.group(1)) * {"K": 2**-20, "M": 2**-10, "G": 1.0, "T": 1024.0}[m.group(2)]
+
+
+def _fragmented(evidence: dict[str, Any]) -> bool:
+    """Reserved-but-unallocated memory as large as the failed allocation (or ≥ 1 GiB)."""
+    free = _gib(evidence.get("reserved_unallocated"))
+    wanted = _gib(evidence.get("tried_to_allocate"))
+    return free is not None and free >= max(1.0, wanted or 0.0)
+
+
+def _expandable_segments_advice(evidence: dict[str, Any]) -> Advice:
+    return env_advice(
+        "PYTORCH_CUDA_ALLOC_CONF",
+        "expandable_segments:True",
+        f"{evidence['reserved_unallocated']} was reserved by PyTorch but unallocated: enough "
+        "memory, in pieces too small for the allocation. Expandable segments let the caching "
+        "allocator grow segments instead of fragmenting (set it in the Ray runtime env so the "
+        "workers get it).",
+        "pytorch:notes/cuda#environment-variables",
+    )
+
+
+def _actor_update_advice(run: Run, why: str) -> list[Advice]:
+    """The actor's micro batch, or its token budget when dynamic batch sizes are on."""
+    dynamic = current_value(run, f"{ACT}.use_dynamic_bsz")
+    out = []
+    if dynamic is not True:
+        out.append(
+            micro_batch_advice(
+                run,
+                f"{ACT}.ppo_micro_batch_size_per_gpu",
+                why + " Above ~12,000 tokens per GPU per micro step the OOM risk is high.",
+                f"{SEED_GRPO} §1.2",
+            )
+        )
+    if dynamic is not False:
+        out.append(
+            halve_advice(
+                run,
+                f"{ACT}.ppo_max_token_len_per_gpu",
+                "With use_dynamic_bsz=True the micro batches are packed up to this many tokens "
+                "per GPU: it is the update's activation budget.",
+                f"{SEED_GRPO} §1.2",
+            )
+        )
+    return out
 
 
 class HostOomWorkerKilled(SignatureDetector):
@@ -324,26 +386,7 @@ class HostOomWorkerKilled(SignatureDetector):
         )
 
     def _advice(self, run: Run) -> list[Advice]:
-        out: list[Advice] = []
-        keys = [f"{ACT}.fsdp_config.param_offload"]
-        if run.config_segments:
-            keys += [f"{ACT}.fsdp_config.optimizer_offload", f"{REF}.fsdp_config.param_offload"]
-        for key in keys:
-            current = run.config_value(key) if run.config_segments else None
-            if run.config_segments and current is not True:
-                continue
-            out.append(
-                advise(
-                    run,
-                    key,
-                    "Offloaded parameters/optimizer state are kept in host RAM; with several GPUs "
-                    "per node that is several copies (the same holds for optimizer_offload and "
-                    "the reference model's param_offload).",
-                    "verl:workers/fsdp_workers.py",
-                    suggest=False if current is True else None,
-                    rule="false when host memory is short",
-                )
-            )
+        out = offload_advice(run)
         out.append(
             env_advice(
                 "RAY_memory_usage_threshold",
@@ -355,6 +398,36 @@ class HostOomWorkerKilled(SignatureDetector):
             )
         )
         return out
+
+
+OFFLOAD_KEYS = (
+    f"{ACT}.fsdp_config.param_offload",
+    f"{ACT}.fsdp_config.optimizer_offload",
+    f"{REF}.fsdp_config.param_offload",
+)
+
+
+def offload_advice(run: Run) -> list[Advice]:
+    """CPU offload turned off where the run has it on (without a config: the rule, once)."""
+    known = bool(run.config_segments or run.meta.get("overrides"))
+    out: list[Advice] = []
+    for key in OFFLOAD_KEYS if known else OFFLOAD_KEYS[:1]:
+        current = current_value(run, key)
+        if known and current is not True:
+            continue
+        out.append(
+            advise(
+                run,
+                key,
+                "Offloaded parameters/optimizer state are kept in host RAM; with several GPUs "
+                "per node that is several copies (the same holds for optimizer_offload and "
+                "the reference model's param_offload).",
+                "verl:workers/fsdp_workers.py",
+                suggest=False if current is True else None,
+                rule="false when host memory is short",
+            )
+        )
+    return out
 
 
 class VllmKvCacheNoMemory(SignatureDetector):

@@ -36,13 +36,19 @@ class RayWorkerRegistrationFailed(SignatureDetector):
     """Ray workers could not register with the raylet, so the cluster never came up.
 
     What it detects:
-        `Failed to register worker ... to Raylet` and `Unable to register worker with raylet`
-        (often followed by `End of file`), usually printed before the first step.
+        `Failed to register worker ... to Raylet` and `Unable to register worker with raylet`,
+        in all their endings: `End of file` (the raylet closed the connection), `No such file
+        or directory` (the raylet's socket is gone), or none. Usually printed before the first
+        step. Evidence: which ending.
 
     Why it matters:
-        Training never starts. The seed article traces it to a Ray version conflict (verl 0.2
-        wants ray ≥ 2.33, and an old protobuf in some CUDA images breaks it), not to the network;
-        asking Ray for more CPUs than the node has gives the same symptom.
+        Training never starts. This is a Ray session problem, not a verl setting. The seed
+        article traces `End of file` to a Ray version conflict (verl 0.2 wants ray ≥ 2.33, and
+        an old protobuf in some CUDA images breaks it); `No such file or directory` means the
+        worker could not find the raylet's Unix socket under the session's temp dir (the raylet
+        died, or another `ray stop` / cleanup removed `/tmp/ray`, or the container's temp dir
+        is not the one Ray started in); asking Ray for more CPUs than the node has gives the
+        same symptom.
 
     Example:
         [2025-03-01 12:00:01,234 E 4321 4321] core_worker.cc:499: Failed to register worker
@@ -50,15 +56,20 @@ class RayWorkerRegistrationFailed(SignatureDetector):
         [RayletClient] Unable to register worker with raylet. End of file
 
     Advice:
-        Reinstall Ray with its dependencies: `pip install --force-reinstall "ray[default]>=2.33.0"`,
-        delete `/tmp/ray`, and retry. Set `ray_init.num_cpus` to the CPUs the node really has.
+        `End of file`: reinstall Ray with its dependencies (`pip install --force-reinstall
+        "ray[default]>=2.33.0"`), delete `/tmp/ray`, and retry. `No such file or directory`:
+        `ray stop --force`, remove the stale sessions under `/tmp/ray`, give Ray a short temp
+        dir of its own (`RAY_TMPDIR`, a Unix socket path must stay under ~107 characters), and
+        read `raylet.out` for the raylet's own failure. Both: set `ray_init.num_cpus` to the
+        CPUs the node (or container) really has.
 
     Known false positives:
         A worker that fails to register during a normal shutdown (after the last step) prints
-        the same line; check the evidence's step hint.
+        the same line; it is then reported at info.
 
     References:
-        seed:ppo-tuning §7.1; tuning_knowledge.md C2.
+        seed:ppo-tuning §7.1; tuning_knowledge.md C2; Ray docs, "Logging" (session directory,
+        raylet.out).
     """
 
     code = "LS012"
@@ -70,28 +81,54 @@ class RayWorkerRegistrationFailed(SignatureDetector):
 
     def build(self, run: Run, hits: list[Hit]) -> Finding:
         eof = any("End of file" in h.text for h in hits)
+        no_socket = any("No such file or directory" in h.text for h in hits)
         message = f"Ray could not register a worker with the raylet at {where(hits[0])}"
-        message += " (End of file: usually a Ray/protobuf version conflict)." if eof else "."
-        advice = [
-            env_advice(
-                "ray",
-                'pip install --force-reinstall "ray[default]>=2.33.0"; rm -rf /tmp/ray',
-                "Conflicting Ray/protobuf versions stop workers from registering; "
-                "reinstall Ray with its extras and clear its temp dir.",
-                f"{SEED_PPO} §7.1",
-            ),
+        if no_socket:
+            message += (
+                " (No such file or directory: the raylet's socket is gone — a Ray session or "
+                "temp-dir problem, not a verl setting)."
+            )
+        elif eof:
+            message += " (End of file: usually a Ray/protobuf version conflict)."
+        else:
+            message += "."
+        advice = []
+        if no_socket:
+            advice.append(
+                env_advice(
+                    "RAY_TMPDIR",
+                    "a short local directory of this job's own, e.g. /tmp/ray_$USER",
+                    "The worker did not find the raylet's Unix socket in the session dir: the "
+                    "raylet died (see raylet.out) or the dir was removed or is not shared with "
+                    "this process. Run `ray stop --force`, remove stale /tmp/ray sessions, "
+                    "and start Ray in a temp dir of its own.",
+                    "ray:ray-observability/user-guides/configure-logging",
+                )
+            )
+        if eof or not no_socket:
+            advice.append(
+                env_advice(
+                    "ray",
+                    'pip install --force-reinstall "ray[default]>=2.33.0"; rm -rf /tmp/ray',
+                    "Conflicting Ray/protobuf versions stop workers from registering; "
+                    "reinstall Ray with its extras and clear its temp dir.",
+                    f"{SEED_PPO} §7.1",
+                )
+            )
+        advice.append(
             advise(
                 run,
                 "ray_init.num_cpus",
-                "Requesting more CPUs than the node has also stops workers from starting.",
+                "Requesting more CPUs than the node (or container) has also stops workers "
+                "from starting.",
                 f"{SEED_PPO} §7.1",
                 rule="the number of CPUs the node really has",
-            ),
-        ]
+            )
+        )
         return self.signature_finding(
             hits,
             message,
-            evidence={"end_of_file": eof},
+            evidence={"end_of_file": eof, "no_such_file": no_socket},
             advice=advice,
             references=[f"{SEED_PPO} §7.1"],
         )

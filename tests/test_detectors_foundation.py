@@ -459,11 +459,16 @@ def test_run_crashed_generic_exception_at_end():
     assert f.step == 41 and f.severity == "error"
 
 
-def test_run_crashed_silent_when_training_continued_or_specific_signature():
+def test_run_crashed_silent_when_training_continued_names_specific_signature():
     series = {"actor/pg_loss": [0.04] * 7}
     assert RunCrashed().detect(run_from_log(L.SURVIVED_TRACEBACK, series=series)) == []
-    assert RunCrashed().detect(run_from_log(L.OOM_UPDATE_ACTOR)) == []
-    assert RunCrashed().detect(run_from_log(L.CONFIG_ERROR_09)) == []
+    # a specific diagnosis explains the crash: run-crashed is the verdict and names it
+    f = only(RunCrashed().detect(run_from_log(L.OOM_UPDATE_ACTOR)), "LS017")
+    assert f.evidence["explained_by"] == "cuda-oom" and "(see cuda-oom)" in f.message
+    assert f.evidence["phase"] == "update-actor" and "after step 57" in f.message
+    f = only(RunCrashed().detect(run_from_log(L.CONFIG_ERROR_09)), "LS017")
+    assert f.evidence["explained_by"] == "batch-size-divisibility-error"
+    assert f.evidence["exception_type"] == "AssertionError"
 
 
 def test_run_crashed_keyboard_interrupt_is_warning():
@@ -496,12 +501,16 @@ def test_healthy_log_is_silent(cls):
     ],
 )
 def test_crash_only_log_yields_exactly_its_signature(text, code):
-    """A log with no step lines still gets its diagnosis, and only one crash diagnosis."""
+    """A log with no step lines still gets its diagnosis, one specific diagnosis and the
+    run-crashed verdict naming it."""
     run = run_from_log(text)
     findings = [f for cls in ALL_MINE for f in cls().detect(run)]
     crash_codes = {f.code for f in findings} - {"LS016"}
-    assert crash_codes == {code}
+    assert crash_codes == {code, "LS017"}
     assert all(severity_at_least(f.severity, "warning") for f in findings)
+    verdict = only(findings, "LS017")
+    named = {f.name for f in findings if f.code == code}
+    assert code == "LS017" or verdict.evidence["explained_by"] in named
 
 
 def test_findings_are_json_serialisable():
@@ -590,8 +599,8 @@ def test_crash_only_console_log_is_read_and_diagnosed(tmp_path, text, code):
     run = load(path)[0]
     assert run.n_steps == 0
     codes = {f.code for f in _analyze(run)}
-    assert code in codes
-    assert not ({"LS010", "LS011", "LS012", "LS013", "LS014", "LS015", "LS017"} - {code}) & codes
+    assert code in codes and "LS017" in codes  # the specific diagnosis and the verdict
+    assert not ({"LS010", "LS011", "LS012", "LS013", "LS014", "LS015"} - {code}) & codes
 
 
 @pytest.mark.skipif(not HAS_CONSOLE, reason="console reader not installed yet")
@@ -721,7 +730,8 @@ def test_max_num_batched_tokens_too_small():
     f = only(MaxNumBatchedTokensTooSmall().detect(run_from_log(text, config=config)), "LS020")
     advice = advice_for(f, "actor_rollout_ref.rollout.max_num_batched_tokens")
     assert advice.suggested == 5120 and advice.current == 8192  # verl default
-    assert RunCrashed().detect(run_from_log("Traceback (most recent call last):\n" + text)) == []
+    verdict = RunCrashed().detect(run_from_log("Traceback (most recent call last):\n" + text))
+    assert only(verdict, "LS017").evidence["explained_by"] == "max-num-batched-tokens-too-small"
 
 
 @pytest.mark.skipif(not HAS_CONSOLE, reason="console reader not installed yet")
@@ -819,7 +829,8 @@ def test_tensors_on_different_devices_micro_batch_vs_tp():
     config["actor_rollout_ref"]["actor"]["ppo_micro_batch_size_per_gpu"] = 8
     f = TensorsOnDifferentDevices().detect(run_from_log(text, config=config))[0]
     assert f.advice[0].override is None  # already a multiple: only the rule
-    assert RunCrashed().detect(run_from_log("Traceback (most recent call last):\n" + text)) == []
+    verdict = RunCrashed().detect(run_from_log("Traceback (most recent call last):\n" + text))
+    assert only(verdict, "LS017").evidence["explained_by"] == "tensors-on-different-devices"
 
 
 @pytest.mark.parametrize(

@@ -27,7 +27,7 @@ import polars as pl
 from logscope.exceptions import IngestError
 from logscope.ingest import console_items
 from logscope.ingest import verl_text as vt
-from logscope.ingest.console_parser import ConsoleParser, FastPart
+from logscope.ingest.console_parser import PROGRESS_DONE, ConsoleParser, FastPart
 from logscope.ingest.console_run import looks_like_verl
 from logscope.ingest.files import ByteChunks, read_head
 from logscope.model import Run, Source
@@ -310,17 +310,23 @@ def _split_cr(frame: pl.DataFrame, bar_seen: bool) -> tuple[pl.DataFrame, bool]:
 
 def _all_noise(raw: pl.Expr) -> pl.Expr:
     """A line of `\\r`-joined noise segments (tqdm bars, blanks) and no `step:`."""
-    return raw.str.contains(ALL_NOISE) & ~raw.str.contains("step:", literal=True)
+    return (
+        raw.str.contains(ALL_NOISE)
+        & ~raw.str.contains("step:", literal=True)
+        & ~raw.str.contains(PROGRESS_DONE, literal=True)
+    )
 
 
 def _noise(raw: pl.Expr) -> pl.Expr:
-    """Segments ConsoleParser ignores for sure: blank, only a prefix, a tqdm bar."""
+    """Segments ConsoleParser ignores for sure: blank, only a prefix, a tqdm bar (but not one at
+    100%: the parser notes where training ended)."""
     return (
         (raw == "")
         | raw.str.contains(vt.EMPTYISH)
         | (
             ~raw.str.contains("step:", literal=True)
             & ~raw.str.contains("\x1b", literal=True)
+            & ~raw.str.contains(PROGRESS_DONE, literal=True)
             & (raw.str.contains("%|", literal=True) | raw.str.contains("it [", literal=True))
             & raw.str.contains(vt.TQDM)
         )

@@ -51,6 +51,8 @@ def _starts_traceback(text: str) -> bool:
     return text[:1] in " \t" and 'File "' in text and TRACEBACK_START_RE.search(text) is not None
 
 
+PROGRESS_DONE = "100%|"
+PROGRESS_DONE_RE = re.compile(r"Training Progress: *100%\|")
 OVERRIDES_RE = re.compile(r"Error executing job with overrides: \[(.*)")
 # A line a copy cut off (no blank at the cut) before the rest that follows it.
 WRAP_MIN_LENGTH = 60
@@ -169,6 +171,8 @@ class ConsoleParser:
         self.events: list[Event] = []
         self.names: set[str] = set()
         self.saw_progress = False
+        # where the text shows training ended (the progress bar at 100%, W&B's footer)
+        self.run_end: dict[str, dict[str, int | None]] = {}
         self.logger_lines = False
         self.total_training_steps: int | None = None
         self.damage = 0
@@ -267,6 +271,8 @@ class ConsoleParser:
                 return
         if vt.is_tqdm(raw):
             self.saw_progress = self.saw_progress or "Training Progress" in raw
+            if PROGRESS_DONE in raw and PROGRESS_DONE_RE.search(raw):
+                self.run_end["progress_done"] = {"line": line_no, "after_step": self._last_step}
             self._flush()
             return
         if not clean:
@@ -421,6 +427,8 @@ class ConsoleParser:
         if (clean.startswith("wandb:") or self.wandb.mode is not None) and self.wandb.take(
             line_no, clean
         ):
+            if "wandb_footer" not in self.run_end:
+                self.run_end["wandb_footer"] = {"line": line_no, "after_step": self._last_step}
             return
         body = clean
         level = None

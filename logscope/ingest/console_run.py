@@ -244,6 +244,8 @@ def _meta(run: Run, names: set[str], parser: ConsoleParser, fast: FastPart) -> d
         meta["overrides"] = dict(parser.overrides)
     if parser.wandb.summary:
         meta["wandb_summary"] = dict(parser.wandb.summary)
+    if parser.run_end:  # for telling a crash from a normal shutdown
+        meta["run_end"] = {k: dict(v) for k, v in parser.run_end.items()}
     if parser.pasted_step_records and parser.loose.steps():
         meta["layout"] = "non-native"
     if parser._kind_counts:

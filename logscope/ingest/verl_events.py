@@ -17,7 +17,7 @@ EVENT_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("grad-norm-not-finite", r"grad_norm is not finite"),
         (
             "cuda-oom",
-            r"CUDA out of memory|CUDA error: out of memory|torch\.(?:cuda\.)?OutOfMemoryError"
+            r"CUDA out of memory|(?i:CUDA error: out of memory)|torch\.(?:cuda\.)?OutOfMemoryError"
             r"|RayTaskError\(OutOfMemoryError\)|OutOfMemoryError: CUDA",
         ),
         (
@@ -35,7 +35,8 @@ EVENT_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         (
             "vllm-error",
             r"failed to be inspected|No available memory for the cache blocks"
-            r"|EngineDeadError|EngineCore (?:encountered|failed)"
+            r"|EngineDeadError|EngineCore (?:encountered|failed)|^Process EngineCore_\w*:"
+            r"|Engine core initialization failed|cumem_allocator"
             r"|model context length should be greater|max_num_batched_tokens is smaller",
         ),
         (
@@ -47,13 +48,23 @@ EVENT_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             r"|ConfigKeyError|Could not override|has been removed\. Please set"
             r"|tensor parallel size should be|is not divisible by infer_world_size"
             r"|Expected all tensors to be on the same device|must enable use_remove_padding"
-            r"|should be greater than 0 when enabling do_sample",
+            r"|should be greater than 0 when enabling do_sample|is not divisible by infer_tp"
+            r"|Key '[^']*' (?:is )?not in |Missing mandatory value|mismatched input '"
+            r"|LexerNoViableAltException|Could not (?:append to|delete from) config"
+            r"|Interpolation key '|could not be converted to |^\s*full_key: "
+            r"|MissingMandatoryValue|ConfigCompositionException|^To append to your config use",
         ),
         (
             "ray-error",
             r"(?:Failed|Unable) to register worker|ray\.exceptions\.\w+|RayActorError"
             r"|ActorDiedError|RaySystemError|The actor died|actor died unexpectedly"
-            r"|WorkerCrashedError|GCS (?:server )?(?:failed|died|connection)",
+            r"|WorkerCrashedError|GCS (?:server )?(?:failed|died|connection)"
+            r"|A worker died or was killed|The actor is dead|Worker exit type: "
+            r"|Owner's node has crashed|^Job '[^']+' failed|Job entrypoint command failed",
+        ),
+        (
+            "fatal",
+            r"hit an exception|^Process EngineCore_\w*:|HYDRA_FULL_ERROR=1 for a complete",
         ),
         ("total-training-steps", r"^Total training steps: [0-9]+"),
         (
@@ -98,6 +109,7 @@ EVENT_KEYWORDS: dict[str, tuple[str, ...]] = {
         "Engine",
         "model context length",
         "max_num_batched_tokens",
+        "cumem_allocator",
     ),
     "config-error": (
         "must ",
@@ -112,6 +124,15 @@ EVENT_KEYWORDS: dict[str, tuple[str, ...]] = {
         "Could not override",
         "is not divisible",
         "Expected all tensors",
+        "Key '",
+        "Missing mandatory",
+        "mismatched input",
+        "LexerNoViableAlt",
+        "Could not",
+        "Interpolation key",
+        "could not be converted",
+        "full_key: ",
+        "To append",
     ),
     "ray-error": (
         "to register worker",
@@ -122,7 +143,13 @@ EVENT_KEYWORDS: dict[str, tuple[str, ...]] = {
         "actor died",
         "WorkerCrashedError",
         "GCS ",
+        "worker died",
+        "actor is dead",
+        "Worker exit type",
+        "node has crashed",
+        "Job ",
     ),
+    "fatal": ("hit an exception", "Process EngineCore", "HYDRA_FULL_ERROR"),
     "total-training-steps": ("Total training steps: ",),
     "checkpoint-load": ("checkpoint", "Resuming from ", "Setting global step to"),
     "checkpoint-save": ("local_global_step_folder: ", "aving checkpoint"),

@@ -1,0 +1,797 @@
+"""Crash signatures in made-up (real-shaped) log text: the run-crashed verdict with its phase and
+innermost cause, the specific diagnoses (cuda-oom, ray-actor-died, vllm-error,
+hydra-config-error, …), normal shutdown, nested RayTaskError chains and cut-off text.
+
+Runs are built from text with the console reader and analysed with the whole pipeline.
+"""
+
+from __future__ import annotations
+
+import pytest
+from logscope.detectors._crash_story import crash_story
+from logscope.detectors._signatures import phase_at, phase_of_call
+from logscope.detectors.hydra_errors import closest_key
+
+from logscope.analyze import analyze_run
+from logscope.ingest.console import read_text
+from logscope.ingest.verl_events import classify
+from logscope.model import ConfigSegment, severity_at_least
+from tests import _foundation_logs as L
+
+W = "(WorkerDict pid=3141)"
+T = "(TaskRunner pid=2231)"
+HEADER = "(pid=3141, ip=10.0.0.2, actor_id=7d1c0f6b, repr=<verl.single_controller.ray.base.WorkerDict object at 0x7f2c>)"
+
+
+def steps(*numbers: int) -> str:
+    return "".join(f"{T} step:{n} - actor/pg_loss:0.04 - actor/grad_norm:0.31\n" for n in numbers)
+
+
+def run_of(text: str, config: dict | None = None, meta: dict | None = None):
+    run = read_text(text)
+    if config is not None:
+        run.config_segments = [ConfigSegment(0, config)]
+    run.meta.update(meta or {})
+    return run
+
+
+def findings_of(text: str, config: dict | None = None, meta: dict | None = None):
+    return analyze_run(run_of(text, config, meta)).findings
+
+
+def by_name(findings) -> dict:
+    return {f.name: f for f in findings}
+
+
+def loud(findings) -> set[str]:
+    return {f.name for f in findings if severity_at_least(f.severity, "warning")}
+
+
+def advice_for(finding, parameter):
+    found = [a for a in finding.advice if a.parameter == parameter]
+    assert found, [a.parameter for a in finding.advice]
+    return found[0]
+
+
+CONFIG_7B = {
+    "data": {"train_batch_size": 256, "max_prompt_length": 512, "max_response_length": 1024},
+    "actor_rollout_ref": {
+        "model": {"path": "Qwen/Qwen2-7B-Instruct"},
+        "rollout": {
+            "gpu_memory_utilization": 0.8,
+            "n": 4,
+            "log_prob_micro_batch_size_per_gpu": 32,
+            "tensor_model_parallel_size": 2,
+            "free_cache_engine": False,
+        },
+        "ref": {"log_prob_micro_batch_size_per_gpu": 16},
+        "actor": {"ppo_micro_batch_size_per_gpu": 8, "ppo_mini_batch_size": 64},
+    },
+    "trainer": {"n_gpus_per_node": 8, "nnodes": 1},
+}
+
+# ---- GPU out of memory ---------------------------------------------------------------------------
+
+OOM_LOG_PROB = steps(11, 12) + (
+    f"{T} Traceback (most recent call last):\n"
+    f'{T}   File "/verl/trainer/ppo/ray_trainer.py", line 1002, in fit\n'
+    f"{T}     old_log_prob = self.actor_rollout_wg.compute_log_prob(batch)\n"
+    f'{T}   File "/verl/single_controller/ray/base.py", line 48, in __call__\n'
+    f"{T}     output = ray.get(output)\n"
+    f"{T} ray.exceptions.RayTaskError(OutOfMemoryError): "
+    f"ray::WorkerDict.actor_rollout_compute_log_prob() {HEADER}\n"
+    f'{T}   File "/verl/workers/fsdp_workers.py", line 760, in compute_log_prob\n'
+    f"{T}     output = self.actor.compute_log_prob(data=data)\n"
+    f'{T}   File "/verl/workers/actor/dp_actor.py", line 300, in compute_log_prob\n'
+    f"{T}     logits = self.actor_module(input_ids)\n"
+    f"{T} torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.50 GiB. GPU 0 has a "
+    "total capacity of 79.15 GiB of which 1.20 GiB is free. Of the allocated memory 70.10 GiB is "
+    "allocated by PyTorch, and 512.00 MiB is reserved by PyTorch but unallocated.\n"
+)
+
+OOM_WAKE_UP = steps(19, 20) + (
+    f"{T} Traceback (most recent call last):\n"
+    f'{T}   File "/verl/trainer/ppo/ray_trainer.py", line 980, in fit\n'
+    f"{T}     gen_batch_output = self.actor_rollout_wg.generate_sequences(gen_batch)\n"
+    f"{T} ray.exceptions.RayTaskError(RuntimeError): "
+    f"ray::WorkerDict.actor_rollout_generate_sequences() {HEADER}\n"
+    f'{T}   File "/verl/workers/fsdp_workers.py", line 700, in generate_sequences\n'
+    f"{T}     with self.rollout_sharding_manager:\n"
+    f'{T}   File "/verl/workers/sharding_manager/fsdp_vllm.py", line 120, in __enter__\n'
+    f"{T}     self.inference_engine.wake_up()\n"
+    f'{T}   File "/usr/lib/python3/site-packages/vllm/device_allocator/cumem.py", line 230, '
+    "in wake_up\n"
+    f"{T}     create_and_map(handle)\n"
+    f"{T} RuntimeError: CUDA Error: out of memory at /workspace/csrc/cumem_allocator.cpp:62\n"
+)
+
+OOM_BACKWARD_FRAGMENTED = (
+    f'{W}   File "/usr/lib/python3/site-packages/torch/_tensor.py", line 648, in backward\n'
+    f"{W}     torch.autograd.backward(\n"
+    f'{W}   File "/usr/lib/python3/site-packages/torch/autograd/graph.py", line 824, '
+    "in _engine_run_backward\n"
+    f"{W}     return Variable._execution_engine.run_backward(\n"
+    f"{W} torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.12 GiB. GPU 0 has a "
+    "total capacity of 79.19 GiB of which 2.11 GiB is free. Of the allocated memory 43.48 GiB is "
+    "allocated by PyTorch, and 30.59 GiB is reserved by PyTorch but unallocated. If reserved but "
+    "unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True.\n"
+    f"{W} wandb: Run history:\n"
+    f"{W} wandb:   actor/entropy_loss ██▇▇▇\n"
+)
+
+
+def test_oom_in_compute_log_prob_advises_log_prob_micro_batch_and_crash_verdict():
+    found = by_name(findings_of(OOM_LOG_PROB, config=CONFIG_7B))
+    oom = found["cuda-oom"]
+    assert oom.evidence["phase"] == "log-prob"
+    micro = advice_for(oom, "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu")
+    assert micro.current == 32 and micro.suggested == 16  # golden floor(24·1024/1536) = 16
+    params = [a.parameter for a in oom.advice]
+    assert "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu" not in params
+    assert "env:PYTORCH_CUDA_ALLOC_CONF" not in params  # 512 MiB is not fragmentation
+    crash = found["run-crashed"]
+    assert crash.severity == "error"
+    assert crash.message.startswith(
+        "The run crashed during the old log-prob computation (compute_log_prob) after step 12:"
+    )
+    assert "CUDA out of memory (see cuda-oom)" in crash.message
+    assert crash.evidence["exception_type"] == "torch.OutOfMemoryError"
+    assert crash.evidence["exception_chain"][0] == "ray.exceptions.RayTaskError(OutOfMemoryError)"
+    assert crash.step == 12
+
+
+def test_cumem_allocator_oom_on_wake_up_is_weight_sync_with_memory_share_advice():
+    found = by_name(findings_of(OOM_WAKE_UP, config=CONFIG_7B))
+    oom = found["cuda-oom"]
+    assert oom.evidence["phase"] == "weight-sync"
+    assert advice_for(oom, "actor_rollout_ref.rollout.gpu_memory_utilization").suggested == 0.4
+    assert advice_for(oom, "actor_rollout_ref.rollout.free_cache_engine").suggested is True
+    params = [a.parameter for a in oom.advice]
+    assert not any("micro_batch" in p for p in params)
+    assert "weight sync" in found["run-crashed"].message
+
+
+def test_backward_oom_with_fragmentation_advises_expandable_segments():
+    found = by_name(findings_of(OOM_BACKWARD_FRAGMENTED))
+    oom = found["cuda-oom"]
+    assert oom.evidence["phase"] == "backward"
+    assert oom.evidence["reserved_unallocated"] == "30.59 GiB"
+    env = advice_for(oom, "env:PYTORCH_CUDA_ALLOC_CONF")
+    assert env.suggested == "expandable_segments:True"
+    assert advice_for(oom, "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu")
+    assert "backward pass" in oom.message and "fragmented" in oom.message
+    # W&B's end-of-run block after the crash does not make it a normal shutdown
+    assert found["run-crashed"].severity == "error"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "RuntimeError: CUDA error: out of memory",
+        "RuntimeError: CUDA Error: out of memory at /workspace/csrc/cumem_allocator.cpp:62",
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB.",
+        "torch.cuda.OutOfMemoryError: CUDA out of memory.",
+    ],
+)
+def test_cuda_oom_wordings(line):
+    assert "cuda-oom" in by_name(findings_of(f"{W} {line}\n"))
+
+
+# ---- vLLM / SGLang rollout engines ----------------------------------------------------------
+
+ENGINE_CORE_FAILED = (
+    "(AsyncvLLMServer pid=5222) Process EngineCore_0:\n"
+    "(AsyncvLLMServer pid=5222) Traceback (most recent call last):\n"
+    '(AsyncvLLMServer pid=5222)   File "/envs/verl/lib/python3.10/multiprocessing/process.py", '
+    "line 314, in _bootstrap\n"
+    "(AsyncvLLMServer pid=5222)     self.run()\n"
+    '(AsyncvLLMServer pid=5222)   File "/envs/verl/lib/python3.10/site-packages/vllm/v1/engine/'
+    'core.py", line 329, in __init__\n'
+    "(AsyncvLLMServer pid=5222)     self.model_executor = executor_class(vllm_config)\n"
+    "(AsyncvLLMServer pid=5222) ImportError: libcudart.so.12: cannot open shared object file: "
+    "No such file or directory\n"
+    "(AsyncvLLMServer pid=5222) ERROR 05-02 10:00:00 [core.py:396] EngineCore failed to start.\n"
+    f"{T} ray.exceptions.RayTaskError(RuntimeError): ray::AsyncvLLMServer.init_engine() {HEADER}\n"
+    f"{T} RuntimeError: Engine core initialization failed. See root cause above.\n"
+)
+
+VLLM_USE_V1 = (
+    "Traceback (most recent call last):\n"
+    '  File "/verl/trainer/main_ppo.py", line 40, in main\n'
+    "    run_ppo(config)\n"
+    f"ray.exceptions.RayTaskError(ValueError): ray::AsyncvLLMServer.init_engine() {HEADER}\n"
+    '  File "/verl/workers/rollout/vllm_rollout/vllm_async_server.py", line 267, in init_engine\n'
+    "    self.engine = AsyncLLM.from_vllm_config(vllm_config)\n"
+    '  File "/usr/lib/python3/site-packages/vllm/v1/engine/async_llm.py", line 143, '
+    "in from_vllm_config\n"
+    "    raise ValueError(\n"
+    "ValueError: Using V1 AsyncLLMEngine, but envs.VLLM_USE_V1=False. This should not happen.\n"
+)
+
+SGLANG_CRASH = steps(29, 30) + (
+    f"{W} [2025-08-15 00:16:56] Scheduler hit an exception: Traceback (most recent call last):\n"
+    f'{W}   File "/opt/site-packages/sglang/srt/managers/scheduler.py", line 3000, '
+    "in run_scheduler_process\n"
+    f"{W}     scheduler.event_loop_overlap()\n"
+    f'{W}   File "/opt/site-packages/sglang/srt/managers/scheduler.py", line 839, '
+    "in event_loop_overlap\n"
+    f"{W}     batch = self.get_next_batch_to_run()\n"
+    f'{W}   File "/opt/site-packages/sglang/srt/managers/scheduler.py", line 1683, '
+    "in update_running_batch\n"
+    f"{W}     batch.filter_batch()\n"
+    f"{W} RuntimeError: CUDA error: an illegal memory access was encountered\n"
+)
+
+
+def test_engine_core_failure_names_the_root_cause_not_the_wrapper():
+    found = by_name(findings_of(ENGINE_CORE_FAILED))
+    vllm = found["vllm-error"]
+    assert vllm.evidence["exception"].startswith("ImportError: libcudart.so.12")
+    assert vllm.evidence["phase"] == "init"
+    crash = found["run-crashed"]
+    assert crash.evidence["exception_type"] == "ImportError"  # not "Engine core initialization…"
+    assert "(see vllm-error)" in crash.message and "initialisation" in crash.message
+    assert loud(found.values()) == {"vllm-error", "run-crashed"}
+
+
+def test_error_raised_in_vllm_code_is_a_vllm_error_with_env_advice():
+    found = by_name(findings_of(VLLM_USE_V1))
+    vllm = found["vllm-error"]
+    assert "from_vllm_config (vllm/v1/engine/async_llm.py)" in vllm.message
+    assert advice_for(vllm, "env:VLLM_USE_V1").suggested == 1
+    assert found["run-crashed"].evidence["explained_by"] == "vllm-error"
+    assert found["run-crashed"].evidence["phase"] == "init"
+
+
+def test_error_raised_in_verl_code_is_not_a_vllm_error():
+    text = VLLM_USE_V1.replace("/usr/lib/python3/site-packages/vllm/v1/engine/", "/verl/utils/")
+    found = by_name(findings_of(text))
+    assert "vllm-error" not in found
+    assert found["run-crashed"].evidence["exception_type"] == "ValueError"
+
+
+def test_kv_cache_error_is_the_specific_diagnosis_not_vllm_error():
+    text = VLLM_USE_V1.replace(
+        "ValueError: Using V1 AsyncLLMEngine, but envs.VLLM_USE_V1=False. This should not happen.",
+        "ValueError: No available memory for the cache blocks. Try increasing "
+        "`gpu_memory_utilization` when initializing the engine.",
+    )
+    found = by_name(findings_of(text))
+    assert "vllm-kv-cache-no-memory" in found and "vllm-error" not in found
+    assert "(see vllm-kv-cache-no-memory)" in found["run-crashed"].message
+
+
+def test_engine_dead_during_generation_is_rollout_phase():
+    text = steps(7, 8) + (
+        f"{T} Traceback (most recent call last):\n"
+        f'{T}   File "/verl/trainer/ppo/ray_trainer.py", line 980, in fit\n'
+        f"{T} ray.exceptions.RayTaskError(EngineDeadError): "
+        f"ray::WorkerDict.actor_rollout_generate_sequences() {HEADER}\n"
+        f'{T}   File "/verl/workers/rollout/vllm_rollout/vllm_rollout_spmd.py", line 300, '
+        "in generate_sequences\n"
+        f"{T} vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See "
+        "stack trace (above) for the root cause.\n"
+    )
+    found = by_name(findings_of(text))
+    assert found["vllm-error"].evidence["phase"] == "rollout"
+    assert "rollout (generate_sequences) after step 8" in found["run-crashed"].message
+
+
+def test_sglang_scheduler_crash_is_run_crashed_only_with_sglang_advice():
+    found = findings_of(SGLANG_CRASH)
+    assert loud(found) == {"run-crashed"}
+    crash = by_name(found)["run-crashed"]
+    assert crash.evidence["phase"] == "rollout"
+    assert "SGLang" in crash.message and "illegal memory access" in crash.message
+    params = {a.parameter for a in crash.advice}
+    assert "env:sglang" in params
+    overlap = advice_for(
+        crash, "actor_rollout_ref.rollout.engine_kwargs.sglang.disable_overlap_schedule"
+    )
+    assert overlap.override.startswith("++") and "event_loop_overlap" in overlap.rationale
+
+
+# ---- Ray --------------------------------------------------------------------------------------
+
+ACTOR_DIED = steps(4, 5) + (
+    f"{T} Traceback (most recent call last):\n"
+    f'{T}   File "/verl/trainer/ppo/ray_trainer.py", line 1021, in fit\n'
+    f"{T}     actor_output = self.actor_rollout_wg.update_actor(batch)\n"
+    f'{T}   File "/verl/single_controller/ray/base.py", line 42, in func\n'
+    f"{T}     output = ray.get(output)\n"
+    f"{T} ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.\n"
+    f"{T}         class_name: create_colocated_worker_cls.<locals>.WorkerDict\n"
+    f"{T}         name: 07GxnAWorkerDict_0:3\n"
+    f"{T} The actor is dead because its worker process has died. Worker exit type: SYSTEM_ERROR "
+    "Worker exit detail: Worker unexpectedly exits with a connection error code 2. End of file. "
+    "There are some potential root causes. (1) The process is killed by SIGKILL by OOM killer "
+    "due to high memory usage. (2) ray stop --force is called.\n"
+)
+
+RAYLET_SIGTERM = (
+    "(raylet) A worker died or was killed while executing a task by an unexpected system error. "
+    "To troubleshoot the problem, check the logs for the dead worker. Worker PID: 269812 Worker "
+    "exit type: SYSTEM_ERROR Worker exit detail: Worker exits unexpectedly by a signal. "
+    "SystemExit is raised (sys.exit is called). Exit code: 1. The process receives a SIGTERM.\n"
+)
+
+
+def test_actor_died_vanished_process_explained_with_host_memory_advice():
+    offload = {"actor_rollout_ref": {"actor": {"fsdp_config": {"param_offload": True}}}}
+    found = by_name(findings_of(ACTOR_DIED, config=offload))
+    died = found["ray-actor-died"]
+    assert died.severity == "error"
+    assert died.evidence["exit_type"] == "SYSTEM_ERROR" and died.evidence["vanished"] is True
+    assert died.evidence["actor_name"] == "07GxnAWorkerDict_0:3"
+    assert died.evidence["phase"] == "update-actor"
+    assert "OOM killer" in died.message and "ray stop --force" in died.message
+    assert "env:dmesg" in {a.parameter for a in died.advice}
+    assert advice_for(died, "actor_rollout_ref.actor.fsdp_config.param_offload").suggested is False
+    crash = found["run-crashed"]
+    assert "during the actor update (update_actor) after step 5" in crash.message
+    assert "(see ray-actor-died)" in crash.message
+
+
+def test_worker_death_message_cut_mid_sentence():
+    text = steps(1, 2) + "(raylet) A worker died or was killed while executing a task by an unex\n"
+    found = by_name(findings_of(text))
+    died = found["ray-actor-died"]
+    assert died.evidence["message_cut"] is True and "cut off" in died.message
+    assert found["run-crashed"].evidence["explained_by"] == "ray-actor-died"
+
+
+def test_sigterm_while_training_is_a_crash_stopped_from_outside():
+    found = by_name(findings_of(steps(1, 2, 3) + RAYLET_SIGTERM))
+    died = found["ray-actor-died"]
+    assert died.severity == "error" and died.evidence["signal"] == "SIGTERM"
+    assert "stopped from outside" in died.message
+    assert "env:job-scheduler" in {a.parameter for a in died.advice}
+    assert found["run-crashed"].severity == "error"
+
+
+@pytest.mark.parametrize(
+    ("line", "signal"),
+    [
+        (
+            "ray.exceptions.WorkerCrashedError: The worker died unexpectedly while executing this "
+            "task. Check python-core-worker-*.log files for more information.",
+            None,
+        ),
+        (
+            "(raylet) A worker died or was killed while executing a task by an unexpected system "
+            "error. Worker exit type: SYSTEM_ERROR Worker exit detail: Worker exits with an exit "
+            "code 137.",
+            "SIGKILL",
+        ),
+        (
+            "ray.exceptions.RayActorError: The actor died because its owner has died. Owner's "
+            "node has crashed.",
+            None,
+        ),
+    ],
+)
+def test_death_wordings(line, signal):
+    found = by_name(findings_of(steps(1) + line + "\n"))
+    assert found["ray-actor-died"].evidence["signal"] == signal
+    assert found["run-crashed"].evidence["cause_kind"] == "actor-died"
+
+
+def test_death_with_host_oom_is_explained_by_host_memory():
+    text = steps(30) + (
+        "(raylet) [2025-05-02 10:11:12,345 E 123 123] node_manager.cc:3049: 1 Workers (tasks / "
+        "actors) killed due to memory pressure (OOM), 0 Workers crashed due to other reasons at "
+        "node (ID: 5f1e2d, IP: 10.0.0.2) over the last time period.\n"
+        + ACTOR_DIED.split("\n", 2)[2]
+    )
+    found = by_name(findings_of(text))
+    assert found["run-crashed"].evidence["explained_by"] == "host-oom-worker-killed"
+    assert "host-oom-worker-killed" in found["ray-actor-died"].message
+
+
+def test_death_that_training_survived_is_info():
+    found = by_name(findings_of(steps(1, 2) + RAYLET_SIGTERM + steps(3, 4)))
+    assert found["ray-actor-died"].severity == "info"
+    assert "run-crashed" not in found
+
+
+@pytest.mark.parametrize(
+    ("ending", "no_such_file"),
+    [(". No such file or directory", True), (". End of file", False), ("", False)],
+)
+def test_ray_registration_variants(ending, no_such_file):
+    text = (
+        "2025-04-16 17:59:03,445\tINFO worker.py:1743 -- Started a local Ray instance.\n"
+        "[2025-04-16 18:02:10,426 E 4034584 4034584] core_worker.cc:228: Failed to register worker "
+        "01000000ffffffffffffffffffffffffffffffffffffffffffffffff to Raylet. IOError: "
+        f"[RayletClient] Unable to register worker with raylet{ending}\n"
+    )
+    found = by_name(findings_of(text))
+    reg = found["ray-worker-registration-failed"]
+    params = {a.parameter for a in reg.advice}
+    assert ("env:RAY_TMPDIR" in params) is no_such_file
+    assert ("env:ray" in params) is not no_such_file
+    assert "ray_init.num_cpus" in params
+    assert found["run-crashed"].evidence["explained_by"] == "ray-worker-registration-failed"
+
+
+def test_nccl_timeout_with_earlier_cuda_oom_is_explained_by_the_oom():
+    text = steps(98, 99) + (
+        f"{W} torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB.\n"
+        f"(WorkerDict pid=812) [rank3]:[E502 10:11:12.0 ProcessGroupNCCL.cpp:616] [Rank 3] "
+        "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5, OpType=ALLREDUCE, "
+        "Timeout(ms)=600000) ran for 600043 milliseconds before timing out.\n"
+    )
+    found = by_name(findings_of(text))
+    assert {"cuda-oom", "nccl-error"} <= set(found)
+    assert found["run-crashed"].evidence["explained_by"] == "cuda-oom"
+
+
+# ---- Hydra / OmegaConf ----------------------------------------------------------------------
+
+HYDRA_OVERRIDE = (
+    "Could not override 'actor_rollout_ref.actor.ppo_micro_batch_size_per_gp'.\n"
+    "To append to your config use +actor_rollout_ref.actor.ppo_micro_batch_size_per_gp=8\n"
+    "Key 'ppo_micro_batch_size_per_gp' is not in struct\n"
+    "    full_key: actor_rollout_ref.actor.ppo_micro_batch_size_per_gp\n"
+    "    object_type=dict\n"
+    "\n"
+    "Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace.\n"
+)
+
+
+def test_hydra_override_typo_suggests_the_closest_key_from_the_config_dump():
+    found = by_name(findings_of(HYDRA_OVERRIDE, config=CONFIG_7B))
+    hydra = found["hydra-config-error"]
+    assert hydra.evidence["full_key"] == "actor_rollout_ref.actor.ppo_micro_batch_size_per_gp"
+    assert hydra.evidence["closest_key"] == "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu"
+    advice = hydra.advice[0]
+    assert advice.parameter == "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu"
+    assert advice.override == "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=8"
+    assert loud(findings_of(HYDRA_OVERRIDE)) == {"hydra-config-error", "run-crashed"}
+
+
+def test_hydra_error_without_a_config_dump_names_the_key_without_guessing():
+    hydra = by_name(findings_of(HYDRA_OVERRIDE))["hydra-config-error"]
+    assert hydra.evidence["closest_key"] is None
+    assert "'actor_rollout_ref.actor.ppo_micro_batch_size_per_gp'" in hydra.message
+    assert hydra.advice[0].override is None
+
+
+@pytest.mark.parametrize(
+    ("text", "error", "key"),
+    [
+        (
+            f"{W} omegaconf.errors.ConfigKeyError: Key 'enable_activation_offloading' not in "
+            f"'HFModelConfig'\n{W}     full_key: enable_activation_offloading\n"
+            f"{W}     object_type=HFModelConfig\n",
+            "cls",
+            "enable_activation_offloading",
+        ),
+        (
+            "omegaconf.errors.ConfigAttributeError: Key 'rollout_n' is not in struct\n"
+            "    full_key: actor_rollout_ref.rollout_n\n    object_type=dict\n",
+            "key",
+            "rollout_n",
+        ),
+        (
+            "omegaconf.errors.MissingMandatoryValue: Missing mandatory value: "
+            "actor_rollout_ref.rollout.name\n    full_key: actor_rollout_ref.rollout.name\n",
+            "missing",
+            "actor_rollout_ref.rollout.name",
+        ),
+        (
+            "Could not append to config. An item is already at 'trainer.total_epochs'.\n",
+            "append",
+            "trainer.total_epochs",
+        ),
+        (
+            "hydra.errors.OverrideParseException: mismatched input '=' expecting <EOF>\n"
+            "See https://hydra.cc/docs/1.2/advanced/override_grammar/basic for details\n",
+            "token",
+            None,
+        ),
+    ],
+)
+def test_hydra_and_omegaconf_wordings(text, error, key):
+    found = by_name(findings_of(text))
+    hydra = found["hydra-config-error"]
+    assert hydra.evidence["error"] == error and hydra.evidence["key"] == key
+    assert found["run-crashed"].evidence["explained_by"] == "hydra-config-error"
+
+
+def test_lexer_error_is_a_grammar_error():
+    text = "hydra.errors.OverrideParseException: LexerNoViableAltException: data.files=[a\n"
+    hydra = by_name(findings_of(text))["hydra-config-error"]
+    assert hydra.advice[0].parameter == "env:hydra-override"
+
+
+def test_error_executing_job_alone_is_not_a_hydra_error():
+    text = (
+        steps(0).replace("actor/pg_loss:0.04 - actor/grad_norm:0.31", "val/test_score/x:0.86")
+        + "Error executing job with overrides: ['data.train_batch_size=32', "
+        "'actor_rollout_ref.rollout.tensor_model_parallel_size=2']\n"
+    )
+    found = findings_of(text)
+    assert loud(found) == {"run-crashed"}
+    crash = by_name(found)["run-crashed"]
+    assert "the cause is not in the log" in crash.message
+    assert "Error executing job with overrides" in crash.message
+    assert "initial validation (step 0)" in crash.message
+    assert advice_for(crash, "env:HYDRA_FULL_ERROR").suggested == 1
+
+
+def test_closest_key_uses_siblings_then_leaves():
+    known = ["a.b.lr", "a.b.clip_ratio", "a.c.clip_ratio_high", "trainer.total_epochs"]
+    assert closest_key("a.b.clip_ratoi", known) == "a.b.clip_ratio"
+    assert closest_key("total_epoch", known) == "trainer.total_epochs"
+    assert closest_key("something_else", known) is None
+    assert closest_key("a.b.lr", []) is None
+
+
+# ---- verl's own checks ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "RuntimeError: 'AssertionError: only support equal chunk. Got size of DataProto 1020 and "
+        "chunk 8.'",
+        'Traceback (most recent call last):\\n  File "/verl/protocol.py", line 500, in chunk\\n'
+        "    assert len(self) % chunks == 0\\nAssertionError: only support equal chunk. Got size "
+        "of DataProto 1020 and chunk 8.",
+    ],
+    ids=["quoted", "flattened"],
+)
+def test_batch_checks_match_quoted_and_flattened_text(line):
+    found = by_name(findings_of(steps(1) + f"{T} {line}\n"))
+    batch = found["batch-size-divisibility-error"]
+    assert batch.evidence["numbers"] == [1020, 8]
+    assert found["run-crashed"].evidence["explained_by"] == "batch-size-divisibility-error"
+
+
+def test_flattened_traceback_yields_its_innermost_exception():
+    text = (
+        "ray.exceptions.RayTaskError(KeyError): ray::TaskRunner.run()\\n  File "
+        '"/verl/trainer/ppo/ray_trainer.py", line 720, in _validate\\n    x = d["acc"]\\n'
+        "KeyError: 'acc'\n"
+    )
+    story = crash_story(run_of(text))
+    assert story.crashed and story.cause.type == "KeyError"
+    assert story.phase.id == "validation"
+
+
+def test_tp_not_dividing_world_size_is_run_crashed_with_tp_advice():
+    text = (
+        f"ray.exceptions.RayTaskError(AssertionError): ray::WorkerDict.actor_rollout_init_model() "
+        f"{HEADER}\n"
+        '  File "/verl/workers/fsdp_workers.py", line 471, in _build_rollout\n'
+        "    assert self.world_size % infer_tp == 0, (\n"
+        "AssertionError: rollout world_size: 8 is not divisible by infer_tp: 3\n"
+    )
+    found = findings_of(text)
+    assert loud(found) == {"run-crashed"}  # not a batch-size error
+    crash = by_name(found)["run-crashed"]
+    assert crash.evidence["phase"] == "init"
+    tp = advice_for(crash, "actor_rollout_ref.rollout.tensor_model_parallel_size")
+    assert tp.suggested == 2  # the largest divisor of 8 not above 3
+    # from the run's own config when the message has no numbers
+    overrides = {
+        "trainer.n_gpus_per_node": 6,
+        "actor_rollout_ref.rollout.tensor_model_parallel_size": 4,
+    }
+    text = text.replace(
+        "rollout world_size: 8 is not divisible by infer_tp: 3",
+        "tensor parallel size should be less than or equal to the world size",
+    )
+    crash = by_name(findings_of(text, meta={"overrides": overrides}))["run-crashed"]
+    tp = advice_for(crash, "actor_rollout_ref.rollout.tensor_model_parallel_size")
+    assert tp.current == 4 and tp.suggested == 3
+
+
+# ---- phases -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("func", "path", "phase"),
+    [
+        ("generate_sequences", "/verl/workers/fsdp_workers.py", "rollout"),
+        ("compute_log_prob", "/verl/workers/actor/dp_actor.py", "log-prob"),
+        ("compute_ref_log_prob", "/verl/workers/fsdp_workers.py", "ref-log-prob"),
+        ("update_policy", "/verl/workers/actor/dp_actor.py", "update-actor"),
+        ("update_critic", "/verl/workers/fsdp_workers.py", "update-critic"),
+        ("compute_values", "/verl/workers/critic/dp_critic.py", "critic-values"),
+        ("wake_up", "/vllm/entrypoints/llm.py", "weight-sync"),
+        ("sleep", "/verl/workers/rollout/vllm_rollout/vllm_async_server.py", "weight-sync"),
+        ("__enter__", "/verl/workers/sharding_manager/fsdp_vllm.py", "weight-sync"),
+        ("update_weights", "/verl/workers/rollout/sglang_rollout.py", "weight-sync"),
+        ("_validate", "/verl/trainer/ppo/ray_trainer.py", "validation"),
+        ("_save_checkpoint", "/verl/trainer/ppo/ray_trainer.py", "checkpoint"),
+        ("init_model", "/verl/workers/fsdp_workers.py", "init"),
+        ("_initialize_llm_servers", "/verl/experimental/agent_loop/agent_loop.py", "init"),
+        ("from_pretrained", "/transformers/modeling_utils.py", "init"),
+        ("__init__", "/site-packages/vllm/v1/engine/core.py", "init"),
+        ("event_loop_overlap", "/site-packages/sglang/srt/managers/scheduler.py", "rollout"),
+        ("step", "/site-packages/vllm/v1/engine/llm_engine.py", "rollout"),
+        ("shutdown", "/site-packages/vllm/v1/engine/core_client.py", "shutdown"),
+        ("backward", "/site-packages/torch/_tensor.py", "backward"),
+    ],
+)
+def test_phase_of_call(func, path, phase):
+    assert phase_of_call(func, path).id == phase
+
+
+@pytest.mark.parametrize(
+    ("func", "path"),
+    [("sleep", "/usr/lib/python3.10/asyncio/tasks.py"), ("fit", "/verl/trainer/ray_trainer.py")],
+)
+def test_phase_of_generic_calls_is_none(func, path):
+    assert phase_of_call(func, path) is None
+
+
+def frame(func: str, path: str = "/verl/workers/fsdp_workers.py") -> str:
+    return f'File "{path}", line 1, in {func}'
+
+
+def test_phase_at_prefers_verl_methods_then_innermost():
+    torch = "/site-packages/torch/autograd/__init__.py"
+    texts = [frame("update_actor"), frame("update_policy"), frame("backward", torch), "X"]
+    assert phase_at(texts, 3).id == "update-actor"  # specific beats the generic backward
+    texts = [frame("generate_sequences"), frame("__enter__", "/x/sharding_manager/a.py"), "E"]
+    assert phase_at(texts, 2).id == "weight-sync"  # innermost of the same tier
+    texts = [frame("_validate"), "Traceback (most recent call last):", frame("backward"), "E"]
+    assert phase_at(texts, 3).id == "backward"  # not across the start of its traceback
+    header = (
+        f"Unhandled error (suppress with 'X'): ray::WorkerDict.actor_rollout_init_model() {HEADER}"
+    )
+    assert phase_at(
+        [frame("_raise", "/omegaconf/_utils.py"), "ConfigKeyError: k", header], 1
+    ).id == ("init")  # a Ray task header printed after the exception
+    assert phase_at([], 0) is None
+
+
+# ---- normal shutdown, chains, cut-off text -------------------------------------------------
+
+
+FINISHED = steps(209, 210) + (
+    f"{T} (\"Final validation metrics: {{'val-core/openai/gsm8k/acc/mean@1': 0.71}}\")\n"
+)
+
+
+def test_sigterm_after_final_validation_is_a_normal_shutdown():
+    found = findings_of(FINISHED + RAYLET_SIGTERM)
+    assert "run-crashed" not in by_name(found)
+    died = by_name(found)["ray-actor-died"]
+    assert died.severity == "info" and "normal shutdown" in died.message
+    assert not loud(found)
+
+
+def test_death_after_the_last_step_or_wandb_end_is_a_normal_shutdown():
+    total = findings_of(steps(9, 10) + RAYLET_SIGTERM, meta={"total_training_steps": 10})
+    assert not loud(total) and by_name(total)["ray-actor-died"].severity == "info"
+    # W&B's end-of-run block, as an event (the console reader keeps it as the W&B summary)
+    wandb = steps(9, 10) + "wandb: Run summary:\nwandb:   actor/pg_loss 0.04\n" + RAYLET_SIGTERM
+    run = L.make_run({"actor/pg_loss": [0.04] * 2}, steps=[9, 10], events=L.events_from_text(wandb))
+    story = crash_story(run)
+    assert story.shutdown and not story.crashed and "W&B" in story.finish_note
+
+
+@pytest.mark.parametrize(
+    "ending",
+    [
+        f"{T} Training Progress: 100%|██████████| 10/10 [10:00<00:00, 60.0s/it]\n",
+        f"{T} wandb: Run summary:\n{T} wandb:   actor/pg_loss 0.04\n",
+    ],
+)
+def test_end_of_training_that_is_not_an_event_still_makes_a_shutdown(tmp_path, ending):
+    """The console reader drops tqdm bars and reads W&B's footer as a summary; it notes where
+    they stood (meta.run_end), through both of its paths."""
+    from logscope.ingest import load
+
+    log = tmp_path / "train.log"
+    log.write_text(steps(9, 10) + ending + RAYLET_SIGTERM)
+    for run in (load(log)[0], read_text(log.read_text())):
+        assert run.meta["run_end"]
+        found = analyze_run(run).findings
+        assert not loud(found) and by_name(found)["ray-actor-died"].severity == "info"
+    crashed = findings_of(steps(9) + RAYLET_SIGTERM + ending)  # the death came first
+    assert "run-crashed" in loud(crashed)
+    resumed = findings_of(steps(9, 10) + ending + steps(11) + RAYLET_SIGTERM)  # then a resume
+    assert "run-crashed" in loud(resumed)
+
+
+def test_real_exception_after_training_finished_is_a_warning():
+    text = FINISHED + (
+        f"{T} Traceback (most recent call last):\n"
+        f'{T}   File "/verl/trainer/ppo/ray_trainer.py", line 1200, in _save_checkpoint\n'
+        f"{T} OSError: [Errno 28] No space left on device\n"
+    )
+    crash = by_name(findings_of(text))["run-crashed"]
+    assert crash.severity == "warning" and "Training had finished" in crash.message
+    assert crash.evidence["phase"] == "checkpoint"
+
+
+def test_nested_ray_task_error_chain_and_cut_inner_exception():
+    chain = (
+        "Traceback (most recent call last):\n"
+        '  File "/verl/trainer/main_ppo.py", line 77, in run_ppo\n'
+        f"ray.exceptions.RayTaskError(ValueError): ray::TaskRunner.run() {HEADER}\n"
+        '  File "/verl/trainer/ppo/ray_trainer.py", line 866, in init_workers\n'
+        f"ray.exceptions.RayTaskError(ValueError): ray::WorkerDict.actor_rollout_init_model() {HEADER}\n"
+        '  File "/verl/workers/reward_manager/custom.py", line 12, in __init__\n'
+        "ValueError: reward function 'compute_score' not found in my_reward.py\n"
+    )
+    story = crash_story(run_of(chain))
+    assert [e.type for e in story.exceptions][:2] == ["ray.exceptions.RayTaskError(ValueError)"] * 2
+    assert story.cause.type == "ValueError" and "compute_score" in story.cause.message
+    assert story.phase.id == "init"
+    cut = chain.rsplit("\n", 3)[0] + "\n"  # the worker's frames and exception lost
+    story = crash_story(run_of(cut))
+    assert story.cause.type == "ValueError" and story.cause.message is None
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        (
+            f"{T} Unhandled error (suppress with 'RAY_IGNORE_UNHANDLED_ERRORS=1'): "
+            f"ray::WorkerDict.actor_rollout_ref_update_actor() {HEADER}\n"
+            f'{T}   File "/EasyR1/verl/workers/fsdp_workers.py", line 504, in update_actor\n'
+            f"{T}     metrics = self.actor.update_policy(data=data)\n",
+            "ends inside the traceback",
+        ),
+        (
+            "Traceback (most recent call last):\n"
+            '  File "/usr/lib/python3.10/runpy.py", line 196, in _run_module_as_main\n'
+            '  File "/verl/trainer/main_ppo.py", line 262, in <module>\n'
+            '  File "/usr/lib/python3/site-packages/hydra/_internal/utils.py", line 223, '
+            "in run_and_report\n"
+            "    raise ex\n",
+            "only the top of the traceback",
+        ),
+    ],
+    ids=["cut-frames", "launcher-only"],
+)
+def test_cut_off_traceback_says_the_cause_is_not_in_the_log(text, says):
+    crash = by_name(findings_of(text))["run-crashed"]
+    assert "the cause is not in the log" in crash.message and says in crash.message
+    assert crash.evidence["cause_in_log"] is False
+    if "update_actor" in text:
+        assert crash.evidence["phase"] == "update-actor"
+
+
+def test_keyboard_interrupt_is_a_warning_and_story_is_cached():
+    run = run_of(
+        steps(3)
+        + 'Traceback (most recent call last):\n  File "x.py", line 1, in fit\nKeyboardInterrupt\n'
+    )
+    assert crash_story(run) is crash_story(run)
+    crash = by_name(analyze_run(run).findings)["run-crashed"]
+    assert crash.severity == "warning" and "interrupted" in crash.message
+
+
+def test_healthy_run_ending_normally_has_no_crash_findings():
+    text = FINISHED + "wandb: Run summary:\nwandb:   actor/pg_loss 0.04\n"
+    assert not {f.name for f in findings_of(text)} & {"run-crashed", "ray-actor-died"}
+    assert not crash_story(run_of(text)).crashed
+
+
+# ---- the console parser keeps these lines ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "A worker died or was killed while executing a task by an unex",
+        "The actor is dead because its worker process has died. Worker exit type: SYSTEM_ERROR",
+        "Process EngineCore_0:",
+        "Scheduler hit an exception: boom",
+        "Key 'x' is not in struct",
+        "    full_key: actor_rollout_ref.actor.x",
+        "Missing mandatory value: actor_rollout_ref.rollout.name",
+        "Job 'raysubmit_7wNNGHdVi92R8wt2' failed",
+        "RuntimeError: CUDA Error: out of memory at /workspace/csrc/cumem_allocator.cpp:62",
+        "Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace.",
+    ],
+)
+def test_crash_lines_are_classified_as_events(line):
+    assert classify(line) is not None
