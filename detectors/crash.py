@@ -148,12 +148,11 @@ class RunCrashed(Detector):
     def _evidence(run: Run, story: CrashStory, line: LogLine) -> dict[str, Any]:
         sig = SIGNATURE_BY_KIND.get(story.kind) if story.kind else None
         cause = story.cause
-        return {
+        evidence: dict[str, Any] = {
             "exception_type": cause.type if cause else None,
-            "exception_message": quote(cause.message) if cause and cause.message else None,
+            "exception_message": quote(cause.message, 160) if cause and cause.message else None,
             "exception_chain": [e.type for e in story.exceptions[:10]],
             "line": line.line_no,
-            "quote": quote(line.text),
             "tracebacks": story.tracebacks,
             "last_step_logged": _last_step(run),
             "phase": story.phase.id if story.phase else None,
@@ -161,8 +160,11 @@ class RunCrashed(Detector):
             "cause_kind": story.kind,
             "explained_by": sig.finding if sig else None,
             "cause_in_log": cause is not None or story.kind is not None,
-            "missing": story.missing,
         }
+        evidence["quote"] = quote(line.text, 200)
+        if story.missing:
+            evidence["missing"] = story.missing
+        return evidence
 
     def _killed(self, run: Run, story: CrashStory) -> Finding:
         line = story.kinds["killed"]

@@ -11,11 +11,14 @@ from logscope.advice import SEED_GRPO, SEED_PPO, advise
 from logscope.aliases import resolve
 from logscope.detector import Detector
 from logscope.exceptions import BadDetectorParameters
+from logscope.health import REFERENCES, WARMUP_STEPS, grad_clip, recent_level, values_by_step
 from logscope.model import Advice, Finding, Run
 from logscope.verl_config import RO
 
+from ._common import grad_clip_advice
 from ._signal import best_split, binned, clean_series, concept_series, moving_average
 from ._stats import fmt, mad_sigma
+from .reward import constant_score, reward_fires_advice, score_story
 
 
 def _positive(label: str, value: float) -> None:
@@ -69,6 +72,21 @@ def _refine_up(steps: np.ndarray, values: np.ndarray, approx: float, half: float
     while k > 1 and sign * (wv[k - 1] - level) > 3 * spread:
         k -= 1
     return int(ws[k])
+
+
+def _values_off_returns(run: Run) -> tuple[float, float, float, int] | None:
+    """(values mean, returns min, returns max, step) at the last step after warm-up where the
+    critic's mean value lies outside the returns' range by more than that range (≥ 0.05)."""
+    values = values_by_step(run, "values_mean")
+    low = values_by_step(run, "returns_min")
+    high = values_by_step(run, "returns_max")
+    common = sorted(s for s in set(values) & set(low) & set(high) if s > WARMUP_STEPS)
+    if not common:
+        return None
+    step = common[-1]
+    v, lo, hi = values[step], low[step], high[step]
+    off = max(lo - v, v - hi, 0.0)
+    return (v, lo, hi, step) if off > max(hi - lo, 0.05) else None
 
 
 class CriticValueError(Detector):
@@ -157,7 +175,7 @@ class CriticValueError(Detector):
         es, ev = clean_series(run, ev_name)
         base_steps, _base_name = (vs, "vf") if len(vs) >= len(es) else (es, "ev")
         if len(base_steps) < max(self.min_duration, 6):
-            return []
+            return self._point_in_time(run)
         x, _ = binned(base_steps, base_steps.astype(float), self.max_points)
         width = float(np.median(np.diff(x))) if len(x) > 1 else 1.0
         vf = self._smooth_on(x, vs, vv)
@@ -190,6 +208,77 @@ class CriticValueError(Detector):
                 continue
             return [self._finding(run, x, a, b, vf, evs, adv, vf_name, ev_name, vs, vv, es, ev)]
         return []
+
+    def _point_in_time(self, run: Run) -> list[Finding]:
+        """Too few steps for a stretch: signs in the recent level, reported as info only."""
+        signs: list[str] = []
+        metrics: list[str] = []
+        steps: list[int] = []
+        evidence: dict[str, Any] = {"judged_on": "recent level (too few steps for a stretch)"}
+        ev_ref = REFERENCES["vf_explained_var"]
+        ev = recent_level(run, "vf_explained_var", keep=lambda step: step > WARMUP_STEPS)
+        if ev is not None and ev_ref.alarm_low is not None and ev.value <= ev_ref.alarm_low:
+            signs.append(f"{ev.metric} {fmt(ev.value)} (worse than predicting the mean return)")
+            metrics.append(ev.metric)
+            steps += ev.steps
+            evidence["explained_var"] = ev.value
+        gn_ref = REFERENCES["critic_grad_norm"]
+        gn = recent_level(run, "critic_grad_norm", keep=lambda step: step > WARMUP_STEPS)
+        clip, clip_source = grad_clip(run, "critic")
+        if gn is not None and gn_ref.alarm_high and gn.value >= gn_ref.alarm_high * clip:
+            signs.append(
+                f"{gn.metric} {fmt(gn.value)}, {gn.value / clip:.0f}× the clip {clip:g} "
+                f"({clip_source})"
+            )
+            metrics.append(gn.metric)
+            steps += gn.steps
+            evidence.update(critic_grad_norm=gn.value, critic_grad_clip=clip)
+        gap = _values_off_returns(run)
+        if gap is not None:
+            value, low, high, step = gap
+            signs.append(
+                f"critic/values/mean {fmt(value)} at step {step}, outside the returns' range "
+                f"{fmt(low)}–{fmt(high)}"
+            )
+            metrics.append(resolve(run, "values_mean") or "critic/values/mean")
+            steps.append(step)
+            evidence.update(values_mean=value, returns_min=low, returns_max=high)
+        if not signs:
+            return []
+        msg = (
+            "The critic looks off: "
+            + "; ".join(signs)
+            + ". One or two steps say little about a critic (early steps are its warm-up): "
+            "watch critic/vf_explained_var and critic/vf_loss over the next steps."
+        )
+        advice: list[Advice] = [
+            advise(
+                run,
+                "critic.optim.lr",
+                "A critic far from its targets with a huge gradient is often a critic LR far "
+                "from verl's default 1e-5 (too high diverges, too low never catches up).",
+                f"{SEED_PPO} §4",
+                suggest=None,
+                rule="about 1e-5 (verl's default); halve it if the value loss is rising",
+            )
+        ]
+        clip_advice = grad_clip_advice(
+            run, "critic", "The critic's gradient is far above its clip."
+        )
+        if clip_advice is not None and "critic_grad_norm" in evidence:
+            advice.append(clip_advice)
+        return [
+            self.finding(
+                severity="info",
+                message=msg,
+                metric=metrics[0],
+                step=min(steps),
+                end_step=max(steps),
+                evidence=evidence,
+                advice=advice,
+                references=[f"{SEED_PPO} §4.1", "verl:trainer/ppo/metric_utils.py"],
+            )
+        ]
 
     def _smooth_on(self, x: np.ndarray, s: np.ndarray, v: np.ndarray) -> np.ndarray:
         if len(s) == 0:
@@ -381,13 +470,15 @@ class AdvantageCollapse(Detector):
         s1, v1 = clean_series(run, mx_name)
         s2, v2 = clean_series(run, mn_name)
         steps = np.intersect1d(s1, s2)
-        if len(steps) < self.min_steps:
+        if len(steps) == 0:
             return []
         mx = _on(steps, s1, v1)
         mn = _on(steps, s2, v2)
         size = np.maximum(np.abs(mx), np.abs(mn))
         typical = float(np.median(size))
         eps = max(self.abs_eps, 2 * (run.value_resolution or 0.0))
+        if len(steps) < self.min_steps:
+            return self._short(run, steps, size, eps, mx_name)
         flat = size <= eps
         if typical > eps:
             flat = size <= max(eps, self.rel_eps * typical)
@@ -399,6 +490,85 @@ class AdvantageCollapse(Detector):
                 self._finding(run, steps, self._decay_start(size, a), b, size, typical, mx_name)
             ]
         return []
+
+    def _short(
+        self, run: Run, steps: np.ndarray, size: np.ndarray, eps: float, metric: str
+    ) -> list[Finding]:
+        """Fewer than `min_steps` steps: every one of them has advantages and pg_loss ~0."""
+        if not (size <= eps).all():
+            return []
+        wanted = [int(x) for x in steps]
+        pg = values_by_step(run, "pg_loss")
+        pg_at = [pg[s] for s in wanted if s in pg]
+        if any(abs(v) > eps for v in pg_at):
+            return []
+        first, last = wanted[0], wanted[-1]
+        where = f"step {first}" if len(wanted) == 1 else f"steps {first}–{last}"
+        msg = (
+            f"critic/advantages/max and /min are ~0 in every logged training step ({where}; "
+            f"largest |advantage| {fmt(float(size.max()))})"
+            + (", and actor/pg_loss is ~0" if pg_at else "")
+            + ": there is no learning signal."
+        )
+        score = constant_score(run, wanted)
+        if score is not None:
+            story = score_story(score, len(wanted))
+            msg += " " + story[0].upper() + story[1:]
+        advice = reward_fires_advice(run) if score is not None else self._advice(run)
+        return [
+            self.finding(
+                severity="warning",
+                message=msg,
+                metric=metric,
+                step=first,
+                end_step=last,
+                evidence={
+                    "steps": wanted,
+                    "max_abs_advantage": float(size.max()),
+                    "max_abs_pg_loss": max((abs(v) for v in pg_at), default=None),
+                    "epsilon": eps,
+                    "constant_score": score,
+                    "judged_on": "every logged step (too few for the stretch test)",
+                },
+                advice=advice,
+                references=[f"{SEED_GRPO} §2", "verl:trainer/ppo/core_algos.py"],
+            )
+        ]
+
+    def _advice(self, run: Run) -> list[Advice]:
+        """rollout.n (so groups can disagree), temperature 1.0, data of the right difficulty."""
+        n_now = advise(
+            run,
+            f"{RO}.n",
+            "GRPO's advantage is a sample's score relative to its group: a group needs enough "
+            "samples to disagree. n=1 makes every advantage 0 (verl does not check it), n=2 is "
+            "too noisy; 4 on a tight budget, 8 for reasoning tasks (n ≥ 16 costs ~+47% step "
+            "time).",
+            f"{SEED_GRPO} §2",
+            suggest=lambda cur: 4 if int(cur) < 4 else min(16, 2 * int(cur)),
+            rule="n ≥ 4 and even (4 tight budget, 8 reasoning)",
+        )
+        return [
+            n_now,
+            advise(
+                run,
+                f"{RO}.temperature",
+                "Sampling temperature below 1.0 makes a group's samples near-identical, so they "
+                "score alike.",
+                "verl:workers/rollout/vllm_rollout",
+                suggest=lambda cur: 1.0 if float(cur) < 1.0 else None,
+                rule="1.0 for GRPO rollouts",
+            ),
+            advise(
+                run,
+                "data.train_files",
+                "Prompts the model always solves (or never solves) give every sample the same "
+                "score: mix in problems it solves sometimes.",
+                f"{SEED_GRPO} §2",
+                suggest=None,
+                rule="training data of a difficulty the model solves part of the time",
+            ),
+        ]
 
     @staticmethod
     def _decay_start(size: np.ndarray, a: int) -> int:
@@ -456,38 +626,7 @@ class AdvantageCollapse(Detector):
             msg += " — every group's samples scored alike, so the policy gradient is 0."
         else:
             msg += "; the scores do not vary either: every sample gets the same reward."
-        n_now = advise(
-            run,
-            f"{RO}.n",
-            "GRPO's advantage is a sample's score relative to its group: a group needs enough "
-            "samples to disagree. n=1 makes every advantage 0 (verl does not check it), n=2 is "
-            "too noisy; 4 on a tight budget, 8 for reasoning tasks (n ≥ 16 costs ~+47% step "
-            "time).",
-            f"{SEED_GRPO} §2",
-            suggest=lambda cur: 4 if int(cur) < 4 else min(16, 2 * int(cur)),
-            rule="n ≥ 4 and even (4 tight budget, 8 reasoning)",
-        )
-        advice = [
-            n_now,
-            advise(
-                run,
-                f"{RO}.temperature",
-                "Sampling temperature below 1.0 makes a group's samples near-identical, so they "
-                "score alike.",
-                "verl:workers/rollout/vllm_rollout",
-                suggest=lambda cur: 1.0 if float(cur) < 1.0 else None,
-                rule="1.0 for GRPO rollouts",
-            ),
-            advise(
-                run,
-                "data.train_files",
-                "Prompts the model always solves (or never solves) give every sample the same "
-                "score: mix in problems it solves sometimes.",
-                f"{SEED_GRPO} §2",
-                suggest=None,
-                rule="training data of a difficulty the model solves part of the time",
-            ),
-        ]
+        advice = self._advice(run)
         evidence = {
             "start_step": start,
             "end_step": end,
@@ -496,7 +635,7 @@ class AdvantageCollapse(Detector):
             "typical_abs_advantage_before": float(np.median(before)) if len(before) else None,
             "score_spread_in_stretch": spread,
             "score_mean_std_in_stretch": mean_var,
-            "rollout_n": n_now.current,
+            "rollout_n": advice[0].current,
         }
         return self.finding(
             message=msg,

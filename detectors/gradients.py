@@ -15,7 +15,8 @@ class GradNormAboveClip(Detector):
     """The policy's gradient norm stays far above the clip value while PPO clipping stays active.
 
     What it detects:
-        Over the last half of the run, the median of `actor/grad_norm` (the norm before clipping)
+        Over the last half of the run (all of it when it has fewer than `min_steps` steps, down
+        to one), the median of `actor/grad_norm` (the norm before clipping)
         is at least `ratio` times the configured clip value (`actor.grad_clip`, or
         `actor.optim.clip_grad` on verl ≥ 0.8; verl's default 1.0 when unset), and
         `actor/pg_clipfrac`, when logged, is above zero on at least `clipfrac_share` of those
@@ -63,9 +64,10 @@ class GradNormAboveClip(Detector):
 
     def detect(self, run: Run) -> list[Finding]:
         steps, norms = finite(*run.series("actor/grad_norm"))
-        if len(norms) < self.min_steps:
+        if len(norms) == 0:
             return []
-        half = len(norms) // 2
+        # a short run (an excerpt) is judged on all its steps, a longer one on its last half
+        half = len(norms) // 2 if len(norms) >= self.min_steps else 0
         clip = _num(run.config_value(grad_clip_key(run))) or _num(
             run.config_value("actor_rollout_ref.actor.grad_clip")
         )

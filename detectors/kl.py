@@ -12,6 +12,7 @@ from logscope import verl_config
 from logscope.advice import SEED_GRPO, SEED_PPO, advise, current_value
 from logscope.detector import Detector
 from logscope.exceptions import BadDetectorParameters
+from logscope.health import REFERENCES, consecutive_jump, recent_level
 from logscope.model import Advice, Finding, Run
 from logscope.verl_config import ACT
 
@@ -33,6 +34,8 @@ from ._stats import fmt
 #: the article's calibration step (×0.7 / ×1.5 per round), applied in the direction the
 #: mechanics give: a larger KL coefficient pulls the policy back toward the reference.
 KL_COEF_STEP = 1 / 0.7
+#: in a run too short for changepoints, a rise to this many times the step before is a jump
+SHORT_JUMP_RATIO = 10.0
 
 
 def _positive(name: str, value: float) -> None:
@@ -103,7 +106,10 @@ class KLJump(Detector):
         `min_ratio` times the level before, the change is at least `z_threshold` noise units,
         and the rise completes within `max_rise_steps` logged steps (a slow drift is not a jump).
         Short spikes (a few steps) are found from robust z-scores against a running median
-        (`spike_z`). `actor/kl_loss`-like metrics are analysed on a log scale (their noise is
+        (`spike_z`). A run with fewer than `min_points` values (an excerpt) is judged by
+        `logscope.health`'s band instead: a rise to 10× the step before and above the band's
+        top (KL to the reference 0.05, 0.1 for PPO; `ppo_kl` 0.02), or a level of 1 nat
+        (`ppo_kl` 0.1) or more. `actor/kl_loss`-like metrics are analysed on a log scale (their noise is
         multiplicative); `actor/ppo_kl`, which sits near 0 and can be negative, on a linear one.
         The first `warmup_steps` steps are ignored: KL to the reference starts at 0.
 
@@ -130,7 +136,7 @@ class KLJump(Detector):
     Known false positives:
         A planned change (LR warm-up ending, a curriculum switch to harder prompts, resuming
         from a checkpoint with a different reference) raises KL by design. Very short runs
-        (< 20 logged steps) are not analysed.
+        (< 20 logged steps) get only the band test.
 
     References:
         seed:ppo-tuning §4.2; seed:grpo-pitfalls §3.3 (A16, mid-run coefficient changes);
@@ -176,6 +182,7 @@ class KLJump(Detector):
         for concept in self.concepts:
             s = load(run, concept, self.min_points)
             if s is None:
+                findings.extend(self._short(run, concept))
                 continue
             # ppo_kl sits near 0 and can be negative: a log scale only when it is positive
             log_scale = concept != "ppo_kl" or float(np.mean(s.values > 0)) >= 0.9
@@ -205,6 +212,50 @@ class KLJump(Detector):
                 cands.append((c, ratio))
         cands.sort(key=lambda cr: -cr[0].z)
         return [self._finding(run, s, c, r) for c, r in cands[: self.max_findings]]
+
+    def _short(self, run: Run, concept: str) -> list[Finding]:
+        """Too few steps for a changepoint: a 10× rise between consecutive steps to above the
+        healthy band, or a level far above it (`logscope.health`)."""
+        ref = REFERENCES[concept]
+        _, high = ref.healthy_range(run.meta.get("algorithm"))
+        if high is None or ref.alarm_high is None:
+            return []
+        jump = consecutive_jump(run, concept, SHORT_JUMP_RATIO, high)
+        level = recent_level(run, concept)
+        if jump is not None:
+            metric, step, end = jump.metric, jump.step_before, jump.step
+            message = (
+                f"{metric} jumped from {fmt(jump.before)} at step {jump.step_before} to "
+                f"{fmt(jump.after)} at step {jump.step} ({jump.ratio:.0f}×), above its healthy "
+                f"band (≤ {high:g})."
+            )
+            evidence = {"level_before": sig(jump.before), "level_after": sig(jump.after)}
+        elif level is not None and level.value >= ref.alarm_high:
+            metric, step, end = level.metric, level.steps[0], level.step
+            message = (
+                f"{metric} is {fmt(level.value)} {level.where()}, {level.value / high:.0f}× the "
+                f"top of its healthy band (≤ {high:g}): far out of band. The log is too short "
+                "to see where it rose."
+            )
+            evidence = {"level": sig(level.value), "alarm": ref.alarm_high}
+        else:
+            return []
+        evidence.update(
+            healthy_max=high,
+            judged_on="consecutive steps (too few for a changepoint)",
+            range_source=ref.source,
+        )
+        return [
+            self.finding(
+                message=message,
+                metric=metric,
+                step=step,
+                end_step=end,
+                evidence=evidence,
+                advice=self._advice(run, metric),
+                references=[f"{SEED_PPO} §4.2", f"{SEED_GRPO} §3.2"],
+            )
+        ]
 
     @staticmethod
     def _ratio(c: Change, log_scale: bool) -> float:

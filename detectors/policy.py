@@ -13,6 +13,17 @@ from logscope import verl_config
 from logscope.advice import SEED_PPO, advise, current_value
 from logscope.detector import Detector
 from logscope.exceptions import BadDetectorParameters
+from logscope.health import (
+    RECENT_STEPS,
+    REFERENCES,
+    clip_ratio_reliable,
+    consecutive_jump,
+    entropy_summed,
+    grad_clip,
+    recent_level,
+    response_cap,
+    values_by_step,
+)
 from logscope.model import Advice, Finding, Run
 from logscope.verl_config import ACT, RO
 
@@ -131,7 +142,9 @@ class EntropyCollapse(Detector):
         units, and entropy halves within max(`max_half_steps`, `max_half_fraction` × run length)
         logged steps of the onset, i.e. far faster than the slow decline of a healthy run. The step is where the
         fall starts (the knee of a flat-then-straight fit up to its 50 % point). Error when entropy ends below
-        `error_ratio` of its level before.
+        `error_ratio` of its level before. A run with fewer than `min_points` entropy values
+        (an excerpt of a few steps) cannot show a fall: there the median of its last 5 values
+        below 0.02 nats per token (`logscope.health`; a `.3f` 0.000 counts) is reported instead.
 
     Why it matters:
         With entropy near zero the policy samples the same tokens every time: GRPO groups become
@@ -190,7 +203,7 @@ class EntropyCollapse(Detector):
     def detect(self, run: Run) -> list[Finding]:
         s = load(run, "entropy", self.min_points)
         if s is None:
-            return []
+            return self._level(run)
         start = s.steps[0] + self.warmup_steps
         sm = smooth(s.values, 5)
         limit = max(self.max_half_steps, self.max_half_fraction * len(s))
@@ -235,6 +248,39 @@ class EntropyCollapse(Detector):
             )
         ]
 
+    def _level(self, run: Run) -> list[Finding]:
+        """Too few steps to see a fall: judge the recent level against the reference range."""
+        level = recent_level(run, "entropy")
+        ref = REFERENCES["entropy"]
+        if level is None or ref.alarm_low is None or level.value >= ref.alarm_low:
+            return []
+        shown = "0.000 (|x| < 5e-4)" if level.rounded else fmt(level.value)
+        n = len(load(run, "entropy") or ())
+        message = (
+            f"{level.metric} is {shown} {level.where()}, below {ref.alarm_low:g} nats per token: "
+            "the policy is almost deterministic (entropy collapse). The log holds "
+            f"{n} training step(s) with entropy, too few to see the fall; the level alone says "
+            "exploration is gone."
+        )
+        return [
+            self.finding(
+                message=message,
+                metric=level.metric,
+                step=level.steps[0],
+                end_step=level.step,
+                evidence={
+                    "level": sig(level.value),
+                    "steps": list(level.steps),
+                    "alarm_below": ref.alarm_low,
+                    "healthy_range": list(ref.healthy),
+                    "judged_on": "recent level (run too short for the change-based test)",
+                    "range_source": ref.source,
+                },
+                advice=self._advice(run),
+                references=["verl:workers/actor/dp_actor.py", "verl:trainer/ppo/core_algos.py"],
+            )
+        ]
+
     def _advice(self, run: Run) -> list[Advice]:
         out = [
             advise(
@@ -274,6 +320,122 @@ class EntropyCollapse(Detector):
             )
         )
         return out
+
+
+class EntropyBlowup(Detector):
+    """Policy entropy far above a healthy LLM's range: the model samples near-random text.
+
+    Reads `actor/entropy` (verl ≥ 0.4) or `actor/entropy_loss` (verl ≤ 0.3).
+
+    What it detects:
+        The median of the last `last_steps` logged entropy values above `max_entropy` nats per
+        token, at any run length (one step is enough): healthy verl runs sit at 0.1–0.8, and a
+        uniform distribution over a 150k-token vocabulary is 11.9. Error at `error_entropy` or
+        more. Skipped when `actor_rollout_ref.actor.loss_agg_mode` sums over tokens
+        (`seq-mean-token-sum…`), or the value is above 12.5 (ln of a 256k vocabulary, more than
+        any per-token entropy): `actor/entropy` is then a per-sequence sum.
+
+    Why it matters:
+        At 3+ nats per token the policy spreads its probability over dozens of tokens at every
+        position: rollouts turn into gibberish, rewards fall to 0 and the KL to the reference
+        climbs. It is the opposite failure to a collapse, usually an entropy bonus that outweighs
+        the policy loss or a learning rate high enough to wreck the weights.
+
+    Example:
+        step:42 - actor/entropy:4.87 - actor/pg_loss:-0.213 - critic/score/mean:0.0 - ...
+
+    Advice:
+        Switch off or halve the entropy bonus (`actor_rollout_ref.actor.entropy_coeff`), halve
+        the actor learning rate, and keep `actor_rollout_ref.rollout.temperature` at or below 1
+        (verl divides the logits by it when it computes log-probs and entropy).
+
+    Known false positives:
+        A sampling temperature above 1 on purpose raises the measured entropy; recipes that
+        maximise entropy early on. Token-sum loss aggregation is recognised and skipped.
+
+    References:
+        verl:workers/actor/dp_actor.py (entropy of logits / temperature, entropy_coeff);
+        verl:trainer/ppo/core_algos.py (agg_loss, loss_agg_mode).
+    """
+
+    code = "LS111"
+    name = "entropy-blowup"
+    title = "Entropy far above a healthy range"
+    concepts = ("entropy",)
+    default_severity = "warning"
+    groups = ("policy", "entropy")
+
+    def __init__(
+        self,
+        *,
+        max_entropy: float = 3.0,
+        error_entropy: float = 6.0,
+        last_steps: int = RECENT_STEPS,
+    ) -> None:
+        _check("max_entropy", max_entropy)
+        _check("error_entropy", error_entropy)
+        self.max_entropy = max_entropy
+        self.error_entropy = error_entropy
+        self.last_steps = last_steps
+
+    def detect(self, run: Run) -> list[Finding]:
+        level = recent_level(run, "entropy", self.last_steps)
+        if level is None or level.value <= self.max_entropy or entropy_summed(run, level.value):
+            return []
+        message = (
+            f"{level.metric} is {fmt(level.value)} nats per token {level.where()}, above "
+            f"{self.max_entropy:g} (healthy runs: 0.1–0.8; uniform over a 150k vocabulary: "
+            "11.9): the policy samples near-random text."
+        )
+        temperature = current_value(run, f"{RO}.temperature")
+        return [
+            self.finding(
+                severity="error" if level.value >= self.error_entropy else "warning",
+                message=message,
+                metric=level.metric,
+                step=level.steps[0],
+                end_step=level.step,
+                evidence={
+                    "level": sig(level.value),
+                    "steps": list(level.steps),
+                    "threshold": self.max_entropy,
+                    "loss_agg_mode": run.config_value(f"{ACT}.loss_agg_mode"),
+                    "rollout_temperature": temperature,
+                },
+                advice=self._advice(run),
+                references=["verl:workers/actor/dp_actor.py", "verl:trainer/ppo/core_algos.py"],
+            )
+        ]
+
+    def _advice(self, run: Run) -> list[Advice]:
+        return [
+            advise(
+                run,
+                f"{ACT}.entropy_coeff",
+                "An entropy bonus (loss = pg − entropy_coeff·entropy) that outweighs the policy "
+                "loss pushes entropy up without bound.",
+                "verl:workers/actor/dp_actor.py",
+                suggest=lambda c: (
+                    None if not c else (0 if c <= 0.001 else verl_config.round_sig(c / 2))
+                ),
+                rule="0 (or half of a deliberate bonus)",
+            ),
+            halve_advice(
+                run,
+                f"{ACT}.optim.lr",
+                "Updates too large for the model can wreck its distribution.",
+                f"{SEED_PPO} §3.3",
+            ),
+            advise(
+                run,
+                f"{RO}.temperature",
+                "verl divides the logits by the rollout temperature when it computes log-probs "
+                "and entropy; above 1 the measured entropy rises with it.",
+                "verl:workers/actor/dp_actor.py",
+                suggest=lambda c: 1.0 if float(c) > 1.0 else None,
+                rule="at most 1.0",
+            ),
+        ]
 
 
 class ClipRatioSpike(Detector):
@@ -456,7 +618,8 @@ class GradNormSpike(Detector):
         level shift up by `min_ratio` or more that completes within `max_rise_steps` — error
         (explosion). One finding per metric for its spikes (dated at the first, every spike listed
         in the evidence) and one per lasting rise (at most `max_findings`). Non-finite values are
-        LS001's.
+        LS001's. A run with fewer than `min_points` values (an excerpt) is judged step to step
+        instead: a rise to 10× the step before and above 5× the clip, after step 5.
 
     Why it matters:
         verl clips the gradient to `grad_clip` after measuring it, so a spike is an update whose
@@ -514,11 +677,57 @@ class GradNormSpike(Detector):
     def detect(self, run: Run) -> list[Finding]:
         out: list[Finding] = []
         for concept in self.concepts:
+            role = "critic" if concept.startswith("critic") else "actor"
             s = load(run, concept, self.min_points)
             if s is None:
+                out.extend(self._short(run, concept, role))
                 continue
-            out.extend(self._series(run, s, "critic" if concept.startswith("critic") else "actor"))
+            out.extend(self._series(run, s, role))
         return by_step(out)
+
+    def _short(self, run: Run, concept: str, role: str) -> list[Finding]:
+        """Too few steps for a running median: a rise to 10× the step before, to above 5× the
+        clip (`logscope.health`), after warm-up."""
+        clip, clip_source = grad_clip(run, role)
+        _, high = REFERENCES[concept].healthy
+        jump = consecutive_jump(run, concept, 10.0, (high or 5.0) * clip)
+        if jump is None:
+            return []
+        message = (
+            f"{jump.metric} spiked from {fmt(jump.before)} at step {jump.step_before} to "
+            f"{fmt(jump.after)} at step {jump.step} ({jump.ratio:.0f}×; {jump.after / clip:.0f}× "
+            f"the clip {clip:g}, {clip_source})."
+        )
+        advice: list[Advice] = []
+        clip_advice = grad_clip_advice(
+            run, role, "The norm is measured before clipping; clipping bounds the update."
+        )
+        if clip_advice is not None:
+            advice.append(clip_advice)
+        lr_key = f"{ACT}.optim.lr" if role == "actor" else "critic.optim.lr"
+        advice.append(
+            halve_advice(
+                run, lr_key, "A smaller learning rate shrinks the step a bad batch can cause.",
+                f"{SEED_PPO} §3.3",
+            )
+        )  # fmt: skip
+        return [
+            self.finding(
+                message=message,
+                metric=jump.metric,
+                step=jump.step,
+                end_step=jump.step,
+                evidence={
+                    "level_before": sig(jump.before),
+                    "level_after": sig(jump.after),
+                    "ratio": round(jump.ratio, 1),
+                    "clip": clip,
+                    "judged_on": "consecutive steps (too few for a running median)",
+                },
+                advice=advice,
+                references=[f"{SEED_PPO} §3.2", "verl:workers/actor/dp_actor.py"],
+            )
+        ]
 
     def _series(self, run: Run, s: Series, role: str) -> list[Finding]:
         start = s.steps[0] + self.warmup_steps
@@ -729,3 +938,198 @@ class ResponseLengthCollapse(Detector):
             advice=truncation_advice(run),
             references=[f"{SEED_PPO} §5.2", "verl:trainer/ppo/metric_utils.py"],
         )
+
+
+class ResponseLengthClipped(Detector):
+    """Many responses hit the length cap: answers are cut before they end.
+
+    Reads `response_length/clip_ratio` and `response_length/max`, and
+    `data.max_response_length` from the config.
+
+    What it detects:
+        Over the last `last_steps` logged training steps, at any run length (one step is
+        enough): the median `response_length/clip_ratio` at or above `min_ratio`. On verl 0.9.x
+        V1 runs the ratio compares each response with the padded batch max (never 0, wrong
+        exactly when nothing is truncated; verl#7817), so there — and when the ratio is not
+        logged — it judges by `response_length/max` == `data.max_response_length` in more
+        than `at_cap_share` of those steps, counting the V1 ratio only on steps at the cap
+        (where it is right); without any ratio the cap alone says that some responses are cut
+        (info). A run without a config is judged by the ratio alone.
+
+    Why it matters:
+        A truncated answer usually loses its final answer, so its reward is wrong, and the
+        policy learns from the cut: wasted generation, a reward signal biased against long
+        reasoning, and often repetition loops that run into the cap.
+
+    Example:
+        step:1 - response_length/mean:93.1 - response_length/max:128.0 -
+        response_length/clip_ratio:0.199 - ...  (20% of the responses end at the 128-token cap)
+
+    Advice:
+        Raise `data.max_response_length` (×2, to a multiple of 64; the cap is read from the
+        config, or from `response_length/max` when responses are truncated) and keep
+        `actor_rollout_ref.rollout.response_length` equal to it; vLLM's
+        `rollout.max_model_len` must hold the prompt plus the new length. If the long answers
+        are repetition loops, fix those instead (the cap only hides them).
+
+    Known false positives:
+        Tasks whose answers are meant to be cut at the cap (a hard length budget); a run of
+        a model that loops on a few prompts. Sudden bursts on long runs are LS120's.
+
+    References:
+        seed:ppo-tuning §2.2, §5.2 (clip_ratio 0.012 → 0.003 after tuning);
+        verl:trainer/ppo/metric_utils.py (clip_ratio); verl#7817 (V1 clip_ratio);
+        tuning_knowledge.md A12, B5.
+    """
+
+    code = "LS141"
+    name = "response-length-clipped"
+    title = "Many responses hit the length cap"
+    concepts = ("response_clip_ratio", "response_length_max")
+    default_severity = "warning"
+    groups = ("policy", "length")
+
+    def __init__(
+        self,
+        *,
+        min_ratio: float = 0.1,
+        at_cap_share: float = 0.5,
+        last_steps: int = RECENT_STEPS,
+    ) -> None:
+        _check("min_ratio", min_ratio, 0, 1)
+        _check("at_cap_share", at_cap_share, 0, 1)
+        self.min_ratio = min_ratio
+        self.at_cap_share = at_cap_share
+        self.last_steps = last_steps
+
+    def detect(self, run: Run) -> list[Finding]:
+        clip = recent_level(run, "response_clip_ratio", self.last_steps)
+        top = recent_level(run, "response_length_max", self.last_steps)
+        cap, _ = response_cap(run)
+        if clip is not None and clip_ratio_reliable(run):
+            if clip.value < self.min_ratio:
+                return []
+            return [self._finding(run, clip.value, clip.steps, top, cap, "clip_ratio")]
+        if top is None or cap is None:
+            return []
+        at_cap = {s for s, v in zip(top.steps, top.values, strict=True) if v >= cap - 0.5}
+        if len(at_cap) <= self.at_cap_share * len(top.steps):
+            return []
+        if clip is None:  # how many is not logged: at the cap says "some", not "many"
+            return [self._finding(run, None, top.steps, top, cap, "max == cap", "info")]
+        # verl 0.9 V1: the ratio is right on the steps whose batch max is the cap
+        ratios = values_by_step(run, "response_clip_ratio", since=top.steps[0])
+        ratio = float(np.median([ratios.get(s, 0.0) if s in at_cap else 0.0 for s in top.steps]))
+        if ratio < self.min_ratio:
+            return []
+        return [self._finding(run, ratio, top.steps, top, cap, "max == cap (verl 0.9 V1)")]
+
+    def _finding(
+        self,
+        run: Run,
+        ratio: float | None,
+        steps: tuple[int, ...],
+        top: Any,
+        cap: float | None,
+        judged_by: str,
+        severity: str = "warning",
+    ) -> Finding:
+        inferred = cap is None and top is not None
+        limit = cap if cap is not None else (top.value if top is not None else None)
+        where = f"at step {steps[0]}" if len(steps) == 1 else f"over steps {steps[0]}–{steps[-1]}"
+        if ratio is not None:
+            message = (
+                f"response_length/clip_ratio is {fmt(ratio)} {where}"
+                + (f" (median of {len(steps)})" if len(steps) > 1 else "")
+                + f": {ratio:.0%} of the responses hit the length cap"
+            )
+        else:
+            message = (
+                f"response_length/max reaches the cap {where}: some responses are truncated "
+                "(response_length/clip_ratio, which says how many, is not logged)"
+            )
+        if top is not None and limit is not None:
+            source = "the cap inferred from the log" if inferred else "data.max_response_length"
+            message += f" (response_length/max {top.value:g} = {source} {limit:g})"
+        if judged_by.endswith("(verl 0.9 V1)"):
+            message += (
+                "; on verl 0.9 V1 clip_ratio compares with the padded batch max, so it is "
+                "counted only on the steps at the cap"
+            )
+        message += "."
+        evidence = {
+            "clip_ratio": None if ratio is None else sig(ratio),
+            "steps": list(steps),
+            "response_length_max": None if top is None else sig(top.value),
+            "cap": limit,
+            "cap_source": "config"
+            if cap is not None
+            else ("response_length/max" if inferred else None),
+            "threshold": self.min_ratio,
+            "judged_by": judged_by,
+        }
+        return self.finding(
+            severity=severity,
+            message=message,
+            metric="response_length/clip_ratio" if ratio is not None else "response_length/max",
+            step=steps[0],
+            end_step=steps[-1],
+            evidence=evidence,
+            advice=cap_advice(run, limit, inferred),
+            references=[f"{SEED_PPO} §5.2", "verl:trainer/ppo/metric_utils.py"],
+        )
+
+
+def _double_cap(cap: Any) -> int:
+    """×2, rounded up to a multiple of 64."""
+    return int(math.ceil(float(cap) * 2 / 64) * 64)
+
+
+def cap_advice(run: Run, cap: float | None, inferred: bool) -> list[Advice]:
+    """Raise `data.max_response_length` ×2 (from the config, or the cap seen in the log), with
+    `rollout.response_length` kept equal and `rollout.max_model_len` large enough."""
+    new = _double_cap(cap) if cap else None
+    rationale = (
+        "Responses are cut at this length; a cut answer gets the wrong reward and teaches the "
+        "policy to be cut (seed 003: tuning took clip_ratio 0.012 → 0.003). Keep "
+        f"{RO}.response_length equal to it and {RO}.max_model_len at least prompt + response."
+    )
+    if inferred:
+        rationale += f" The config is not in the log: the cap {cap:g} is response_length/max."
+    out = [
+        advise(
+            run,
+            "data.max_response_length",
+            rationale,
+            f"{SEED_PPO} §5.2",
+            suggest=_double_cap if not inferred else new,
+            rule="×2, rounded up to a multiple of 64",
+        )
+    ]
+    config = run.config()
+    if config and verl_config.has(config, f"{RO}.response_length"):
+        out.append(
+            advise(
+                run,
+                f"{RO}.response_length",
+                "Must equal data.max_response_length (A12): vLLM generates up to this length "
+                "and the data side truncates at the other.",
+                f"{SEED_PPO} §5.2",
+                suggest=new,
+                rule="equal to data.max_response_length",
+            )
+        )
+    prompt = current_value(run, "data.max_prompt_length")
+    if config and verl_config.has(config, f"{RO}.max_model_len") and new and prompt:
+        out.append(
+            advise(
+                run,
+                f"{RO}.max_model_len",
+                "vLLM cuts every sequence at max_model_len without counting it as truncation "
+                "(verl#7823): it must hold the longest prompt plus the new response length.",
+                "verl#7823",
+                suggest=lambda cur: max(int(cur), int(prompt) + new) if cur else None,
+                rule="≥ data.max_prompt_length + data.max_response_length",
+            )
+        )
+    return out

@@ -10,9 +10,10 @@ import numpy as np
 
 from logscope import verl_config
 from logscope.advice import SEED_GRPO, SEED_PPO, advise, current_value
-from logscope.aliases import validation_metrics
+from logscope.aliases import resolve, validation_metrics
 from logscope.detector import Detector
 from logscope.exceptions import BadDetectorParameters
+from logscope.health import values_by_step
 from logscope.model import Advice, Finding, Run
 from logscope.verl_config import ACT
 
@@ -401,7 +402,11 @@ class RewardPlateau(Detector):
         decides, not a trend test: on a long plateau Mann–Kendall finds trends of any size
         (its p is reported as evidence).
         Evidence: slope per 100 steps and Mann–Kendall p over the last third, the plateau level,
-        and the change across the plateau.
+        and the change across the plateau. A run with fewer than `min_points` reward values (an
+        excerpt of a few steps) has no curve to fit: there `critic/score/min` ==
+        `critic/score/max` in every logged step (every sample got the same reward: 0 means the
+        reward never fires) is a warning, unless the advantages are all ~0 too (LS211 reports
+        that).
 
     Why it matters:
         Steps after the reward stops improving cost compute without buying reward. If
@@ -460,8 +465,10 @@ class RewardPlateau(Detector):
 
     def detect(self, run: Run) -> list[Finding]:
         metric, steps, values = concept_series(run, *self.concepts)
-        if metric is None or len(steps) < self.min_points:
+        if metric is None:
             return []
+        if len(steps) < self.min_points:
+            return self._never_moves(run, [int(s) for s in steps])
         x, y = binned(steps, values, self.max_points)
         n = len(x)
         span = float(x[-1] - x[0])
@@ -566,6 +573,96 @@ class RewardPlateau(Detector):
                 references=["verl:trainer/ppo/ray_trainer.py", f"{SEED_PPO} §6"],
             )
         ]
+
+    def _never_moves(self, run: Run, steps: list[int]) -> list[Finding]:
+        """Too few steps for a plateau: every sample got the same score in every logged step
+        (while the advantages are not all ~0 — that is LS211's finding)."""
+        score = constant_score(run, steps)
+        if score is None or _advantages_all_zero(run, steps):
+            return []
+        metric = resolve(run, "score_max") or "critic/score/max"
+        msg = (
+            f"critic/score/min = critic/score/max = {fmt(score)} in every logged training step "
+            f"({len(steps)}): " + score_story(score, len(steps))
+        )
+        return [
+            self.finding(
+                severity="warning",
+                message=msg,
+                metric=metric,
+                step=steps[0],
+                end_step=steps[-1],
+                evidence={
+                    "constant_score": score,
+                    "steps": steps,
+                    "judged_on": "every logged step (too few for the plateau fit)",
+                },
+                advice=reward_fires_advice(run),
+                references=["verl:trainer/ppo/metric_utils.py", f"{SEED_GRPO} §2"],
+            )
+        ]
+
+
+def constant_score(run: Run, steps: list[int]) -> float | None:
+    """The score every sample got when `critic/score/min` == `/max` (within the print
+    resolution) in every one of `steps` that logs both; None when any step varies or none logs."""
+    top = values_by_step(run, "score_max")
+    bottom = values_by_step(run, "score_min")
+    both = [s for s in steps if s in top and s in bottom]
+    if not both:
+        return None
+    tol = max(1e-9, 2 * (run.value_resolution or 0.0))
+    if any(abs(top[s] - bottom[s]) > tol for s in both):
+        return None
+    return float(np.median([top[s] for s in both]))
+
+
+def _advantages_all_zero(run: Run, steps: list[int]) -> bool:
+    top = values_by_step(run, "advantages_max")
+    bottom = values_by_step(run, "advantages_min")
+    both = [s for s in steps if s in top and s in bottom]
+    eps = max(1e-3, 2 * (run.value_resolution or 0.0))
+    return bool(both) and all(max(abs(top[s]), abs(bottom[s])) <= eps for s in both)
+
+
+def score_story(score: float, n_steps: int) -> str:
+    """What a score that is the same for every sample means."""
+    where = "the logged step" if n_steps == 1 else f"all {n_steps} logged steps"
+    if abs(score) < 1e-9:
+        return (
+            f"every sample scored 0 in {where} — the reward never fires (a reward function that "
+            "does not parse this model's answer format, or prompts far too hard)."
+        )
+    return (
+        f"every sample scored {fmt(score)} in {where} — the reward does not tell samples apart: "
+        "stuck at one value (often the format score: answers well-formed but never right), or "
+        "every prompt solved."
+    )
+
+
+def reward_fires_advice(run: Run) -> list[Advice]:
+    """Check the reward function against the model's output, and the data's difficulty."""
+    return [
+        advise(
+            run,
+            "custom_reward_function.path",
+            "Every sample got the same reward: score a few rollouts by hand with the reward "
+            "function (answer extraction, e.g. \\boxed{} vs '####', and the expected format) "
+            "before training longer.",
+            "verl:trainer/ppo/reward.py",
+            suggest=None,
+            rule="a reward function that parses this model's answers",
+        ),
+        advise(
+            run,
+            "data.train_files",
+            "Prompts the model never (or always) solves give every sample the same score: mix "
+            "in problems it solves part of the time.",
+            f"{SEED_GRPO} §2",
+            suggest=None,
+            rule="training data of a difficulty the model solves part of the time",
+        ),
+    ]
 
 
 class ValidationDrop(Detector):

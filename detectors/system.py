@@ -317,7 +317,9 @@ class RolloutBottleneck(Detector):
         `min_ratio` × the slowest other phase (`update_actor`, `old_log_prob`, `ref`,
         `update_critic`, …). When the share rose mid-run the start is the best upward shift of
         the share; otherwise the first step. Evidence: the share and gen seconds before and
-        after, and the slowest other phase.
+        after, and the slowest other phase. A run with fewer than `min_duration` timed steps
+        (an excerpt) is judged on the same two rules over its steps that did not also run
+        validation or save a checkpoint (`timing_s/testing`, `timing_s/save_checkpoint` > 0).
 
     Why it matters:
         Rollout is the largest phase of PPO/GRPO; when it dominates, the trainer GPUs idle while
@@ -391,7 +393,7 @@ class RolloutBottleneck(Detector):
         ss, sv = clean_series(run, step_name)
         steps = np.intersect1d(gs, ss)
         if len(steps) < max(self.min_duration, 6):
-            return []
+            return self._short(run, gen_name, step_name, steps)
         gen = _aligned(steps, gs, gv)
         # a step's time includes validation and checkpoint saving when they ran: take them out
         total = _aligned(steps, ss, sv) - _extra_seconds(run, steps)
@@ -457,6 +459,49 @@ class RolloutBottleneck(Detector):
             )
         ]
 
+    def _short(self, run: Run, gen_name: str, step_name: str, steps: np.ndarray) -> list[Finding]:
+        """Too few steps for a lasting stretch: the median over the steps that did not also run
+        validation or save a checkpoint (their step time is not the rollout's story)."""
+        if len(steps) == 0:
+            return []
+        gs, gv = clean_series(run, gen_name)
+        ss, sv = clean_series(run, step_name)
+        gen, total = _aligned(steps, gs, gv), _aligned(steps, ss, sv)
+        plain = _extra_seconds(run, steps) == 0
+        ok = plain & np.isfinite(gen) & np.isfinite(total) & (total > 0) & (gen <= 1.05 * total)
+        if not ok.any():
+            return []
+        steps, gen, total = steps[ok], gen[ok], total[ok]
+        share = float(np.median(gen / total))
+        if share < self.min_share:
+            return []
+        gen_s = float(np.median(gen))
+        slowest, slowest_s = None, 0.0
+        for phase, name in _phase_metrics(run).items():
+            if name == gen_name or phase == "gen":
+                continue
+            v = _aligned(steps, *clean_series(run, name))
+            v = v[np.isfinite(v)]
+            if len(v) and float(np.median(v)) > slowest_s:
+                slowest, slowest_s = phase, float(np.median(v))
+        if slowest is None or gen_s < self.min_ratio * slowest_s:
+            return []  # one step needs both rules: no other phase logged, no comparison
+        finding = self._finding(
+            run,
+            gen_name,
+            step_name,
+            int(steps[0]),
+            int(steps[-1]),
+            share,
+            None,
+            gen_s,
+            float(np.median(total)),
+            slowest,
+            slowest_s,
+            short=len(steps),
+        )
+        return [finding]
+
     def _finding(
         self,
         run: Run,
@@ -470,9 +515,18 @@ class RolloutBottleneck(Detector):
         step_s: float,
         slowest: str | None,
         slowest_s: float,
+        short: int | None = None,
     ) -> Finding:
-        msg = f"Generation ({gen_name}) takes {share:.0%} of each step from step {start} "
-        msg += f"(median {fmt(gen_s)} s of {fmt(step_s)} s)"
+        if short is None:
+            msg = f"Generation ({gen_name}) takes {share:.0%} of each step from step {start} "
+            msg += f"(median {fmt(gen_s)} s of {fmt(step_s)} s)"
+        else:
+            where = f"step {start}" if short == 1 else f"steps {start}–{end}"
+            msg = (
+                f"Generation ({gen_name}) takes {share:.0%} of the step time in {where} "
+                f"(median {fmt(gen_s)} s of {fmt(step_s)} s; steps that also ran validation or "
+                "saved a checkpoint left out)"
+            )
         if share_before is not None:
             msg += f", up from {share_before:.0%} before"
         if slowest is not None:
@@ -545,6 +599,8 @@ class RolloutBottleneck(Detector):
             "n_gpus": gpus,
             "model_size_b": size,
         }
+        if short is not None:
+            evidence["judged_on"] = f"{short} step(s) without validation or checkpointing"
         return self.finding(
             message=msg,
             metric=gen_name,

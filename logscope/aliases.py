@@ -40,6 +40,10 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "advantages_mean": ("critic/advantages/mean",),
     "advantages_max": ("critic/advantages/max",),
     "advantages_min": ("critic/advantages/min",),
+    "returns_mean": ("critic/returns/mean",),
+    "returns_max": ("critic/returns/max",),
+    "returns_min": ("critic/returns/min",),
+    "values_mean": ("critic/values/mean", "critic/vpred_mean"),
     "lr": ("actor/lr", "actor/lr(1e-4)"),
     # memory
     "gpu_mem_reserved": ("actor/perf/max_memory_reserved_gb", "perf/max_memory_reserved_gb"),
@@ -50,6 +54,11 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "time_step": ("timing_s/step", "perf/time_per_step", "timing/step"),
     "time_per_step": ("perf/time_per_step", "timing_s/step", "timing/step"),
     "throughput": ("perf/throughput",),
+    "mfu": ("perf/mfu/actor", "mfu/actor"),
+    "num_preempted": (
+        "timing_s/agent_loop/num_preempted/max",
+        "timing_s/agent_loop/slowest/num_preempted",
+    ),
 }
 
 # Metric families that must stay finite (non-finite-metric). Prefix match on verl names.

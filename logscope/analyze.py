@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from logscope.detector import Detector
+from logscope.health import HealthRow, health_table
 from logscope.incidents import group_incidents
 from logscope.model import SEVERITY_RANK, Finding, Run, jsonable
 from logscope.report import Report, Skipped
@@ -60,7 +61,19 @@ def analyze_run(
         detectors = select(only, skip)
     findings, skipped, errors = run_detectors(run, detectors)
     incidents = group_incidents(findings, run.n_steps)
-    return Report(run=run, findings=findings, incidents=incidents, skipped=skipped, errors=errors)
+    try:
+        health = health_table(run)
+    except Exception as exc:  # a bug, reported like a detector's
+        health = []
+        errors.append(f"health table failed: {type(exc).__name__}: {exc}")
+    return Report(
+        run=run,
+        findings=findings,
+        incidents=incidents,
+        skipped=skipped,
+        errors=errors,
+        health=health,
+    )
 
 
 def analyze_paths(
@@ -124,7 +137,7 @@ def _import_in_background(modules: Sequence[str]) -> None:
 
 
 # ---- cached findings ----------------------------------------------------------------------
-RESULTS_FORMAT = "1"
+RESULTS_FORMAT = "2"  # 2: reports carry the health table
 
 
 def _results_key(
@@ -177,6 +190,7 @@ def _results_to_json(reports: list[Report]) -> dict:
                 "skipped": [
                     {"code": s.code, "name": s.name, "reason": s.reason} for s in r.skipped
                 ],
+                "health": [h.to_dict() for h in r.health],
             }
             for r in reports
         ],
@@ -210,6 +224,7 @@ def _cached_reports(store: Store, key: str, source_key: str) -> list[Report] | N
                     incidents=[Incident(**i) for i in entry["incidents"]],
                     skipped=[Skipped(**s) for s in entry["skipped"]],
                     kind=entry["kind"],
+                    health=[HealthRow(**h) for h in entry["health"]],
                 )
             )
     except (KeyError, TypeError):

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from logscope import __version__
+from logscope.health import SHORT_RUN_STEPS, HealthRow
 from logscope.model import SEVERITIES, SEVERITY_RANK, Finding, Incident, Run, jsonable
 
 SCHEMA = "logscope.report/1"
@@ -37,6 +38,13 @@ class Report:
     skipped: list[Skipped] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     kind: str = "analyze"
+    #: key metrics of the last training step with their verdicts (`logscope.health`)
+    health: list[HealthRow] = field(default_factory=list)
+
+    @property
+    def show_health(self) -> bool:
+        """Renderers print the health table for short runs, where it is the main read-out."""
+        return bool(self.health) and self.run.summary()["steps"]["count"] <= SHORT_RUN_STEPS + 1
 
     @property
     def worst_severity(self) -> str | None:
@@ -68,6 +76,7 @@ class Report:
             "incidents": [i.to_dict() for i in self.incidents],
             "skipped": [{"code": s.code, "name": s.name, "reason": s.reason} for s in self.skipped],
             "errors": list(self.errors),
+            "health": [h.to_dict() for h in self.health],
         }
 
     def to_json(self, indent: int | None = 2) -> str:
@@ -166,6 +175,8 @@ def render_markdown(reports: list[Report]) -> str:
                 line += f". {md_escape(adv.rationale)} ({md_escape(adv.source)})"
                 out.append(line)
             out.append("")
+        if report.show_health:
+            out += _md_health(report.health)
         if report.incidents and any(len(i.findings) > 1 for i in report.incidents):
             out.append("## Incidents\n")
             for inc in report.incidents:
@@ -181,6 +192,20 @@ def render_markdown(reports: list[Report]) -> str:
                 out.append(f"- line {ex['line']}: {md_code(ex['text'])}")
             out.append("")
     return "\n".join(out).rstrip() + "\n"
+
+
+def _md_health(rows: list[HealthRow]) -> list[str]:
+    steps = sorted({r.step for r in rows if r.step is not None})
+    head = f" (step {steps[-1]})" if steps else ""
+    out = [f"## Health of the last training step{head}\n"]
+    out.append("| metric | value | healthy | verdict | note |\n|---|---|---|---|---|")
+    for r in rows:
+        out.append(
+            f"| {md_escape(r.label)} | {md_escape(r.display)} | {md_escape(r.healthy)} | "
+            f"{md_escape(r.verdict)} | {md_escape(r.note)} |"
+        )
+    out.append("")
+    return out
 
 
 # ---- HTML -------------------------------------------------------------------------------
@@ -252,5 +277,16 @@ def render_html(reports: list[Report]) -> str:
             parts.append("</div>")
         if not report.findings:
             parts.append("<p>No findings.</p>")
+        if report.show_health:
+            parts.append("<h2>Health of the last training step</h2><table>")
+            parts.append(
+                "<tr><th>metric</th><th>value</th><th>healthy</th><th>verdict</th><th>note</th></tr>"
+            )
+            parts += [
+                f"<tr><td>{_h(r.label)}</td><td>{_h(r.display)}</td><td>{_h(r.healthy)}</td>"
+                f"<td>{_h(r.verdict)}</td><td>{_h(r.note)}</td></tr>"
+                for r in report.health
+            ]
+            parts.append("</table>")
     parts.append("</body></html>")
     return "\n".join(parts)

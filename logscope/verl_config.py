@@ -40,6 +40,7 @@ DEFAULTS: dict[str, Any] = {
     f"{ACT}.grad_clip": 1.0,
     f"{ACT}.optim.lr": 1e-6,
     f"{ACT}.clip_ratio": 0.2,
+    f"{ACT}.loss_agg_mode": "token-mean",
     f"{ACT}.entropy_coeff": 0,
     f"{ACT}.shuffle": False,
     f"{ACT}.ppo_epochs": 1,

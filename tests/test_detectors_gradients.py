@@ -57,4 +57,7 @@ def test_healthy_runs_are_silent(algorithm: str, seed: int) -> None:
 
 def test_short_and_nan_series_do_not_raise() -> None:
     assert GradNormAboveClip().detect(make_run({"actor/grad_norm": [np.nan] * 30})) == []
-    assert GradNormAboveClip().detect(make_run({"actor/grad_norm": [9.0, 9.0]})) == []
+    # a short run is judged on all its steps (one is enough): 9 is 9× verl's default clip 1.0
+    (short,) = GradNormAboveClip().detect(make_run({"actor/grad_norm": [9.0, 9.0]}))
+    assert short.severity == "info" and short.evidence["ratio"] == 9.0
+    assert GradNormAboveClip().detect(make_run({"actor/grad_norm": [4.0]})) == []

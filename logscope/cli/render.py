@@ -102,6 +102,46 @@ def finding_panel(finding: Any) -> Panel:
     return Panel(Group(*body), title=head, title_align="left", border_style=style.split()[-1])
 
 
+#: verdicts of the health table, by how they are shown
+VERDICT_STYLE = {
+    "ok": "green",
+    "low": "bold yellow",
+    "high": "bold yellow",
+    "constant": "bold yellow",
+}
+#: up to this many skipped detectors are named; more are counted
+MAX_SKIPPED_NAMES = 8
+
+
+def health_table(report: Report) -> Table:
+    """The key metrics of the last training step, with their healthy ranges and verdicts."""
+    steps = sorted({r.step for r in report.health if r.step is not None})
+    title = "Health of the last training step" + (f" (step {steps[-1]})" if steps else "")
+    table = Table(title=title, title_justify="left", show_lines=False)
+    for column in ("metric", "value", "healthy", "verdict", "note"):
+        table.add_column(column)
+    for row in report.health:
+        table.add_row(
+            Text(row.label),
+            Text(row.display),
+            Text(row.healthy),
+            Text(row.verdict, style=VERDICT_STYLE.get(row.verdict, "dim")),
+            Text(row.note, style="dim"),
+        )
+    return table
+
+
+def skipped_line(report: Report) -> str:
+    """`not applicable here (N): a, b` for a few; with many (an excerpt) only the count."""
+    n = len(report.skipped)
+    if n <= MAX_SKIPPED_NAMES:
+        return f"not applicable here ({n}): " + ", ".join(s.name for s in report.skipped)
+    return (
+        f"not applicable here: {n} diagnoses whose metrics or text are not in this log "
+        "(--format json lists them)"
+    )
+
+
 def render_report(report: Report, console: Console) -> None:
     """Print one report: summary, findings by severity, incidents, parse stats."""
     path = report.run.source.path
@@ -113,6 +153,8 @@ def render_report(report: Report, console: Console) -> None:
     for severity in reversed(SEVERITIES):
         for finding in (f for f in report.findings if f.severity == severity):
             console.print(finding_panel(finding))
+    if report.show_health:
+        console.print(health_table(report))
     multi = [i for i in report.incidents if len(i.findings) > 1]
     if multi:
         table = Table(title="Incidents", title_justify="left", show_lines=False)
@@ -141,8 +183,7 @@ def render_report(report: Report, console: Console) -> None:
     for note in ps.notes:
         console.print(Text(f"  note: {note}", style="dim"))
     if report.skipped:
-        names = ", ".join(s.name for s in report.skipped)
-        console.print(Text(f"not applicable here ({len(report.skipped)}): {names}", style="dim"))
+        console.print(Text(skipped_line(report), style="dim"))
     for err in report.errors:
         console.print(Text(f"detector error: {err}", style="red"))
     counts = report.counts()
