@@ -1049,8 +1049,11 @@ class ResponseLengthClipped(Detector):
                 "(response_length/clip_ratio, which says how many, is not logged)"
             )
         if top is not None and limit is not None:
-            source = "the cap inferred from the log" if inferred else "data.max_response_length"
-            message += f" (response_length/max {top.value:g} = {source} {limit:g})"
+            message += (
+                f" (response_length/max is {top.value:g}: the cap)"
+                if inferred
+                else f" (response_length/max {top.value:g} = data.max_response_length {limit:g})"
+            )
         if judged_by.endswith("(verl 0.9 V1)"):
             message += (
                 "; on verl 0.9 V1 clip_ratio compares with the padded batch max, so it is "

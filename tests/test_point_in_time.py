@@ -171,7 +171,7 @@ def test_clip_ratio_at_or_above_a_tenth_is_clipping_with_the_cap_from_the_log() 
     step = healthy(**{"response_length/clip_ratio": 0.199, "response_length/max": 128.0})
     (f,) = named(analyze(excerpt(step)), "response-length-clipped")
     assert f.severity == "warning" and f.code == "LS141"
-    assert "20% of the responses" in f.message and "inferred" in f.message
+    assert "20% of the responses" in f.message and "is 128: the cap" in f.message
     (adv,) = f.advice
     assert adv.parameter == "data.max_response_length" and adv.current is None
     assert adv.suggested == 256 and adv.override == "data.max_response_length=256"
