@@ -193,3 +193,17 @@ def test_input_is_never_modified(tmp_path: Path, fmt: str) -> None:
     before = (copy.read_bytes(), copy.stat().st_mtime_ns)
     _run(str(copy), "-f", fmt, "--fail-on", "never", store=tmp_path / "s")
     assert (copy.read_bytes(), copy.stat().st_mtime_ns) == before
+
+
+def test_readme_pasted_excerpt_example(tmp_path: Path) -> None:
+    """The README's pasted excerpt: a Markdown-quoted, wrapped step line with a question above."""
+    paste = ROOT / "fixtures" / "pasted" / "grpo_step37_quoted.txt"
+    code, out, _ = _run(str(paste), "-f", "json", store=tmp_path)
+    report = json.loads(out)
+    assert code == 0 and report["run"]["steps"] == {"count": 1, "first": 37, "last": 37}
+    assert [f["name"] for f in report["findings"]] == ["response-length-clipped"]
+    assert report["findings"][0]["advice"][0]["override"] == "data.max_response_length=2048"
+    verdicts = {row["metric"]: row["verdict"] for row in report["health"]}
+    assert verdicts["perf/mfu/actor"] == "not measured"
+    code, out, _ = _run(str(paste), store=tmp_path)
+    assert "Health of the last training step (step 37)" in out
