@@ -135,7 +135,7 @@ def occurrences(hits: list[Hit]) -> int:
 def where(hit: Hit) -> str:
     """`line 812 (last step logged before it: 57)` or `line 812 (before the first step)`."""
     if hit.step is None:
-        return f"line {hit.line_no} (no step logged before it)"
+        return f"line {hit.line_no} (no step in the log before it)"
     return f"line {hit.line_no} (last step logged before it: {hit.step})"
 
 

@@ -215,7 +215,7 @@ def _last_step(run: Run) -> int | None:
 def _when(run: Run, step: int | None) -> str:
     """`after step 13`, `after the initial validation (step 0)`, or no step at all."""
     if step is None:
-        return "with no training step logged before it"
+        return "with no training step in the log before it"
     names = run.metrics.filter(run.metrics["step"] == step).get_column("metric").to_list()
     if names and all(str(n).startswith("val") for n in names):
         return f"after the initial validation (step {step}), before any training step"
