@@ -188,6 +188,8 @@ def render_markdown(reports: list[Report]) -> str:
             out.append("")
         if ps["skipped_examples"]:
             out.append("## Skipped lines\n")
+            for reason, count in ps.get("skip_reasons", {}).items():
+                out.append(f"- {count} line(s): {md_escape(reason)}")
             for ex in ps["skipped_examples"]:
                 out.append(f"- line {ex['line']}: {md_code(ex['text'])}")
             out.append("")

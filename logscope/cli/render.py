@@ -178,6 +178,8 @@ def render_report(report: Report, console: Console) -> None:
             style="dim",
         )
         console.print(stats)
+    for reason, count in ps.skip_reasons.items():
+        console.print(Text(f"  skipped {count:,} line(s): {reason}", style="dim"))
     for line_no, text in ps.skipped_examples:
         console.print(Text(f"  skipped line {line_no}: {text}", style="dim"))
     for note in ps.notes:
