@@ -108,7 +108,7 @@ class KLJump(Detector):
         Short spikes (a few steps) are found from robust z-scores against a running median
         (`spike_z`). A run with fewer than `min_points` values (an excerpt) is judged by
         `logscope.health`'s band instead: a rise to 10× the step before and above the band's
-        top (KL to the reference 0.05, 0.1 for PPO; `ppo_kl` 0.02), or a level of 1 nat
+        top (KL to the reference 0.05, 0.1 for PPO; `ppo_kl` 0.02), or a level of 0.3 nat
         (`ppo_kl` 0.1) or more. `actor/kl_loss`-like metrics are analysed on a log scale (their noise is
         multiplicative); `actor/ppo_kl`, which sits near 0 and can be negative, on a linear one.
         The first `warmup_steps` steps are ignored: KL to the reference starts at 0.

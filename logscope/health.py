@@ -107,10 +107,10 @@ REFERENCES: dict[str, Reference] = {
             "nats",
             healthy=(None, 0.05),
             by_algorithm={"ppo": (None, 0.1)},
-            alarm_high=1.0,
+            alarm_high=0.3,
             rule="above the band the policy drifts from the reference (raise the KL coefficient "
-            "or lower the LR); 1 nat or more, or 10× the step before and above the band: a "
-            "jump; a low KL early is warm-up",
+            "or lower the LR); 0.3 nat or more (6× the band's top), or 10× the step before and "
+            "above the band: a jump; a low KL early is warm-up",
             source="seed:grpo-pitfalls §3.2 (target 0.01–0.03, above 0.05 too far); verl's "
             "adaptive controller default algorithm.kl_ctrl.target_kl=0.1 (PPO)",
         ),
