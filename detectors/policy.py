@@ -795,7 +795,9 @@ class ResponseLengthCollapse(Detector):
         `max_ratio` of the level before (collapse), or a rise to at least `cap_fraction` of
         `data.max_response_length` from below `cap_fraction` × 0.8 of it (explosion to the cap;
         without a config the cap is the largest `response_length/max` of a run that truncated
-        responses), each at least `z_threshold` noise units.
+        responses), each at least `z_threshold` noise units. A run too short for the change test
+        (an excerpt) is judged by its recent level: a mean of 5 tokens or fewer is a collapse
+        (`logscope.health`'s reference range).
 
     Why it matters:
         A length collapse usually means the policy found a short degenerate answer (empty or
@@ -813,7 +815,8 @@ class ResponseLengthCollapse(Detector):
         `actor_rollout_ref.rollout.response_length` kept equal (A12).
 
     Known false positives:
-        A deliberate switch to a task with shorter answers, or a length penalty switched on.
+        A deliberate switch to a task with shorter answers, or a length penalty switched on; a
+        task whose answer is a single token (a label), judged from an excerpt.
 
     References:
         seed:ppo-tuning §5.2 (A12); verl:trainer/ppo/metric_utils.py (response_length/*);
@@ -845,10 +848,48 @@ class ResponseLengthCollapse(Detector):
         self.warmup_steps = warmup_steps
         self.min_points = min_points
 
+    def _level(self, run: Run) -> list[Finding]:
+        """Too few steps to see a fall: a mean of a few tokens is a collapse on its own."""
+        level = recent_level(run, "response_length_mean")
+        ref = REFERENCES["response_length"]
+        if level is None or ref.alarm_low is None or level.value > ref.alarm_low:
+            return []
+        message = (
+            f"{level.metric} is {fmt(level.value)} tokens {level.where()}: the responses are "
+            "(almost) empty, too short to hold reasoning or an answer. The log is too short to "
+            "see the fall; the level alone says the policy stopped answering."
+        )
+        return [
+            self.finding(
+                message=message,
+                metric=level.metric,
+                step=level.steps[0],
+                end_step=level.step,
+                evidence={
+                    "kind": "collapse",
+                    "level": sig(level.value),
+                    "steps": list(level.steps),
+                    "alarm_at_or_below": ref.alarm_low,
+                    "judged_on": "recent level (run too short for the change-based test)",
+                    "range_source": ref.source,
+                },
+                advice=[
+                    halve_advice(
+                        run,
+                        f"{ACT}.optim.lr",
+                        "Check the reward for a short-answer loophole first (score a few empty "
+                        "responses by hand); large updates find such loopholes fast.",
+                        f"{SEED_PPO} §3.3",
+                    )
+                ],
+                references=["verl:trainer/ppo/metric_utils.py", f"{SEED_PPO} §5.2"],
+            )
+        ]
+
     def detect(self, run: Run) -> list[Finding]:
         s = load(run, "response_length_mean", self.min_points)
         if s is None:
-            return []
+            return self._level(run)
         start = s.steps[0] + self.warmup_steps
         out: list[Finding] = []
         drops = _drops(s, self.z_threshold, self.max_ratio, start)

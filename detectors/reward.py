@@ -405,8 +405,8 @@ class RewardPlateau(Detector):
         and the change across the plateau. A run with fewer than `min_points` reward values (an
         excerpt of a few steps) has no curve to fit: there `critic/score/min` ==
         `critic/score/max` in every logged step (every sample got the same reward: 0 means the
-        reward never fires) is a warning, unless the advantages are all ~0 too (LS211 reports
-        that).
+        reward never fires) is a warning, unless the advantages are all ~0 too in a single step
+        (LS211 reports that; over two or more steps at one score the reward is stuck as well).
 
     Why it matters:
         Steps after the reward stops improving cost compute without buying reward. If
@@ -575,10 +575,15 @@ class RewardPlateau(Detector):
         ]
 
     def _never_moves(self, run: Run, steps: list[int]) -> list[Finding]:
-        """Too few steps for a plateau: every sample got the same score in every logged step
-        (while the advantages are not all ~0 — that is LS211's finding)."""
+        """Too few steps for a plateau: every sample got the same score in every logged step.
+        With all-~0 advantages one step is LS211's finding alone; over two or more steps at the
+        same score the reward also does not move, which is this one."""
         score = constant_score(run, steps)
-        if score is None or _advantages_all_zero(run, steps):
+        if score is None:
+            return []
+        top = values_by_step(run, "score_max")
+        stuck = len({top[s] for s in steps if s in top}) == 1 and len(steps) >= 2
+        if _advantages_all_zero(run, steps) and not stuck:
             return []
         metric = resolve(run, "score_max") or "critic/score/max"
         msg = (

@@ -167,6 +167,19 @@ REFERENCES: dict[str, Reference] = {
             source="seed:ppo-tuning §2.2, §5.2 (0.012 → 0.003 after tuning); verl#7817",
         ),
         Reference(
+            "response_length",
+            "response length mean",
+            "response_length_mean",
+            "tokens",
+            healthy=(8.0, None),
+            alarm_low=5.0,
+            rule="a mean of 5 tokens or fewer: the policy answers (almost) nothing, too short for "
+            "any reasoning or answer format (a short-answer loophole of the reward, or EOS "
+            "sampled at once)",
+            source="verl:trainer/ppo/metric_utils.py (response_length/mean counts response tokens "
+            "per sample); seed:ppo-tuning §5.2",
+        ),
+        Reference(
             "score",
             "score mean (min–max)",
             "score_mean",
@@ -808,6 +821,7 @@ def health_table(run: Run) -> list[HealthRow]:
         _row(run, "pg_clipfrac", steps),
         _grad_row(run, "actor_grad_norm", "actor", steps),
         _clip_row(run, steps),
+        _row(run, "response_length", steps),
         _spread_row(run, "score", ("score_mean", "score_max", "score_min"), steps, flat=True),
         _spread_row(
             run,

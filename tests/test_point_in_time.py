@@ -263,6 +263,17 @@ def test_every_score_zero_and_no_advantage_is_a_collapse_where_the_reward_never_
     assert not named(report, "reward-plateau")  # one story, told once
 
 
+def test_a_reward_stuck_at_zero_over_several_steps_is_also_a_plateau() -> None:
+    zero = healthy(**ZERO_REWARD)
+    report = analyze(excerpt(zero, zero, zero, first=11))
+    assert named(report, "advantage-collapse")
+    (f,) = named(report, "reward-plateau")
+    assert f.severity == "warning" and "all 3 logged steps" in f.message
+    # scores that are constant within each step but differ between steps do not stand still
+    other = healthy(**{**ZERO_REWARD, "critic/score/max": 1.0, "critic/score/min": 1.0})
+    assert not named(analyze(excerpt(zero, other, first=11)), "reward-plateau")
+
+
 def test_a_constant_nonzero_score_is_stuck() -> None:
     score = {"critic/score/mean": 0.1, "critic/score/max": 0.1, "critic/score/min": 0.1}
     (f,) = named(analyze(excerpt(healthy(**{**ZERO_REWARD, **score}))), "advantage-collapse")
@@ -373,3 +384,11 @@ def test_validation_only_step_zero_is_not_a_training_step() -> None:
     (f,) = named(report, "response-length-clipped")
     assert f.step == 1 and f.evidence["steps"] == [1]
     assert {r.step for r in report.health if r.step is not None} == {1}
+
+
+def test_responses_of_a_few_tokens_are_a_length_collapse_from_one_step() -> None:
+    short = {"response_length/mean": 2.7, "response_length/max": 9.0, "response_length/min": 1.0}
+    (f,) = named(analyze(excerpt(healthy(**short), first=200)), "response-length-collapse")
+    assert f.severity == "warning" and f.step == 200 and "(almost) empty" in f.message
+    brief = {"response_length/mean": 12.0, "response_length/max": 40.0}  # a short-answer task
+    assert not named(analyze(excerpt(healthy(**brief))), "response-length-collapse")
