@@ -40,6 +40,8 @@ def _assert_step3(run) -> None:
         "[2025-01-01 10:00:00] ",
         "[pod/trainer-0/main] ",  # kubectl logs --prefix
         "0: ",  # srun --label
+        "[rank0]: ",  # torchrun
+        "[default3]:",
         "> 2025-07-03T14:20:51Z ",  # stacked
     ],
 )

@@ -31,6 +31,7 @@ DECORATION_RE = re.compile(
             _DATE + r"[T ]" + _TIME + _ZONE + r"(?:[ \t](?:stdout|stderr) [FP])?(?:[ \t]|$)",
             r"\[[^\]\n]{0,40}?[0-9]{1,2}:[0-9]{2}:[0-9]{2}[^\]\n]{0,60}\] ?",  # `[time ...]`
             r"\[pod/[^\]\n]+\] ",  # kubectl logs --prefix
+            r"\[(?:rank|default)[0-9]{1,5}\]:? ?",  # torchrun's `[rank0]: ` / `[default0]:`
             r"[0-9]{1,5}: ",  # srun --label: the task rank
         )
     )
