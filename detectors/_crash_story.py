@@ -8,7 +8,6 @@ normal shutdown, not a crash). Cached on the run like `_common.log_lines`.
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from dataclasses import dataclass, field
 
@@ -27,13 +26,10 @@ from ._signatures import (
     signature_kinds,
 )
 
-# Training finished: verl prints the final validation after the last step's metrics; tqdm's bar
-# reaches 100%. W&B's end-of-run block is printed at any exit, so it only counts when no error
-# came before it.
-FINISHED_RE = re.compile(r"Final validation metrics|Training Progress: 100%")
-RUN_END_RE = re.compile(
-    r"^wandb: (?:Run summary:|Run history:|🚀 View run|Synced \d+ W&B file|Find logs at)"
-)
+# Training finished: verl prints the final validation after the last step's metrics. (tqdm's bar
+# at 100% and W&B's end-of-run block are never events: the reader notes them in meta.run_end,
+# and W&B's block, printed at any exit, only counts when no error came before it.)
+FINISHED_RE = re.compile(r"Final validation metrics")
 WRAPPER_RE = re.compile(r"RayTaskError|RaySystemError")
 ROOT_ABOVE_RE = re.compile(r"root cause above|See root cause", re.I)
 SHUTDOWN_EXCEPTIONS = ("SystemExit", "KeyboardInterrupt")
@@ -124,7 +120,7 @@ def _build(run: Run) -> CrashStory:
     region = [i for i in fatal if finish is None or i > finish]
     if not region:
         return story
-    story.lines = _unfold(tail[region[0] :])
+    story.lines = tail[region[0] :]  # flattened text was unfolded by the reader
     story.last_step = story.lines[0].step
     _read_error(story)
     story.shutdown = finish is not None and _is_shutdown(story)
@@ -165,11 +161,6 @@ def _finish(
             return i, f"'{m.group(0)}' at line {x.line_no}"
     if isinstance(total, int) and last_step is not None and last_step >= total > 0 and tail:
         return -1, f"the last step, {last_step} of {total}, was logged"
-    for i, x in enumerate(tail):
-        if x.text.startswith("wandb:") and RUN_END_RE.search(x.text):
-            if not any(f < i for f in fatal):
-                return i, f"W&B's end-of-run summary at line {x.line_no}"
-            break
     # the reader notes where lines it does not keep as events showed the end of training (after
     # the last step: a bar that reached 100% before a resume does not count)
     ends = run.meta.get("run_end") or {}
@@ -183,19 +174,6 @@ def _finish(
         if not any(tail[f].line_no < line for f in fatal):
             return (before[-1] if before else -1), f"{label} at line {line}"
     return None, ""
-
-
-def _unfold(lines: list[LogLine]) -> list[LogLine]:
-    """Lines of a flattened traceback (`…\\nValueError: x`) as separate lines."""
-    out: list[LogLine] = []
-    for x in lines:
-        if "\\n" not in x.text:
-            out.append(x)
-            continue
-        for part in x.text.split("\\n"):
-            if part.strip():
-                out.append(dataclasses.replace(x, text=part.strip()))
-    return out
 
 
 def _read_error(story: CrashStory) -> None:

@@ -16,7 +16,6 @@ from logscope.analyze import analyze_run
 from logscope.ingest.console import read_text
 from logscope.ingest.verl_events import classify
 from logscope.model import ConfigSegment, severity_at_least
-from tests import _foundation_logs as L
 
 W = "(WorkerDict pid=3141)"
 T = "(TaskRunner pid=2231)"
@@ -668,10 +667,9 @@ def test_sigterm_after_final_validation_is_a_normal_shutdown():
 def test_death_after_the_last_step_or_wandb_end_is_a_normal_shutdown():
     total = findings_of(steps(9, 10) + RAYLET_SIGTERM, meta={"total_training_steps": 10})
     assert not loud(total) and by_name(total)["ray-actor-died"].severity == "info"
-    # W&B's end-of-run block, as an event (the console reader keeps it as the W&B summary)
+    # W&B's end-of-run block (the console reader notes where it began)
     wandb = steps(9, 10) + "wandb: Run summary:\nwandb:   actor/pg_loss 0.04\n" + RAYLET_SIGTERM
-    run = L.make_run({"actor/pg_loss": [0.04] * 2}, steps=[9, 10], events=L.events_from_text(wandb))
-    story = crash_story(run)
+    story = crash_story(run_of(wandb))
     assert story.shutdown and not story.crashed and "W&B" in story.finish_note
 
 

@@ -208,6 +208,7 @@ class ConsoleParser:
         self.unnumbered: list[int] = []  # seqs of headless records numbered before any step
         self._last_provisional = False
         self.pasted_step_records = 0  # steps read from another layout (set by build_run)
+        self.pasted_layout: str | None = None  # "non-native" or "wandb-summary" (build_run)
         self._wrappable: tuple[int, Any] | None = None  # (line_no, event or block) a cut may go on
 
     # ---- input ---------------------------------------------------------------------------

@@ -95,11 +95,13 @@ def _pasted_steps(parser: ConsoleParser, notes: list[str]) -> pl.DataFrame | Non
     else W&B's run summary (the final values), as step rows (seq, step, metric, value)."""
     records = [(r.line_no, r.step, r.pairs) for r in parser.loose.steps()]
     if records:
+        parser.pasted_layout = "non-native"
         notes.append(
             f"no verl step line: read {len(records)} step(s) from metrics in another layout "
             f"(key: value pairs from line {records[0][0]}; not verl's `step:N - key:value`)"
         )
     elif parser.wandb.summary:
+        parser.pasted_layout = "wandb-summary"
         records = [(parser.wandb.line_no or 0, None, parser.wandb.summary)]
     else:
         return None
@@ -119,7 +121,7 @@ def _pasted_steps(parser: ConsoleParser, notes: list[str]) -> pl.DataFrame | Non
             steps.append(step)
             keys.append(key)
             values.append(value)
-    if not parser.loose.steps():
+    if parser.pasted_layout == "wandb-summary":
         notes.append(f"no verl step line: read W&B's run summary (final values) as step {step}")
     parser.pasted_step_records = len(records)
     return pl.DataFrame(
@@ -246,7 +248,7 @@ def _meta(run: Run, names: set[str], parser: ConsoleParser, fast: FastPart) -> d
         meta["wandb_summary"] = dict(parser.wandb.summary)
     if parser.run_end:  # for telling a crash from a normal shutdown
         meta["run_end"] = {k: dict(v) for k, v in parser.run_end.items()}
-    if parser.pasted_step_records and parser.loose.steps():
+    if parser.pasted_layout == "non-native":
         meta["layout"] = "non-native"
     if parser._kind_counts:
         meta["event_counts"] = dict(sorted(parser._kind_counts.items()))
