@@ -236,7 +236,7 @@ def _startup(w: _Writer, cfg: dict[str, Any], config_dump: bool, total: int) -> 
         w.driver(pprint.pformat(cfg, width=80))
     if at_least(v, "0.3"):
         w.driver(f"dataset len: {7473}")
-        w.driver(f"dataset len: {GSM8K_TEST_PROMPTS}")
+        w.driver(f"dataset len: {w.sim.dynamics.val_size or GSM8K_TEST_PROMPTS}")
     spe = steps_per_epoch(cfg)
     if at_least(v, "0.4"):
         w.driver(f"Size of train dataloader: {spe}, Size of val dataloader: 1")

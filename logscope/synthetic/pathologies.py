@@ -264,19 +264,42 @@ def _validation_drop(sim: _Sim, i: int, m: float) -> int:
     return int(vs[after[0]])
 
 
-def _kl_coef_changed_midrun(sim: _Sim, i: int, m: float) -> int:
-    cfg = sim.cfg
-    save_freq = int(get(cfg, "trainer.save_freq", -1))
-    step = int(sim.steps[i])
-    ckpt = ((step - 1) // save_freq) * save_freq
+def _checkpoint_before(sim: _Sim, step: int, what: str) -> tuple[int, int]:
+    """(last checkpoint step before `step`, last step printed before the restart)."""
+    save_freq = int(get(sim.cfg, "trainer.save_freq", -1))
+    ckpt = ((step - 1) // save_freq) * save_freq if save_freq > 0 else 0
     if ckpt < 1:
         raise ValueError(
-            f"kl-coef-changed-midrun at step {step}: no checkpoint before it "
-            f"(trainer.save_freq={save_freq}); inject at a step > save_freq"
+            f"{what} at step {step}: no checkpoint before it "
+            f"(trainer.save_freq={save_freq}); choose a step > save_freq"
         )
+    return ckpt, min(int(sim.steps[-1]), max(step - 1, ckpt + 2))
+
+
+def resume(sim: _Sim, step: int) -> None:
+    """A healthy restart: the run dies after `step - 1`, resumes from the last checkpoint with the
+    same config (printed again); the steps after the checkpoint are logged twice."""
+    ckpt, last_printed = _checkpoint_before(sim, step, "resume")
+    first_attempt = {k: v.copy() for k, v in sim.a.items()}
+    ri = ckpt + 1 - sim.first
+    for name in ("score", "pg_loss", "grad_norm", "ppo_kl", "entropy"):
+        sim.a[name][ri:] *= 1 + 0.01 * sim.z(sim.n - ri)
+    sim.restart = {
+        "checkpoint_step": ckpt,
+        "resume_step": ckpt + 1,
+        "last_printed": last_printed,
+        "config": copy.deepcopy(sim.cfg),
+        "first_attempt_drivers": first_attempt,
+        "first_val": {k: v.copy() for k, v in sim.val.items()},
+    }
+
+
+def _kl_coef_changed_midrun(sim: _Sim, i: int, m: float) -> int:
+    cfg = sim.cfg
+    step = int(sim.steps[i])
+    ckpt, last_printed = _checkpoint_before(sim, step, "kl-coef-changed-midrun")
     resume = ckpt + 1
     ri = resume - sim.first
-    last_printed = min(int(sim.steps[-1]), max(step - 1, ckpt + 2))
     use_kl_loss = bool(get(cfg, "actor_rollout_ref.actor.use_kl_loss", False)) and at_least(
         sim.version, "0.2"
     )

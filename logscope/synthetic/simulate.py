@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 from scipy.signal import lfilter
+from scipy.special import ndtr
 
 from logscope.model import METRICS_SCHEMA, ConfigSegment, Event, Run, Source
 from logscope.synthetic import pathologies as _path
@@ -25,6 +26,7 @@ from logscope.synthetic.config import (
     set_dotted,
     steps_per_epoch,
 )
+from logscope.synthetic.dynamics import Dynamics
 from logscope.synthetic.versions import at_least, check_version, first_train_step
 
 VAL_SOURCE = "openai/gsm8k"
@@ -115,6 +117,7 @@ class SimRun:
     details: dict[str, dict[str, Any]] = field(default_factory=dict)
     superseded: pl.DataFrame | None = None
     restart: dict[str, int] | None = None
+    dynamics: Dynamics = field(default_factory=Dynamics)
 
     @property
     def steps(self) -> np.ndarray:
@@ -171,7 +174,9 @@ class _Sim:
         rng: np.random.Generator,
         noise: float,
         levels: dict[str, float],
+        dyn: Dynamics | None = None,
     ) -> None:
+        self.dyn = dyn or Dynamics()
         self.n = n
         self.algorithm = algorithm
         self.version = version
@@ -205,21 +210,38 @@ class _Sim:
             get(cfg, "trainer.nnodes", 1)
         )
         self.size_b = _model_size(cfg)
+        self.val_size = self.dyn.val_size or GSM8K_TEST_PROMPTS
+        self.actor_from = 0  # first index the actor updates at (PPO critic warm-up)
 
     # ---- noise -----------------------------------------------------------------------------
     def z(self, size: int | None = None) -> np.ndarray:
-        """Standard-normal-like noise with mildly heavy tails (2% of draws ×1.6), clipped at ±4."""
+        """Unit-variance noise over steps.
+
+        Tame: normal with mildly heavy tails (2% of draws ×1.6), clipped at ±4. Realistic
+        (`Dynamics.tail_df`): Student-t, AR(1)-correlated along the run when `noise_phi` is set.
+        """
         size = self.n if size is None else size
+        if self.dyn.tail_df:
+            out = self._t(size)
+            if self.dyn.noise_phi and size == self.n:
+                phi = self.dyn.noise_phi
+                out = lfilter([math.sqrt(1 - phi * phi)], [1.0, -phi], out)
+            return np.clip(out, -8.0, 8.0)
         out = self.rng.standard_normal(size)
         out[self.rng.random(size) < 0.02] *= 1.6
         return np.clip(out, -4.0, 4.0)
 
+    def _t(self, size: int) -> np.ndarray:
+        df = self.dyn.tail_df
+        return self.rng.standard_t(df, size) * math.sqrt((df - 2) / df)
+
     def ar1(self, phi: float, size: int | None = None) -> np.ndarray:
         """Unit-variance AR(1) noise (slow wander)."""
         size = self.n if size is None else size
-        e = self.rng.standard_normal(size) * math.sqrt(1 - phi * phi)
-        out = lfilter([1.0], [1.0, -phi], e)
-        return np.clip(out, -4.0, 4.0)
+        e = self._t(size) if self.dyn.tail_df else self.rng.standard_normal(size)
+        out = lfilter([1.0], [1.0, -phi], e * math.sqrt(1 - phi * phi))
+        limit = 8.0 if self.dyn.tail_df else 4.0
+        return np.clip(out, -limit, limit)
 
     def lognoise(self, sd: float, phi: float = 0.0) -> np.ndarray:
         """Multiplicative noise exp(sd·noise·(white + some AR)), median 1."""
@@ -265,21 +287,33 @@ def _base_dynamics(s: _Sim) -> None:
         coef = get(s.cfg, "algorithm.kl_ctrl.kl_coef", 0.001)
     coef = float(coef or 0.001)
     s.kl_level = L["kl"] * (0.001 / max(coef, 1e-6)) ** 0.3
-    kl_c = s.kl_level * (1 - np.exp(-t / 5.0)) * (1 + 0.08 * rise)
+    d = s.dyn
+    s.lr_factor = d.lr_factor(t, n)
+    update = s.lr_factor**d.update_lr_power  # update size follows the LR
+    if d.kl_sqrt:  # distance from the reference grows like √(sum of update sizes)
+        travelled = np.cumsum(update) / max(1.0, float(np.sum(update)))
+        kl_c = s.kl_level * 1.08 * np.sqrt(travelled) * (1 - np.exp(-t / 2.0))
+    else:
+        kl_c = s.kl_level * (1 - np.exp(-t / 5.0)) * (1 + 0.08 * rise)
     s.clean["kl"] = kl_c
     s.factor["kl"] = s.lognoise(L["kl_sd"], phi=0.7)
     a["kl"] = kl_c * s.factor["kl"]
 
     lr = float(get(s.cfg, "actor_rollout_ref.actor.optim.lr", 1e-6) or 1e-6)
     lr_scale = 1.0 if "ppo_kl" in s.user_levels else (lr / 1e-6) ** 0.8
-    ppo_c = (L["ppo_kl"] + (L["ppo_kl_end"] - L["ppo_kl"]) * rise) * lr_scale
+    ppo_c = (L["ppo_kl"] + (L["ppo_kl_end"] - L["ppo_kl"]) * rise) * lr_scale * update
     s.clean["ppo_kl"] = ppo_c
     s.factor["ppo_kl"] = s.lognoise(L["ppo_kl_sd"])
     a["ppo_kl"] = ppo_c * s.factor["ppo_kl"]
+    if d.on_policy:  # old and new log-probs differ by numerics only: noise around 0
+        a["ppo_kl"] = 3e-6 * s.z()
 
-    ent_c = L["entropy"] * (
-        L["entropy_end_ratio"] + (1 - L["entropy_end_ratio"]) * np.exp(-t / max(20.0, n / 2))
-    )
+    if d.entropy_drop:  # early fall to a plateau (R1-style)
+        ent_c = L["entropy"] * (1 - d.entropy_drop * (1 - np.exp(-t / max(2.0, d.entropy_tau * n))))
+    else:
+        ent_c = L["entropy"] * (
+            L["entropy_end_ratio"] + (1 - L["entropy_end_ratio"]) * np.exp(-t / max(20.0, n / 2))
+        )
     s.clean["entropy"] = ent_c
     a["entropy"] = ent_c * s.lognoise(L["entropy_sd"], phi=0.6)
 
@@ -289,15 +323,28 @@ def _base_dynamics(s: _Sim) -> None:
     a["grad_norm"] = gn_c * s.lognoise(L["grad_norm_sd"])
     pg_sd = L["pg_loss_sd"] or (0.03 if ppo else 0.012)
     a["pg_loss"] = (-0.004 if ppo else -0.002) + pg_sd * s.noise * s.z()
-    a["pg_clipfrac"] = L["pg_clipfrac"] * s.lognoise(0.3)
-    a["pg_clipfrac_lower"] = 2e-5 * s.lognoise(0.8) * (s.rng.random(n) < 0.7)
+    a["pg_clipfrac"] = L["pg_clipfrac"] * s.lognoise(0.3) * update
+    a["pg_clipfrac_lower"] = 2e-5 * s.lognoise(0.8) * (s.rng.random(n) < 0.7) * update
+    if d.on_policy:  # ratio 1: nothing is clipped
+        a["pg_clipfrac"] = np.zeros(n)
+        a["pg_clipfrac_lower"] = np.zeros(n)
 
     # lengths
     r0 = L["response_length"] or (0.2 * s.resp_cap + 60.0)
-    resp_c = r0 * (1 + L["response_drift"] * rise)
+    if d.length_growth != 1.0:  # reasoning runs: the mean length grows through the run
+        r0 = L["response_length"] or min(r0, 0.28 * s.resp_cap / max(1.0, d.length_growth))
+        grow = (1 - np.exp(-t / max(5.0, n / 2))) / (1 - math.exp(-2.0))
+        resp_c = r0 * (1 + (d.length_growth - 1) * grow)
+    else:
+        resp_c = r0 * (1 + L["response_drift"] * rise)
     s.clean["resp"] = resp_c
     a["resp"] = resp_c * s.lognoise(0.02, phi=0.7)
-    a["clip_ratio"] = L["clip_ratio"] * s.lognoise(0.3)
+    if d.tame:
+        a["clip_ratio"] = L["clip_ratio"] * s.lognoise(0.3)
+    else:  # share of log-normal response lengths over the cap
+        median = resp_c / math.exp(d.length_sigma**2 / 2)
+        over = ndtr(-np.log(s.resp_cap / median) / d.length_sigma)
+        a["clip_ratio"] = s.rng.binomial(s.samples, np.clip(over, 0.0, 1.0)) / s.samples
     a["prompt"] = L["prompt_length"] * s.lognoise(0.006)
 
     # memory (GiB): flat with small jitter
@@ -306,6 +353,11 @@ def _base_dynamics(s: _Sim) -> None:
     reserved = min(0.9 * cap, s.size_b * 2.2 + cap * util * 0.55 + 6.0)
     a["mem_reserved"] = reserved + 0.02 * s.noise * s.z()
     a["mem_allocated"] = 0.78 * reserved + 0.03 * s.noise * s.z()
+    if d.memory_warmup_steps or d.memory_sawtooth_gb:  # allocator warm-up, then a sawtooth
+        ramp = 1 - 0.25 * np.exp(-(t - 1) / max(1, d.memory_warmup_steps))
+        saw = d.memory_sawtooth_gb * ((t % d.memory_sawtooth_period) / d.memory_sawtooth_period)
+        a["mem_reserved"] = a["mem_reserved"] * ramp + saw
+        a["mem_allocated"] = a["mem_allocated"] * ramp + 0.8 * saw
     a["mem_cpu"] = 60.0 + 4.0 * s.size_b + 0.3 * s.noise * s.z()
     a["mfu_actor"] = L["mfu"] * s.lognoise(0.03)
     a["mfu_critic"] = 0.9 * L["mfu"] * s.lognoise(0.03)
@@ -337,6 +389,13 @@ def _base_dynamics(s: _Sim) -> None:
     total_w = sum(weights.values()) / 0.97  # 3% of the step is outside any named timer
     common = s.lognoise(0.02, phi=0.5)
     a["t_gen"] = gen_c * common * s.lognoise(0.03)
+    if d.dynamic_sampling > 1:  # DAPO: more generation rounds as more groups are all-correct
+        solved = np.clip(s.clean["score"], 0.0, 1.0) ** 2
+        extra = s.rng.random((d.dynamic_sampling - 1, n)) < solved
+        a["t_gen"] = a["t_gen"] * (1 + extra.sum(axis=0) * s.rng.uniform(0.7, 1.0, n))
+    if d.first_step_slow > 1:  # vLLM graph capture, allocator and compile warm-up
+        common[0] *= d.first_step_slow
+        a["t_gen"][0] *= d.first_step_slow
     for name, w in weights.items():
         a[f"t_{name}"] = rest * w / total_w * common * s.lognoise(0.03)
     s.phases = ["gen", *weights]
@@ -361,8 +420,13 @@ def _base_dynamics(s: _Sim) -> None:
     vt = s.val_steps - s.first + 1.0
     val_c = L["val_start"] + (L["val_end"] - L["val_start"]) * (1 - np.exp(-vt / s.tau))
     s.clean["val"] = val_c
-    s.val["acc"] = val_c + L["val_sd"] * s.noise * s.z(len(vt))
-    s.val0 = L["val_start"] + L["val_sd"] * s.noise * float(s.z(1)[0])
+    if s.dyn.val_size:  # k correct out of a (possibly small) validation set
+        size = s.dyn.val_size
+        s.val["acc"] = s.rng.binomial(size, np.clip(val_c, 0.0, 1.0)) / size
+        s.val0 = float(s.rng.binomial(size, np.clip(L["val_start"], 0.0, 1.0))) / size
+    else:
+        s.val["acc"] = val_c + L["val_sd"] * s.noise * s.z(len(vt))
+        s.val0 = L["val_start"] + L["val_sd"] * s.noise * float(s.z(1)[0])
 
     save_freq = int(get(s.cfg, "trainer.save_freq", -1) or -1)
     s.save_steps = np.array(
@@ -372,6 +436,22 @@ def _base_dynamics(s: _Sim) -> None:
             if save_freq > 0 and x > 0 and (x % save_freq == 0 or x == s.steps[-1])
         ],
         dtype=np.int64,
+    )
+
+
+def _critic_warmup(s: _Sim, warmup: int) -> None:
+    """verl updates the actor once `trainer.critic_warmup <= global_steps`: before that the actor
+    logs nothing and its update takes no time."""
+    s.actor_from = max(0, min(s.n, warmup - s.first))
+    s.a["t_update_actor"][: s.actor_from] = 0.0
+
+
+def _from_actor_update(name: str) -> bool:
+    """Whether verl's actor update produces metric `name` (absent while the critic warms up)."""
+    if name.startswith("actor/"):
+        return not name.startswith(("actor/entropy", "actor/reward_kl"))
+    return name.startswith(("perf/mfu/actor", "perf/max_memory", "perf/cpu_memory")) or (
+        name.endswith("/update_actor")
     )
 
 
@@ -469,7 +549,7 @@ def _derive_timing(s: _Sim) -> None:
     if len(s.val_steps):
         vi = s.val_steps - s.first
         # validation generates GSM8K test prompts once (n=1), greedy
-        val_gen = a["t_gen"][vi] * GSM8K_TEST_PROMPTS / s.samples * 0.9 + 3.0
+        val_gen = a["t_gen"][vi] * s.val_size / s.samples * 0.9 + 3.0
         a["t_testing"] = val_gen
         testing[vi] = val_gen
     save = np.zeros(s.n)
@@ -499,12 +579,15 @@ def simulate(
     version: str = "0.5",
     test_freq: int = 10,
     levels: dict[str, float] | None = None,
+    dynamics: Dynamics | None = None,
 ) -> SimRun:
     """Simulate a verl run of `n_steps` training steps with `inject`ed pathologies.
 
     `config` holds dotted-key overrides on a realistic GSM8K verl config; `levels` overrides the
-    healthy-run levels in LEVEL_DEFAULTS (for calibrated fixtures).
+    healthy-run levels in LEVEL_DEFAULTS (for calibrated fixtures); `dynamics` shapes the healthy
+    run (default: the tame simulator; `synthetic.realistic` draws the dynamics of real runs).
     """
+    dyn = dynamics or Dynamics()
     algorithm = algorithm.lower()
     if algorithm not in ("grpo", "ppo"):
         raise ValueError(f"algorithm must be 'grpo' or 'ppo', not {algorithm!r}")
@@ -523,7 +606,14 @@ def simulate(
         if reason:
             raise ValueError(f"cannot inject {inj.kind!r}: {reason}")
 
-    overrides = dict(config or {})
+    if dyn.on_policy and any(i.kind == "ppo-kl-too-low" for i in injections):
+        raise ValueError("cannot inject 'ppo-kl-too-low' into an on-policy run (ppo_kl is noise)")
+    if dyn.resume_step is not None and any(
+        i.kind in ("kl-coef-changed-midrun", "cuda-oom") for i in injections
+    ):
+        raise ValueError("a resume cannot be combined with kl-coef-changed-midrun or cuda-oom")
+    batch = int((config or {}).get("data.train_batch_size", 1024))
+    overrides = {**dyn.config(batch), **(config or {})}
     if any(i.kind == "kl-coef-changed-midrun" for i in injections):
         save_freq = get(
             default_config(algorithm, version, n_steps, test_freq, overrides),
@@ -535,9 +625,13 @@ def simulate(
     cfg = default_config(algorithm, version, n_steps, test_freq, overrides)
 
     rng = np.random.default_rng([int(seed), 1 if algorithm == "ppo" else 0, 0x5EED])
-    sim = _Sim(n_steps, algorithm, version, cfg, rng, noise, dict(levels or {}))
+    sim = _Sim(n_steps, algorithm, version, cfg, rng, noise, dict(levels or {}), dyn)
     sim.seed = int(seed)
     _base_dynamics(sim)
+    if dyn.critic_warmup and algorithm == "ppo":
+        _critic_warmup(sim, dyn.critic_warmup)
+    if dyn.resume_step is not None:
+        _path.resume(sim, sim.validate_step(dyn.resume_step, "resume") + sim.first)
     truth: list[Injection] = []
     ordered = sorted(injections, key=lambda i: _path.PHASE[i.kind])
     pending: list[tuple[Injection, int]] = []
@@ -696,11 +790,11 @@ def val_names(version: str) -> list[str]:
     return names
 
 
-def _val_values(name: str, acc: np.ndarray) -> np.ndarray:
+def _val_values(name: str, acc: np.ndarray, size: int = GSM8K_TEST_PROMPTS) -> np.ndarray:
     if "num_turns" in name:
         return np.full(len(acc), 2.0)
-    # accuracy over the GSM8K test set: k correct out of 1319
-    acc = np.round(np.clip(acc, 0.0, 1.0) * GSM8K_TEST_PROMPTS) / GSM8K_TEST_PROMPTS
+    # accuracy over the validation set: k correct out of its size (GSM8K's test set: 1319)
+    acc = np.round(np.clip(acc, 0.0, 1.0) * size) / size
     if name.endswith("/acc/mean@1"):
         return acc
     # reward/score: GSM8K reward = acc here (format score 0); 1319 samples → k/1319
@@ -715,7 +809,7 @@ def _build(s: _Sim, truth: list[Injection], seed: int) -> SimRun:
     lr = float(get(cfg, "actor_rollout_ref.actor.optim.lr", 1e-6) or 1e-6)
     clr = float(get(cfg, "critic.optim.lr", 1e-5) or 1e-5)
     scale = 1e4 if s.version == "0.1" else 1.0
-    a["actor_lr"] = np.full(n, lr * scale)
+    a["actor_lr"] = lr * scale * s.lr_factor
     a["critic_lr"] = np.full(n, clr * scale)
     coef = float(get(cfg, "actor_rollout_ref.actor.kl_loss_coef", 0.001) or 0.0)
     if "kl_coef" not in a:
@@ -743,10 +837,10 @@ def _build(s: _Sim, truth: list[Injection], seed: int) -> SimRun:
     vwall = wall[vsteps - s.first]
     for name, key in layout:
         if key == "VAL":
-            vals = _val_values(name, s.val["acc"][vmask])
+            vals = _val_values(name, s.val["acc"][vmask], s.val_size)
             st, wt = vsteps, vwall
             if s.first == 1 and get(cfg, "trainer.val_before_train", True):
-                v0 = _val_values(name, np.array([s.val0]))
+                v0 = _val_values(name, np.array([s.val0]), s.val_size)
                 st = np.concatenate([[0], st])
                 vals = np.concatenate([v0, vals])
                 wt = np.concatenate([[45.0], wt])
@@ -756,6 +850,8 @@ def _build(s: _Sim, truth: list[Injection], seed: int) -> SimRun:
             st, vals, wt = sub, a[key][: len(sub)], wall[sub - s.first]
         else:
             st, vals, wt = steps, a[key][:keep], wall[:keep]
+            if s.actor_from and _from_actor_update(name):
+                st, vals, wt = st[s.actor_from :], vals[s.actor_from :], wt[s.actor_from :]
         names.append(name)
         cols_step.append(np.asarray(st, dtype=np.int64))
         cols_val.append(np.asarray(vals, dtype=np.float64))
@@ -791,6 +887,7 @@ def _build(s: _Sim, truth: list[Injection], seed: int) -> SimRun:
         noise=s.noise,
         metric_order=names,
         details=s.details,
+        dynamics=s.dyn,
         superseded=superseded,
         restart=None
         if s.restart is None
