@@ -169,6 +169,8 @@ def simulate_case(case: Case):
         if case.kind == "ppo-kl-too-low" and dynamics.on_policy:
             # with one update per step ppo_kl is noise around 0: there is no update size to judge
             dynamics = dataclasses.replace(dynamics, on_policy=False)
+            mini = int(config["data.train_batch_size"]) // 4
+            config["actor_rollout_ref.actor.ppo_mini_batch_size"] = mini
         if case.kind == "validation-drop" and dynamics.val_size < 100:
             # a 30-prompt set moves ±0.09 per validation: a 0.1 drop is not identifiable there
             dynamics = dataclasses.replace(dynamics, val_size=100)
