@@ -128,6 +128,8 @@ def make_cases(
             n = max(n, 80)
             step = max(int(lo * n), min(step, n - 30), 15)
             test_freq = min(test_freq, max(5, n // 10))
+            if kind == "validation-drop":  # the turn needs 4+ validations before it
+                test_freq = min(test_freq, max(5, step // 5))
         return Case(
             kind=kind,
             seed=int(rng.integers(0, 2**31)),

@@ -7,6 +7,7 @@ import math
 from typing import Any
 
 import numpy as np
+from scipy.stats import kendalltau
 
 from logscope import verl_config
 from logscope.advice import SEED_GRPO, SEED_PPO, advise, current_value
@@ -683,7 +684,9 @@ class ValidationDrop(Detector):
         shape: isotonic regression), a quadratic after", among splits whose later points sit
         below the level reached before. The drop (level before the turn minus the level just
         after it or at the end, whichever is larger) must exceed `min_drop_sigma` noise sigmas
-        (noise from the fit's residuals) and `min_drop` in absolute terms; the validation points
+        (noise from the fit's residuals, never below the validation set's sampling noise; 3/4
+        of that when 8+ validations after the turn trend down) and `min_drop` in absolute
+        terms; the validation points
         after the turn must sit below the earlier level (binomial sign test p < `trend_p`, over
         at least `min_points_after` points, or a drop twice as large); and the training reward
         over the same steps must not be falling (its Theil–Sen change above
@@ -705,9 +708,14 @@ class ValidationDrop(Detector):
         best validation accuracy came at 1.5e-6, not 2e-6, on a 0.5B model).
 
     Known false positives:
-        A validation set that is tiny (noisy) or a validation metric that is not a score (a
-        length, a loss) can move against the reward for harmless reasons. With fewer than
-        `min_points_after` validation points after the turn nothing is reported.
+        Small validation sets: a score over N prompts moves by ±√(p(1−p)/N) between
+        validations (±0.09 for 30 prompts). N is read from the values (every one is k/N) and
+        that sampling noise is the floor of the noise estimate. The level before the turn is
+        chosen where it is highest, so plateau noise alone reaches ~3.5σ: the drop must clear
+        `min_drop_sigma` (4) σ, or 3σ with a significant downward trend (Kendall p < 0.01) over
+        at least 8 validations after the turn. A validation metric that is not a score (a
+        length, a loss) can still move against the reward for harmless reasons. With fewer
+        than `min_points_after` validation points after the turn nothing is reported.
 
     References:
         seed:ppo-tuning §3.3 (lr 1.5e-6 gave the best validation accuracy, 2e-6 oscillated);
@@ -782,23 +790,33 @@ class ValidationDrop(Detector):
         quad_rss = poly_prefix_fit(-x[::-1], y[::-1], 2)[0][::-1][k_turn]
         if len(x) - k_turn < 6:
             quad_rss = line_rss(x, y)[1][k_turn]
-        sigma = max(
-            1.25 * math.sqrt((iso_rss + quad_rss) / max(len(x) - 4, 1)),
-            0.5 * noise_floor(y, run.value_resolution),
-            1e-9,
-        )
+        fit_sigma = 1.25 * math.sqrt((iso_rss + quad_rss) / max(len(x) - 4, 1))
         w = max(4, min(10, len(xb) // 2))
         level, _ = line_at(xb[-w:], yb[-w:], float(xb[-1]))
+        # a few points fit closely by chance: never below the sampling noise of a score that is
+        # the mean of `prompts` 0/1 results (the validation set's size, read from the values)
+        prompts = score_count(y, run.value_resolution)
+        sampling = math.sqrt(max(level * (1 - level), 0.0) / prompts) if prompts else 0.0
+        sigma = max(fit_sigma, sampling, 0.5 * noise_floor(y, run.value_resolution), 1e-9)
         _, slope_before = line_at(
             xb[-max(3, len(xb) // 3) :], yb[-max(3, len(xb) // 3) :], float(xb[-1])
         )
         _, after_start, _ = poly_prefix_fit(-xa[::-1], ya[::-1], 2)
         start_level = float(after_start[-1]) if np.isfinite(after_start[-1]) else float(ya[0])
-        end_level, slope_after = line_at(
-            xa[-max(3, len(xa) // 3) :], ya[-max(3, len(xa) // 3) :], float(xa[-1])
-        )
+        tail = max(3, len(xa) // 3)
+        end_level, slope_after = line_at(xa[-tail:], ya[-tail:], float(xa[-1]))
         drop = max(level - start_level, level - end_level)
-        if drop < max(self.min_drop_sigma * sigma, self.min_drop):
+        if drop < self.min_drop:
+            return None
+        # The level before the turn is picked where it is highest, so a drop must clear
+        # `min_drop_sigma` noise sigmas; a long, steady decline after the turn (a significant
+        # downward trend over many validations) is enough at 3/4 of that.
+        trend_p = 1.0
+        if len(ya) >= 8:
+            tau, trend_p = kendalltau(xa, ya)
+            trend_p = float(trend_p) if tau < 0 else 1.0
+        steady = trend_p < 0.01 and drop >= 0.75 * self.min_drop_sigma * sigma
+        if drop < self.min_drop_sigma * sigma and not steady:
             return None
         # the points right after the turn sit below the level reached before it
         head = ya[: max(self.min_points_after, len(ya) // 4)]
@@ -857,6 +875,8 @@ class ValidationDrop(Detector):
             "peak_step": int(xb[peak_i]),
             "drop": drop,
             "val_noise_sigma": sigma,
+            "p_downward_trend_after_turn": trend_p if trend_p < 1 else None,
+            "val_set_size_from_values": prompts,
             "slope_before_per_100_steps": slope_before * 100,
             "slope_after_per_100_steps": slope_after * 100,
             "p_points_below_by_chance": p,
@@ -905,6 +925,23 @@ class ValidationDrop(Detector):
             coef = np.polyfit(xb - xb[-1], yb, 2)
             return float(coef[-1])
         return float(np.median(yb[-3:]))
+
+
+def score_count(values: np.ndarray, resolution: float | None) -> int | None:
+    """N when every value is k/N: a mean of N 0/1 scores (a validation set of N prompts).
+
+    The smallest N that fits all distinct values (at least 6 of them, all in [0, 1]); on a
+    rounded print (`.3f`) only N up to 1/(20·resolution), where a chance fit is unlikely.
+    """
+    v = np.unique(values[np.isfinite(values)])
+    if len(v) < 6 or v[0] < 0 or v[-1] > 1:
+        return None
+    tol = (resolution or 0.0) + 1e-9
+    limit = 2000 if not resolution else int(1 / (20 * resolution))
+    counts = np.arange(2, max(2, limit) + 1, dtype=np.float64)[:, None]
+    scaled = v[None, :] * counts
+    fits = np.all(np.abs(scaled - np.round(scaled)) <= tol * counts, axis=1)
+    return int(counts[np.argmax(fits), 0]) if fits.any() else None
 
 
 def _binom_tail(k: int, n: int) -> float:

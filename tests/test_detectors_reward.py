@@ -173,3 +173,44 @@ def test_kl_change_read_from_config_segments():
         "to": 0.002,
         "step": 5,
     }
+
+
+def test_score_count_reads_the_validation_set_size_from_the_values():
+    from logscope.detectors.reward import score_count
+
+    rng = np.random.default_rng(0)
+    for size in (30, 100, 1319):
+        values = rng.binomial(size, 0.6, 40) / size
+        assert score_count(values, None) == size
+    # a .3f print: k/30 is still recognisable, k/1319 is not (too fine for 3 decimals)
+    assert score_count(np.round(rng.binomial(30, 0.6, 40) / 30, 3), 0.0005) == 30
+    assert score_count(np.round(rng.binomial(1319, 0.6, 40) / 1319, 3), 0.0005) is None
+    assert score_count(rng.uniform(0, 1, 40), None) is None  # not a mean of 0/1 scores
+
+
+@pytest.mark.parametrize("seed", [19, 0, 1, 2])
+def test_validation_noise_of_a_small_set_on_a_plateau_is_not_a_drop(seed):
+    from logscope.synthetic import Dynamics
+
+    # 30 prompts: ±0.09 between validations; seed 19 fires without the sampling-noise floor
+    sim = simulate(
+        600, "grpo", seed=seed, test_freq=20, dynamics=Dynamics(val_size=30, tail_df=4.0)
+    )
+    assert ValidationDrop().detect(sim.to_run()) == []
+
+
+def test_a_steady_decline_over_many_validations_is_found_below_four_sigma():
+    from logscope.synthetic import Dynamics
+
+    sim = simulate(
+        1200,
+        "grpo",
+        seed=3,
+        test_freq=5,
+        dynamics=Dynamics(val_size=100),
+        inject=[Injection("validation-drop", 700, 0.5)],
+    )
+    (finding,) = ValidationDrop().detect(sim.to_run())
+    assert abs(finding.step - sim.truth[0].step) <= 40
+    assert finding.evidence["val_set_size_from_values"] == 100
+    assert finding.evidence["drop"] < 4 * finding.evidence["val_noise_sigma"]

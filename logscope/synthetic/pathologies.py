@@ -47,7 +47,8 @@ PATHOLOGIES: dict[str, str] = {
     "ppo-kl-too-low": "actor/ppo_kl dropping to ~4.5e-5/m (persistently < 1e-4), clipfrac ~0",
     "reward-plateau": "training reward rising until the step, then flat for the rest of the run",
     "validation-drop": "validation accuracy dropping 0.06m at the first validation from the step, "
-    "0.14m by the end, while training reward keeps rising",
+    "0.14m by the end (×σ/0.02 when one validation's noise σ exceeds 0.02), while training "
+    "reward keeps rising",
     "nan-loss": "losses, KL, entropy and grad norm NaN (grad norm inf at the first step) from the step",
     "cuda-oom": "run ends with a Ray-wrapped torch.OutOfMemoryError traceback after the step",
     "grad-norm-not-finite": "WARN `grad_norm is not finite: nan` lines and NaN grad_norm at a few steps",
@@ -258,7 +259,12 @@ def _validation_drop(sim: _Sim, i: int, m: float) -> int:
     # over-fitting: the validation curve stops following the training reward, then falls
     clean = sim.clean["val"]
     at_step = float(np.interp(step, vs, clean))
-    sim.val["acc"][after] += at_step - clean[after] - 0.14 * m * (0.45 + 0.55 * frac)
+    # a clear case on any validation set: at least ~5 sd of one validation's sampling noise
+    # by the end (deeper than 0.14m on sets of fewer than ~500 prompts)
+    noise = math.sqrt(at_step * (1 - at_step) / sim.val_size)
+    depth = 0.14 * m * max(1.0, noise / 0.02)
+    sim.val["acc"][after] += at_step - clean[after] - depth * (0.45 + 0.55 * frac)
+    sim.details["validation-drop"] = {"depth": depth}
     k = _k(sim, i)
     sim.a["score"][i:] += 0.05 * m * k / max(1, sim.n - i)
     return int(vs[after[0]])
