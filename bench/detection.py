@@ -166,7 +166,8 @@ def simulate_case(case: Case):
             # a resume before the pathology shows; none with a restart or crash of its own
             clash = case.kind in ("kl-coef-changed-midrun", "cuda-oom")
             save_freq = int(config.get("trainer.save_freq", 10))
-            resume = None if clash or case.step <= 2 * save_freq else case.step // 2
+            late_enough = case.step > 2 * save_freq + 2
+            resume = max(case.step // 2, save_freq + 1) if late_enough and not clash else None
             dynamics = dataclasses.replace(dynamics, resume_step=resume)
         if case.kind == "ppo-kl-too-low" and dynamics.on_policy:
             # with one update per step ppo_kl is noise around 0: there is no update size to judge

@@ -174,7 +174,9 @@ def realistic(
     batch = int(rng.choice([64, 128, 256, 512]))
     save_freq = int(rng.choice([10, 20, 50, 100]))
     if n_steps > 3 * save_freq and rng.random() < 0.3:
-        dyn = replace(dyn, resume_step=int(rng.uniform(0.3, 0.8) * n_steps))
+        # after the first checkpoint, so there is one to resume from
+        at = max(int(rng.uniform(0.3, 0.8) * n_steps), save_freq + 1)
+        dyn = replace(dyn, resume_step=at)
     overrides: dict[str, object] = {"data.train_batch_size": batch, "trainer.save_freq": save_freq}
     if not on_policy:
         overrides["actor_rollout_ref.actor.ppo_mini_batch_size"] = batch // int(
