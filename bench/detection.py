@@ -169,6 +169,9 @@ def simulate_case(case: Case):
             late_enough = case.step > 2 * save_freq + 2
             resume = max(case.step // 2, save_freq + 1) if late_enough and not clash else None
             dynamics = dataclasses.replace(dynamics, resume_step=resume)
+        if case.kind is not None and dynamics.critic_warmup > case.step - 10:
+            # the actor (and what it logs) must be updating for a while before the pathology
+            dynamics = dataclasses.replace(dynamics, critic_warmup=max(0, case.step - 10))
         if case.kind == "ppo-kl-too-low" and dynamics.on_policy:
             # with one update per step ppo_kl is noise around 0: there is no update size to judge
             dynamics = dataclasses.replace(dynamics, on_policy=False)
