@@ -126,7 +126,9 @@ class RewardSawtooth(Detector):
         A reward that genuinely depends on a periodic schedule (curriculum cycling through data
         sources, an LR schedule with restarts, a data loader that is not shuffled between
         epochs) oscillates by design. Very short runs (fewer than `min_cycles` periods) are
-        never reported.
+        never reported. A reward that wanders (autocorrelated noise, as real batch means do)
+        can correlate with itself ~0.5 one "period" later over a few cycles: `min_autocorr` is
+        0.6, and the two-period check below must hold too.
 
     References:
         seed:grpo-pitfalls §3.3 (changing kl_loss_coef mid-run makes the reward saw-toothed);
@@ -147,7 +149,7 @@ class RewardSawtooth(Detector):
         min_cycles: int = 3,
         min_period: int = 4,
         max_period: int = 500,
-        min_autocorr: float = 0.5,
+        min_autocorr: float = 0.6,
         noise_z: float = 4.5,
         min_amplitude_sigma: float = 0.75,
         max_points: int = 2000,
