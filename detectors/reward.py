@@ -795,6 +795,9 @@ class ValidationDrop(Detector):
         fit_sigma = 1.25 * math.sqrt((iso_rss + quad_rss) / max(len(x) - 4, 1))
         w = max(4, min(10, len(xb) // 2))
         level, _ = line_at(xb[-w:], yb[-w:], float(xb[-1]))
+        level = min(
+            level, float(np.max(yb[-w:]))
+        )  # an extrapolation above every value seen is no level
         # a few points fit closely by chance: never below the sampling noise of a score that is
         # the mean of `prompts` 0/1 results (the validation set's size, read from the values)
         prompts = score_count(y, run.value_resolution)
@@ -808,7 +811,7 @@ class ValidationDrop(Detector):
         tail = max(3, len(xa) // 3)
         end_level, slope_after = line_at(xa[-tail:], ya[-tail:], float(xa[-1]))
         drop = max(level - start_level, level - end_level)
-        if drop < self.min_drop:
+        if drop < self.min_drop or end_level >= level:  # still low at the end, or no drop
             return None
         # The level before the turn is picked where it is highest, so a drop must clear
         # `min_drop_sigma` noise sigmas; a long, steady decline after the turn (a significant
