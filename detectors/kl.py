@@ -4,9 +4,12 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+from scipy.stats import binom, median_abs_deviation, norm
 
 from logscope import verl_config
 from logscope.advice import SEED_GRPO, SEED_PPO, advise, current_value
@@ -22,6 +25,7 @@ from ._policy_signals import (
     Series,
     by_step,
     config_changes,
+    domain,
     first_stretch,
     level_shifts,
     load,
@@ -36,6 +40,126 @@ from ._stats import fmt
 KL_COEF_STEP = 1 / 0.7
 #: in a run too short for changepoints, a rise to this many times the step before is a jump
 SHORT_JUMP_RATIO = 10.0
+#: on-policy signature: this share of ppo_kl values below 0 (noise around 0) with clip fraction 0
+ON_POLICY_NEGATIVE_SHARE = 0.2
+#: entropy (nats per token) this low, or a fall by this share of its early level, is a collapse;
+#: healthy runs lose 30-60 % early, so a halving alone is not
+NEAR_ZERO_ENTROPY = 0.02
+COLLAPSE_FALL = 0.8
+#: a Gaussian's 99th percentile of |x| in σ: heavy tails raise a series' own 99th percentile above it
+Z99 = float(norm.ppf(0.995))
+
+
+def _lr_share(run: Run, steps: np.ndarray) -> np.ndarray | None:
+    """LR / peak LR at `steps`: the last `actor/lr` logged at or before each step, else (the LR
+    not logged, or printed as 0.000 by a `.3f` log) the schedule the config implies. None when
+    the LR is constant."""
+    lr = load(run, "lr", 3)
+    peak = float(np.max(lr.values)) if lr is not None else 0.0
+    if lr is None or not peak > 0:
+        return _config_lr_share(run, steps)
+    if float(np.min(lr.values)) >= peak * (1 - 1e-6):
+        return None
+    at = np.clip(np.searchsorted(lr.steps, steps, side="right") - 1, 0, len(lr) - 1)
+    return np.clip(lr.values[at] / peak, 0.0, 1.0)
+
+
+def _config_lr_share(run: Run, steps: np.ndarray) -> np.ndarray | None:
+    """verl's actor LR schedule from the config (`optim.warmup_style`, `lr_warmup_steps[_ratio]`,
+    `min_lr_ratio`; total steps from the log or `trainer.total_training_steps`), or None."""
+    opt = f"{ACT}.optim"
+    style = str(current_value(run, f"{opt}.warmup_style") or "constant")
+    total = run.meta.get("total_training_steps") or current_value(
+        run, "trainer.total_training_steps"
+    )
+    try:
+        total = int(total) if total and int(total) > 0 else int(run.steps.max())
+        warm = int(current_value(run, f"{opt}.lr_warmup_steps") or -1)
+        if warm < 0:
+            warm = int(float(current_value(run, f"{opt}.lr_warmup_steps_ratio") or 0) * total)
+        floor = float(current_value(run, f"{opt}.min_lr_ratio") or 0.0)
+    except (TypeError, ValueError):
+        return None
+    if style not in ("cosine", "linear") and warm <= 0:
+        return None
+    t = steps.astype(np.float64)
+    share = np.minimum(1.0, t / warm) if warm > 0 else np.ones(len(t))
+    if style in ("cosine", "linear"):
+        frac = np.clip((t - warm) / max(1, total - warm), 0.0, 1.0)
+        shape = 0.5 * (1 + np.cos(np.pi * frac)) if style == "cosine" else 1 - frac
+        share = np.where(t > warm, floor + (1 - floor) * shape, share)
+    return share
+
+
+def _on_policy(run: Run, ppo_kl: Series) -> str | None:
+    """Why ppo_kl carries no update size (one optimizer update per step), or None.
+
+    Known from the config (`ppo_epochs` = 1 and `train_batch_size` ≤ `ppo_mini_batch_size`), or
+    from the data: ppo_kl is noise around 0 (a sizeable share negative) and nothing is clipped.
+    """
+    if run.config_segments:
+        epochs = current_value(run, f"{ACT}.ppo_epochs")
+        train = current_value(run, "data.train_batch_size")
+        mini = current_value(run, f"{ACT}.ppo_mini_batch_size")
+        try:
+            if int(epochs) == 1 and int(train) <= int(mini):
+                return (
+                    "one optimizer update per step (ppo_epochs=1, train_batch_size ≤ "
+                    "ppo_mini_batch_size): ppo_kl is 0 by construction"
+                )
+        except (TypeError, ValueError):
+            pass
+    negative = float(np.mean(ppo_kl.values < 0))
+    clip = load(run, "pg_clipfrac")
+    unclipped = clip is None or float(np.mean(clip.values > 0)) <= 0.05
+    if negative >= ON_POLICY_NEGATIVE_SHARE and unclipped:
+        return (
+            f"ppo_kl is noise around 0 ({negative:.0%} of its values negative) and the clip "
+            "fraction is 0: one optimizer update per step (on-policy)"
+        )
+    return None
+
+
+def _window_medians(x: np.ndarray, width: int) -> np.ndarray:
+    """medians[i] = median of x[i : i + width] (empty when x is shorter than `width`)."""
+    if len(x) < width:
+        return np.empty(0)
+    return np.median(sliding_window_view(x, width), axis=1)
+
+
+def _shift(
+    x: np.ndarray, meds: np.ndarray, width: int, onset: int, end: int, floor: float = 0.0
+) -> tuple[float, float, float] | None:
+    """(level before, level after, z) of a change of `x` starting at `onset`, complete at `end`.
+
+    `meds` are `_window_medians(x, width)`. The levels are medians of the `width` points
+    before `onset` and from `end`. z is their difference against the same difference taken
+    everywhere else in the series (centred on its median, scaled by its MAD): the series' own
+    wander, heavy tails and autocorrelation included, sets the bar, not point-to-point noise.
+    """
+    before, after = x[max(0, onset - width) : onset], x[end : end + width]
+    # a few points after a rise cannot tell a new level from a heavy-tailed excursion
+    if len(before) < 3 or len(after) < max(3, width // 2) or len(x) < 2 * width + 5:
+        return None
+    lb, la = float(np.median(before)), float(np.median(after))
+    lag = width + (end - onset)
+    diffs = meds[lag:] - meds[:-lag] if len(meds) > lag else np.empty(0)
+    at = np.arange(len(diffs)) + width  # the onset each difference stands for
+    elsewhere = diffs[np.abs(at - onset) >= lag]
+    if len(elsewhere) < 10:
+        elsewhere = diffs
+    if len(elsewhere) < 5:
+        return None
+    centre = float(np.median(elsewhere))
+    scale = max(float(median_abs_deviation(elsewhere, scale="normal")), floor, 1e-12)
+    return lb, la, (la - lb - centre) / scale
+
+
+def _tail_sigma(x: np.ndarray, window: int = 31) -> float:
+    """The noise scale at which the series' own 99th percentile of |residual| from its running
+    median sits where a Gaussian's would: above the MAD σ when the tails are heavy."""
+    resid = np.abs(x - smooth(x, window))
+    return float(np.quantile(resid, 0.99)) / Z99 if len(resid) else 0.0
 
 
 def _positive(name: str, value: float) -> None:
@@ -93,25 +217,37 @@ def _raise_kl_coef(run: Run, metric: str, why: str) -> Advice:
 
 
 class KLJump(Detector):
-    """An abrupt rise of a KL metric: a level shift or a short spike far above its noise.
+    """An abrupt rise of a KL metric: a level shift or a short spike far above its own wander.
 
     Reads the KL between the current and the rollout policy (`actor/ppo_kl`) and the KL to the
     reference (`actor/kl_loss`, `critic/kl` in verl ≤ 0.3, `actor/reward_kl_penalty`). One
     finding per jump, located at the step where the rise starts.
 
     What it detects:
-        Level shifts found by ruptures (KernelCPD, linear kernel, penalty 3·σ²·log n with σ the
-        robust noise of the series; long series are reduced to ≤ 2,000 bin medians first and
-        the step is then located at full resolution), kept when the level after is at least
-        `min_ratio` times the level before, the change is at least `z_threshold` noise units,
-        and the rise completes within `max_rise_steps` logged steps (a slow drift is not a jump).
-        Short spikes (a few steps) are found from robust z-scores against a running median
-        (`spike_z`). A run with fewer than `min_points` values (an excerpt) is judged by
+        Level shifts: candidates are the changepoints found by ruptures (KernelCPD, linear
+        kernel; long series are reduced to ≤ 2,000 bin medians first and the step is then
+        located at full resolution), each taken on its own, rising within `max_rise_steps`
+        logged steps (a slow drift is not a jump). Each is judged against the series' own
+        wander: the median of the `window` points after the rise minus the median of the
+        `window` points before it, set against the same difference taken at every other step
+        of the run (median-centred, MAD-scaled), must reach `z_threshold`, so a heavy-tailed,
+        autocorrelated series that wanders 2× sets its own bar. The rise must
+        also matter to training: the level after at least `min_ratio` (2) times the level
+        before — `min_ppo_kl_ratio` (3) for `ppo_kl`, whose noise alone wanders 2× — and higher
+        by at least `min_ppo_kl_rise` (1e-4, the size seed 003 calls too small to move the
+        policy) for `ppo_kl` or `min_kl_rise` (0.01 nat, half the 0.01–0.03 band) for KL to the
+        reference, both at the least a `.3f` print's rounding allows, and at least half a
+        `window` of steps logged after the rise. Short spikes (a few
+        steps) are found from robust z-scores against a running median (`spike_z`), the noise
+        scale raised so that the series' own 99th percentile of residuals sits where a
+        Gaussian's would. A run with fewer than `min_points` values (an excerpt) is judged by
         `logscope.health`'s band instead: a rise to 10× the step before and above the band's
         top (KL to the reference 0.05, 0.1 for PPO; `ppo_kl` 0.02), or a level of 0.3 nat
-        (`ppo_kl` 0.1) or more. `actor/kl_loss`-like metrics are analysed on a log scale (their noise is
-        multiplicative); `actor/ppo_kl`, which sits near 0 and can be negative, on a linear one.
-        The first `warmup_steps` steps are ignored: KL to the reference starts at 0.
+        (`ppo_kl` 0.1) or more. `actor/kl_loss`-like metrics are analysed on a log scale (their
+        noise is multiplicative); `actor/ppo_kl`, which sits near 0 and can be negative, on a
+        linear one when < 90 % of it is positive. Warm-up is a segment of its own, not compared
+        with what follows: the first `warmup_steps` logged steps (KL to the reference starts
+        at 0) and, for `ppo_kl`, the LR warm-up (`actor/lr` or the config's schedule).
 
     Why it matters:
         `actor/ppo_kl` measures how far one update moved the policy from the one that generated
@@ -134,9 +270,17 @@ class KLJump(Detector):
         clip range rather than by a KL-to-reference coefficient, so logscope does not.
 
     Known false positives:
-        A planned change (LR warm-up ending, a curriculum switch to harder prompts, resuming
-        from a checkpoint with a different reference) raises KL by design. Very short runs
-        (< 20 logged steps) get only the band test.
+        A planned change (a curriculum switch to harder prompts, resuming from a checkpoint
+        with a different reference) raises KL by design. Very short runs (< 20 logged steps
+        after warm-up) get only the band test. A jump within the first `warmup_steps` steps
+        of the actor's updates is not seen. Accounted for: heavy-tailed, autocorrelated noise
+        (judged against the run's own wander, not i.i.d. noise); the tail of an LR decay, where
+        ppo_kl is ~1e-5 and a doubling is a change of 1e-5 (below `min_ppo_kl_rise`); the LR
+        warm-up, during which ppo_kl rises with the LR; KL to the reference growing like √t
+        from ~0 in the first steps (below `min_kl_rise`, and no faster than the run's own
+        drift); on-policy runs (one update per step, by the config or by the signature: ppo_kl
+        noise around 0 with ≥ 20 % negative values and clip fraction 0), whose `ppo_kl`
+        carries no update size and is not read.
 
     References:
         seed:ppo-tuning §4.2; seed:grpo-pitfalls §3.3 (A16, mid-run coefficient changes);
@@ -154,25 +298,41 @@ class KLJump(Detector):
         self,
         *,
         min_ratio: float = 2.0,
-        z_threshold: float = 4.0,
+        min_ppo_kl_ratio: float = 3.0,
+        z_threshold: float = 4.5,
+        min_ppo_kl_rise: float = 1e-4,
+        min_kl_rise: float = 0.01,
         spike_z: float = 10.0,
         max_rise_steps: int = 15,
-        warmup_steps: int = 10,
+        window: int = 15,
+        warmup_steps: int = 5,
         min_points: int = 20,
         max_findings: int = 3,
     ) -> None:
         for label, value in (
             ("min_ratio", min_ratio),
+            ("min_ppo_kl_ratio", min_ppo_kl_ratio),
             ("z_threshold", z_threshold),
+            ("min_ppo_kl_rise", min_ppo_kl_rise),
+            ("min_kl_rise", min_kl_rise),
             ("spike_z", spike_z),
         ):
             _positive(label, value)
-        if min_ratio <= 1:
-            raise BadDetectorParameters(f"kl-jump: min_ratio must be > 1, got {min_ratio!r}")
+        if min_ratio <= 1 or min_ppo_kl_ratio <= 1:
+            raise BadDetectorParameters(
+                f"kl-jump: min_ratio and min_ppo_kl_ratio must be > 1, got {min_ratio!r}, "
+                f"{min_ppo_kl_ratio!r}"
+            )
+        if not isinstance(window, int) or window < 3:
+            raise BadDetectorParameters(f"kl-jump: window must be an int ≥ 3, got {window!r}")
         self.min_ratio = min_ratio
+        self.min_ppo_kl_ratio = min_ppo_kl_ratio
         self.z_threshold = z_threshold
+        self.min_ppo_kl_rise = min_ppo_kl_rise
+        self.min_kl_rise = min_kl_rise
         self.spike_z = spike_z
         self.max_rise_steps = max_rise_steps
+        self.window = window
         self.warmup_steps = warmup_steps
         self.min_points = min_points
         self.max_findings = max_findings
@@ -184,34 +344,64 @@ class KLJump(Detector):
             if s is None:
                 findings.extend(self._short(run, concept))
                 continue
+            if concept == "ppo_kl" and _on_policy(run, s):
+                continue  # noise around 0: no update size to jump
             # ppo_kl sits near 0 and can be negative: a log scale only when it is positive
             log_scale = concept != "ppo_kl" or float(np.mean(s.values > 0)) >= 0.9
-            findings.extend(self._detect_series(run, s, log_scale=log_scale))
+            findings.extend(self._detect_series(run, s, concept, log_scale))
         return by_step(findings)
 
-    def _detect_series(self, run: Run, s: Series, log_scale: bool) -> list[Finding]:
-        start = s.steps[0] + self.warmup_steps
+    def _detect_series(self, run: Run, s: Series, concept: str, log_scale: bool) -> list[Finding]:
+        # warm-up is a segment of its own, not compared with what follows: KL to the reference
+        # rises from 0, and ppo_kl rises with the LR while the LR warms up (update size ∝ LR)
+        first = int(np.searchsorted(s.steps, s.steps[0] + self.warmup_steps))
+        share = _lr_share(run, s.steps) if concept == "ppo_kl" else None
+        if share is not None:  # the LR warm-up ends where the LR stops rising
+            first = max(first, int(np.argmax(np.append(np.diff(share) <= 0, True))))
+        s = Series(s.metric, s.steps[first:], s.values[first:], s.resolution)
+        if len(s) < self.min_points:
+            return self._short(run, concept)
+        x, floor, inv = domain(s, log_scale)
+        width = int(np.clip(len(s) // 8, 8, self.window))
+        meds = _window_medians(x, width)
         cands: list[tuple[Change, float]] = []
-        for c in level_shifts(s, log_scale, +1):
-            if c.z < self.z_threshold or s.steps[c.onset] < start:
-                continue
+        # each changepoint on its own: a slow healthy rise before a jump must not merge into it
+        for c in level_shifts(s, log_scale, +1, merge_slope_ratio=1.0):
             if c.end - c.onset > self.max_rise_steps:
                 continue
-            ratio = self._ratio(c, log_scale)
-            if ratio >= self.min_ratio:
-                cands.append((c, ratio))
+            judged = _shift(x, meds, width, c.onset, c.end, floor)
+            if judged is None or judged[2] < self.z_threshold:
+                continue
+            c = replace(c, before=inv(judged[0]), after=inv(judged[1]), z=judged[2])
+            if self._matters(c, concept, log_scale, s.resolution):
+                cands.append((c, self._ratio(c, log_scale, s.resolution)))
         # Short spikes only on a log scale: near 0 (or in a .3f log printing mostly 0.000) a
         # single heavy-tailed point has no meaningful noise scale to be judged against.
-        for c in spike_changes(s, log_scale, self.spike_z) if log_scale else ():
-            if s.steps[c.onset] < start:
+        spikes = spike_changes(s, log_scale, self.spike_z) if log_scale else []
+        tail = _tail_sigma(x) if spikes else 0.0
+        for c in spikes:
+            z = c.z * c.sigma / max(tail, c.sigma)
+            if z < self.spike_z:
                 continue
             if any(abs(c.onset - o.onset) <= self.max_rise_steps for o, _ in cands):
                 continue
-            ratio = self._ratio(c, log_scale)
-            if ratio >= self.min_ratio:
-                cands.append((c, ratio))
+            c = replace(c, z=z)
+            if self._matters(c, concept, log_scale, s.resolution):
+                cands.append((c, self._ratio(c, log_scale, s.resolution)))
         cands.sort(key=lambda cr: -cr[0].z)
-        return [self._finding(run, s, c, r) for c, r in cands[: self.max_findings]]
+        top = cands[: self.max_findings]
+        return [self._finding(run, s, c, r, width, log_scale) for c, r in top]
+
+    def _matters(self, c: Change, concept: str, log_scale: bool, res: float | None) -> bool:
+        """Large enough to matter to training: relative (`min_ratio`) and absolute rise, both
+        at the least the print rounding (±`res`) allows."""
+        rise = c.after - c.before - 2 * (res or 0.0)
+        ppo = concept == "ppo_kl"
+        ratio = self.min_ppo_kl_ratio if ppo else self.min_ratio
+        return self._ratio(c, log_scale, res) >= ratio and rise >= self._min_rise(concept)
+
+    def _min_rise(self, concept: str) -> float:
+        return self.min_ppo_kl_rise if concept == "ppo_kl" else self.min_kl_rise
 
     def _short(self, run: Run, concept: str) -> list[Finding]:
         """Too few steps for a changepoint: a 10× rise between consecutive steps to above the
@@ -258,12 +448,16 @@ class KLJump(Detector):
         ]
 
     @staticmethod
-    def _ratio(c: Change, log_scale: bool) -> float:
-        """after/before; on a linear scale (ppo_kl near 0) the base is at least the noise."""
-        base = c.before if log_scale else max(c.before, c.sigma)
-        return c.after / max(base, 1e-12)
+    def _ratio(c: Change, log_scale: bool, res: float | None = None) -> float:
+        """after/before, the least the print rounding (±`res`) allows; on a linear scale
+        (ppo_kl near 0) the base is at least the noise."""
+        res = res or 0.0
+        base = c.before + res if log_scale else max(c.before + res, c.sigma)
+        return (c.after - res) / max(base, 1e-12)
 
-    def _finding(self, run: Run, s: Series, c: Change, ratio: float) -> Finding:
+    def _finding(
+        self, run: Run, s: Series, c: Change, ratio: float, width: int, log_scale: bool
+    ) -> Finding:
         step = s.step_at(c.onset)
         end = s.step_at(c.end)
         keys = (
@@ -274,16 +468,22 @@ class KLJump(Detector):
             "algorithm.kl_ctrl.target_kl",
         )
         change = config_changes(run, step, keys)
-        what = "spiked" if c.kind == "spike" else "jumped"
-        message = (
-            f"{s.metric} {what} from {fmt(c.before)} to {fmt(c.after)} "
-            f"({ratio:.1f}×, {c.z:.0f} noise units) starting at step {step}"
-            + (
-                f", back by step {end}."
-                if c.kind == "spike"
-                else f"; 90% of the rise reached by step {end}."
-            )
+        times = f"{ratio:.1f}×" + (
+            " at least, allowing for the .3f rounding" if s.resolution else ""
         )
+        if c.kind == "spike":
+            message = (
+                f"{s.metric} spiked from {fmt(c.before)} to {fmt(c.after)} ({times}; "
+                f"{c.z:.0f} noise units, the noise scale allowing for the series' heavy tails) "
+                f"at step {step}, back by step {end}."
+            )
+        else:
+            message = (
+                f"{s.metric} jumped from a median of {fmt(c.before)} over the {width} steps "
+                f"before step {step} to {fmt(c.after)} over the {width} steps after the rise "
+                f"({times}); 90% of the rise reached by step {end}. That change is "
+                f"{c.z:.0f}× the spread of the same {width}-step change elsewhere in the run."
+            )
         if change:
             changed = ", ".join(f"{k} {v[0]} → {v[1]}" for k, v in change.items() if k != "at_step")
             message += f" The config changed at step {change['at_step']} ({changed})."
@@ -296,11 +496,15 @@ class KLJump(Detector):
             "level_after": sig(c.after),
             "ratio": round(ratio, 2),
             "z": round(c.z, 1),
-            "noise_sigma": sig(c.sigma),
-            "scale": "linear" if s.metric == "actor/ppo_kl" else "log",
+            "z_against": "heavy-tail-aware noise" if c.kind == "spike" else "the run's wander",
+            "window_steps": width,
+            "scale": "log" if log_scale else "linear",
             "thresholds": {
-                "min_ratio": self.min_ratio,
+                "min_ratio": self.min_ppo_kl_ratio
+                if s.metric == "actor/ppo_kl"
+                else self.min_ratio,
                 "z": self.z_threshold if c.kind != "spike" else self.spike_z,
+                "min_rise": self._min_rise("ppo_kl" if s.metric == "actor/ppo_kl" else "kl_ref"),
             },
         }
         if change:
@@ -544,18 +748,31 @@ class KLOutOfBand(Detector):
 
 
 class PPOKLTooLow(Detector):
-    """`actor/ppo_kl` persistently below 1e-4: each update barely changes the policy.
+    """`actor/ppo_kl` persistently below 1e-4 while the LR is near its peak: each update barely
+    changes the policy.
 
     What it detects:
-        After `warmup_steps`, the running median of `actor/ppo_kl` below `threshold` (1e-4, seed
-        003) for a stretch of at least `min_fraction` of the remaining logged steps (and at least
-        `min_steps`), or a KernelCPD level shift down after which its median stays below
-        `threshold` to the end of the run; located where ppo_kl started falling. A `.3f` log cannot show
-        1e-4 (0.000 means |x| < 5e-4): there only an info finding ("cannot judge: rounded") is
-        given, when ppo_kl prints 0.000 on a whole stretch after printing ≥ 0.001 often enough
-        that such a stretch would be a < 0.1 % accident. Skipped when the
-        config shows one optimizer update per step (`ppo_epochs` = 1 and `train_batch_size` ≤
-        `ppo_mini_batch_size`): then ppo_kl is 0 by construction (on-policy).
+        ppo_kl judged relative to the current LR (`actor/lr`, or the schedule the config
+        implies when the log cannot show it): update size grows like lr^p with p between 1 and
+        2, so a decaying schedule lowers ppo_kl by design. Only steps after `warmup_steps`
+        where the LR is at least `min_lr_share` of its peak are judged (the LR warm-up and the
+        tail of a decay are not evidence of timid updates). Either the running median of
+        ppo_kl × (peak LR / LR)² — allowing the most the schedule can explain — stays below
+        `threshold` (1e-4, seed 003) for a stretch of at least `min_fraction` of the judged
+        steps (and at least `min_steps`), or ppo_kl × (peak LR / LR) falls abruptly (a
+        KernelCPD level shift down to at most 1/`min_drop_ratio` of the level before, and
+        `drop_z` times the series' own wander) and ppo_kl stays below `threshold`, right away
+        and over the next `min_fraction` of the judged steps. Located where ppo_kl started falling, or at
+        the first logged step when it was low from the start. A `.3f` log cannot show 1e-4
+        (0.000 means |x| < 5e-4): there only an info finding ("cannot judge: rounded") is given,
+        when ppo_kl and `actor/pg_clipfrac` (which falls with the update size and prints 0.002
+        when healthy) print ≥ 0.001 over the next `min_fraction` of the judged steps at most a
+        quarter as often as before, and so rarely that it would be a < 0.1 % binomial accident
+        at the earlier rate — or print 0.000 on every judged step although the config has
+        several optimizer updates per step. Skipped on on-policy runs (one optimizer update
+        per step: ppo_kl is 0 by construction), known from the config (`ppo_epochs` = 1 and
+        `train_batch_size` ≤ `ppo_mini_batch_size`) or from the data (≥ 20 % of ppo_kl values
+        negative — noise around 0 — with clip fraction 0).
 
     Why it matters:
         `ppo_kl` is the KL between the policy that generated the batch and the one being
@@ -564,21 +781,25 @@ class PPOKLTooLow(Detector):
         0.0003–0.0008 after).
 
     Example:
-        step:200 - actor/ppo_kl:3.1e-05 - actor/pg_clipfrac:0.0 - ...
-        step:201 - actor/ppo_kl:2.7e-05 - actor/pg_clipfrac:0.0 - ...
+        step:200 - actor/ppo_kl:3.1e-05 - actor/pg_clipfrac:0.0 - actor/lr:1e-06 - ...
+        step:201 - actor/ppo_kl:2.7e-05 - actor/pg_clipfrac:0.0 - actor/lr:1e-06 - ...
 
     Advice:
         Raise the learning rate (`actor_rollout_ref.actor.optim.lr`, ×1.5; seed 003 §3.3 went
         1e-6 → 2e-6 "with care") — the LR governs the size of each update. When a KL penalty is
         active, the article's advice to lower its coefficient (0.001 → 0.0005) loosens the same
         brake and is given too — unless KL to the reference is already above 0.03. When entropy
-        has collapsed meanwhile (≤ half its early level), small updates are a consequence of
-        the collapse: no LR advice is given, the message points to entropy-collapse instead.
+        has collapsed meanwhile (below 0.02 nat, or ≥ 80 % below its early level), small updates
+        are a consequence of the collapse: no LR advice is given, the message points to
+        entropy-collapse instead. A smaller fall (healthy runs lose 30–60 % early) is only
+        stated, with its numbers.
 
     Known false positives:
-        Single-update-per-step configs are skipped only when the config is known; a run without
-        a config dump that uses one update per step is reported. Runs that deliberately use a
-        tiny LR for a final polish stage.
+        Runs that deliberately use a tiny LR for a final polish stage. A `.3f` log of a run
+        whose LR schedule is neither logged legibly nor in the config is judged as if the LR
+        were constant. Accounted for: LR warm-up and decay (cosine, linear), judged relative
+        to the LR and not judged below `min_lr_share` of its peak; on-policy runs without a
+        config, recognised by the data signature.
 
     References:
         seed:ppo-tuning §4.2, §3.3; verl:trainer/ppo/core_algos.py (ppo_kl);
@@ -597,35 +818,35 @@ class PPOKLTooLow(Detector):
         *,
         threshold: float = 1e-4,
         warmup_steps: int = 5,
+        min_lr_share: float = 0.5,
         min_fraction: float = 0.25,
         min_steps: int = 10,
+        min_drop_ratio: float = 2.0,
+        drop_z: float = 3.0,
         smooth_steps: int = 9,
     ) -> None:
         _positive("threshold", threshold)
+        _positive("min_drop_ratio", min_drop_ratio)
+        _positive("drop_z", drop_z)
+        if not 0 <= min_lr_share <= 1:
+            raise BadDetectorParameters(
+                f"ppo-kl-too-low: min_lr_share must be in [0, 1], got {min_lr_share!r}"
+            )
         self.threshold = threshold
         self.warmup_steps = warmup_steps
+        self.min_lr_share = min_lr_share
         self.min_fraction = min_fraction
         self.min_steps = min_steps
+        self.min_drop_ratio = min_drop_ratio
+        self.drop_z = drop_z
         self.smooth_steps = smooth_steps
 
     def skip_reason(self, run: Run) -> str | None:
         reason = super().skip_reason(run)
         if reason:
             return reason
-        if run.config_segments:
-            epochs = current_value(run, f"{ACT}.ppo_epochs")
-            train = current_value(run, "data.train_batch_size")
-            mini = current_value(run, f"{ACT}.ppo_mini_batch_size")
-            try:
-                single = int(epochs) == 1 and int(train) <= int(mini)
-            except (TypeError, ValueError):
-                single = False
-            if single:
-                return (
-                    "one optimizer update per step (ppo_epochs=1, train_batch_size ≤ "
-                    "ppo_mini_batch_size): ppo_kl is 0 by construction"
-                )
-        return None
+        s = load(run, "ppo_kl")
+        return _on_policy(run, s) if s is not None else None
 
     def detect(self, run: Run) -> list[Finding]:
         if self.skip_reason(run):
@@ -633,63 +854,137 @@ class PPOKLTooLow(Detector):
         s = load(run, "ppo_kl")
         if s is None:
             return []
-        post = s.steps >= s.steps[0] + self.warmup_steps
-        n_post = int(post.sum())
-        if n_post < self.min_steps:
+        share = _lr_share(run, s.steps)
+        lr = np.ones(len(s)) if share is None else np.maximum(share, 1e-3)
+        judged = (s.steps >= s.steps[0] + self.warmup_steps) & (lr >= self.min_lr_share)
+        n_judged = int(judged.sum())
+        if n_judged < self.min_steps:
             return []
-        need = max(self.min_steps, math.ceil(self.min_fraction * n_post))
+        need = max(self.min_steps, math.ceil(self.min_fraction * n_judged))
         if s.resolution is not None and s.resolution >= self.threshold:
-            return self._rounded(s, post, need)
-        sm = smooth(s.values, self.smooth_steps)
-        found = first_stretch((np.abs(sm) < self.threshold) & post, need)
-        drops = [
-            c
-            for c in level_shifts(s, float(np.mean(s.values > 0)) >= 0.9, -1)
-            if post[c.onset]
-            and len(s) - c.onset >= need
-            and float(np.median(s.values[c.onset :])) < self.threshold
-        ]
+            return self._rounded(run, s, judged, need)
+        # even if update size went like lr², ppo_kl is below the threshold on a long stretch
+        sm = smooth(s.values / lr**2, self.smooth_steps)
+        low = np.abs(sm) < self.threshold
+        found = first_stretch(low & judged, need)
+        drops = self._drops(s, lr, judged, need)
         if found is None and not drops:
             return []
         if found is None:
-            first, last = drops[0].onset, len(s) - 1
+            first, last = drops[0], len(s) - 1
         else:
             first, last = found
-            # date the stretch from where ppo_kl started falling into it, when it fell
-            for c in drops:
-                if first - 3 * self.smooth_steps <= c.onset <= first:
-                    first = c.onset
-                    break
-            if drops and drops[0].onset < first:
-                first, last = drops[0].onset, max(last, len(s) - 1)
-        return [self._finding(run, s, first, last, n_post)]
+            # date the stretch from where ppo_kl started falling into it, when it fell, or
+            # from the first logged steps when it was low from the start (a critic warm-up)
+            while first > 0 and low[first - 1]:
+                first -= 1
+            earlier = [d for d in drops if d <= first + 3 * self.smooth_steps]
+            if earlier:
+                first, last = min(earlier[0], first), max(last, len(s) - 1)
+        while last > first and not judged[last]:
+            last -= 1  # the tail of a decay is not evidence either way
+        return [self._finding(run, s, first, last, n_judged, share)]
 
-    def _rounded(self, s: Series, post: np.ndarray, need: int) -> list[Finding]:
-        """`.3f` logs: every print 0.000 over a stretch where 0.001 used to show up."""
+    def _drops(self, s: Series, lr: np.ndarray, judged: np.ndarray, need: int) -> list[int]:
+        """Onsets of abrupt falls of ppo_kl × (peak LR / LR) — at least `min_drop_ratio` and
+        `drop_z` times the series' own wander — after which ppo_kl has a median below
+        `threshold` right away and over the next `need` judged steps."""
+        rel = Series(s.metric, s.steps, s.values / lr, s.resolution)
+        log_scale = float(np.mean(rel.values > 0)) >= 0.9
+        x, floor, _ = domain(rel, log_scale)
+        width = int(np.clip(len(s) // 8, 8, 15))
+        meds = _window_medians(x, width)
+        out = []
+        for c in level_shifts(rel, log_scale, -1, merge_slope_ratio=1.0):
+            after = s.values[c.onset :][judged[c.onset :]][:need]
+            if not judged[c.onset] or len(after) < need or np.median(after) >= self.threshold:
+                continue
+            shift = _shift(x, meds, width, c.onset, c.end, floor)
+            if shift is None or -shift[2] < self.drop_z:
+                continue
+            before, level = (math.exp(v) if log_scale else v for v in shift[:2])
+            right_after = float(np.median(s.values[c.end : c.end + width]))
+            if right_after < self.threshold and before >= self.min_drop_ratio * max(level, 1e-12):
+                out.append(c.onset)
+        return sorted(out)
+
+    def _rounded(self, run: Run, s: Series, judged: np.ndarray, need: int) -> list[Finding]:
+        """`.3f` logs: ppo_kl and the clip fraction stop printing 0.001 — over the next `need`
+        judged steps at most a quarter as often as before, a < 0.1 % accident at the earlier
+        rate — or print 0.000 on every judged step of a run that updates several times a step."""
         res = float(s.resolution or 0.0)
-        nonzero = np.abs(s.values) >= res
-        found = first_stretch(~nonzero & post, need)
-        while found is not None:
-            first, last = found
-            prior = nonzero[max(0, first - max(need, 50)) : first]
-            rate = float(prior.mean()) if len(prior) >= 10 else 0.0
-            # a stretch this long without a single 0.001 is unlikely (< 0.1 %) at the prior rate
-            if rate > 0 and (1 - rate) ** (last - first + 1) < 1e-3:
-                return [self._rounded_finding(s, first, last, rate)]
-            found = first_stretch(~nonzero & post & (np.arange(len(s)) > last), need)
+        shown = np.abs(s.values) >= res
+        metrics = [s.metric]
+        clip = load(run, "pg_clipfrac")
+        if clip is not None:  # falls with the update size too, and prints 0.002 when healthy
+            at = np.clip(np.searchsorted(clip.steps, s.steps), 0, len(clip) - 1)
+            shown |= (clip.steps[at] == s.steps) & (np.abs(clip.values[at]) >= res)
+            metrics.append(clip.metric)
+        idx = np.nonzero(judged)[0]
+        seen = shown[idx]
+        in_window = np.concatenate([[0], np.cumsum(seen)])  # prints ≥ 0.001 among judged steps
+        before = np.concatenate([[0], np.cumsum(shown)])  # ... among all steps
+        # a stretch starts at a 0.000 print after a 0.001 one (or where judging starts)
+        after_print = np.append(True, seen[:-1] | (np.diff(idx) > 1))
+        for j in np.nonzero(~seen & after_print)[0]:
+            if j + need > len(idx):
+                break
+            i = int(idx[j])
+            k = int(in_window[j + need] - in_window[j])
+            lo = max(0, i - max(need, 50))
+            rate = float(before[i] - before[lo]) / (i - lo) if i - lo >= 5 else 0.0
+            if rate > 0 and k <= rate * need / 4 and binom.cdf(k, need, rate) < 1e-3:
+                # extend while the print rate stays at most a quarter of the earlier one
+                count = in_window[j + 1 :] - in_window[j]
+                ok = count <= rate / 4 * np.arange(1, len(count) + 1)
+                end = j + int(np.nonzero(ok)[0][-1])
+                total = int(in_window[end + 1] - in_window[j])
+                return [self._rounded_finding(s, metrics, i, int(idx[end]), rate, total)]
+            if j == 0 and k == 0 and self._updates_per_step(run) > 1:
+                # 0.000 from the first judged step on a run that updates several times a step
+                end = int(np.argmax(np.append(seen, True))) - 1
+                return [self._rounded_finding(s, metrics, 0, int(idx[end]), None, 0)]
         return []
 
-    def _rounded_finding(self, s: Series, first: int, last: int, rate: float) -> Finding:
+    @staticmethod
+    def _updates_per_step(run: Run) -> int:
+        """Optimizer updates per step from the config (ppo_epochs × mini-batches), 0 unknown."""
+        if not run.config_segments:
+            return 0
+        try:
+            epochs = int(current_value(run, f"{ACT}.ppo_epochs"))
+            train = int(current_value(run, "data.train_batch_size"))
+            mini = int(current_value(run, f"{ACT}.ppo_mini_batch_size"))
+        except (TypeError, ValueError):
+            return 0
+        return epochs * max(1, train // max(mini, 1))
+
+    def _rounded_finding(
+        self,
+        s: Series,
+        metrics: list[str],
+        first: int,
+        last: int,
+        rate: float | None,
+        count: int,
+    ) -> Finding:
         """Info: the `.3f` print went to 0.000 on a stretch; below `threshold` cannot be told."""
         step, end = s.step_at(first), s.step_at(last)
         res = s.resolution or 0.0
+        names = " and ".join(metrics)
+        since = (
+            f", against {rate:.0%} of the steps before"
+            if rate is not None
+            else ", from the first judged step, although the config has several optimizer "
+            "updates per step"
+        )
         return self.finding(
             severity="info",
             message=(
-                f"Cannot judge: rounded. {s.metric} prints 0.000 on every step from step "
-                f"{step} to step {end} ({last - first + 1} steps) after printing ≥ 0.001 on "
-                f"{rate:.0%} of the steps before: it fell below {res:g}, but the "
-                f".3f log cannot show whether it is below {fmt(self.threshold)}."
+                f"Cannot judge: rounded. {names} print ≥ 0.001 on {count} of the "
+                f"{last - first + 1} steps from step {step} to step {end}{since}: ppo_kl "
+                f"fell below {res:g} there, but the .3f log cannot show whether it is below "
+                f"{fmt(self.threshold)}."
             ),
             metric=s.metric,
             step=step,
@@ -697,8 +992,10 @@ class PPOKLTooLow(Detector):
             evidence={
                 "first_step": step,
                 "last_step": end,
-                "steps_all_zero": last - first + 1,
-                "nonzero_rate_before": round(rate, 3),
+                "steps": last - first + 1,
+                "steps_printing_nonzero": count,
+                "metrics": metrics,
+                "nonzero_rate_before": round(rate, 3) if rate is not None else None,
                 "value_resolution": res,
                 "threshold": self.threshold,
                 "judged": False,
@@ -707,7 +1004,15 @@ class PPOKLTooLow(Detector):
             references=[f"{SEED_PPO} §4.2"],
         )
 
-    def _finding(self, run: Run, s: Series, first: int, last: int, n_post: int) -> Finding:
+    def _finding(
+        self,
+        run: Run,
+        s: Series,
+        first: int,
+        last: int,
+        n_judged: int,
+        share: np.ndarray | None,
+    ) -> Finding:
         step, end = s.step_at(first), s.step_at(last)
         seg = s.values[first : last + 1]
         level = float(np.median(seg))
@@ -715,29 +1020,45 @@ class PPOKLTooLow(Detector):
         prior = float(np.median(before)) if len(before) >= 3 else None
         message = (
             f"{s.metric} has a median of {fmt(level)} from step {step} to step {end} "
-            f"({last - first + 1} of {n_post} logged steps after warm-up), below "
+            f"({last - first + 1} logged steps; {n_judged} steps were judged), below "
             f"{fmt(self.threshold)}: the updates barely move the policy."
         )
+        evidence: dict[str, Any] = {}
+        if share is not None and float(np.min(share[first : last + 1])) < 0.99:
+            lo, hi = float(np.min(share[first : last + 1])), float(np.max(share[first : last + 1]))
+            message += (
+                f" The LR was {lo:.0%}–{hi:.0%} of its peak there, which explains at most a "
+                f"{1 / max(lo, 1e-3) ** 2:.1f}× smaller ppo_kl."
+            )
+            evidence["lr_share_of_peak"] = [round(lo, 3), round(hi, 3)]
         if prior is not None and prior >= self.threshold:
             message += f" Before step {step} it was {fmt(prior)}."
-        evidence: dict[str, Any] = {}
         advice: list[Advice] = []
         # Guards against advising the opposite of what a co-occurring symptom needs:
         # a collapsed policy (entropy gone) updates little because it is near-deterministic —
         # a larger LR would not help; and KL to the reference already above the band must not
         # be loosened further.
         ent_early, ent_now = _levels(run, "entropy", s.steps[0], step, end)
-        collapsed = ent_early is not None and ent_now is not None and ent_now <= 0.5 * ent_early
+        fall = (
+            1 - ent_now / ent_early if ent_early and ent_now is not None and ent_early > 0 else 0.0
+        )
+        collapsed = ent_now is not None and (ent_now < NEAR_ZERO_ENTROPY or fall >= COLLAPSE_FALL)
         _, kl_now = _levels(run, "kl_ref", s.steps[0], step, end)
         kl_high = kl_now is not None and kl_now > 0.03
+        if ent_early is not None and ent_now is not None and (fall >= 0.5 or collapsed):
+            message += f" Entropy fell from {fmt(ent_early)} to {fmt(ent_now)} ({fall:.0%} lower)"
+            evidence["entropy_early"], evidence["entropy_now"] = sig(ent_early), sig(ent_now)
+        elif collapsed and ent_now is not None:
+            message += f" Entropy is {fmt(ent_now)}"
+            evidence["entropy_now"] = sig(ent_now)
         if collapsed:
             message += (
-                f" Entropy fell from {fmt(ent_early)} to {fmt(ent_now)} meanwhile: the policy has "
-                "collapsed, which is why updates are small (see entropy-collapse); a larger LR "
-                "would not help."
+                ": the policy has collapsed, which is why updates are small (see "
+                "entropy-collapse); a larger LR would not help."
             )
-            evidence["entropy_early"], evidence["entropy_now"] = sig(ent_early), sig(ent_now)
-        else:
+        elif fall >= 0.5:
+            message += " meanwhile."
+        if not collapsed:
             advice.append(
                 advise(
                     run,
@@ -779,8 +1100,9 @@ class PPOKLTooLow(Detector):
                 "median_ppo_kl": sig(level),
                 "median_before": sig(prior) if prior is not None else None,
                 "steps_below": last - first + 1,
-                "steps_after_warmup": n_post,
+                "steps_judged": n_judged,
                 "threshold": self.threshold,
+                "min_lr_share": self.min_lr_share,
             },
             advice=advice,
             references=[f"{SEED_PPO} §4.2", "verl:trainer/ppo/core_algos.py"],

@@ -274,3 +274,127 @@ def test_in_reward_kl_with_adaptive_controller_lowers_target_kl():
     (target,) = [a for a in f.advice if a.parameter.startswith("algorithm.")]
     assert target.parameter == "algorithm.kl_ctrl.target_kl"
     assert target.current == 0.1 and target.suggested == pytest.approx(0.07)
+
+
+# ---- realistic dynamics: heavy tails, autocorrelation, LR schedules, on-policy ---------------
+
+Dynamics = synthetic.Dynamics
+
+
+def _heavy(**kw) -> Dynamics:
+    """Realistic noise (Student-t df 3.5, AR(1) φ 0.7) and √t KL, plus the knobs given."""
+    return Dynamics(**{"tail_df": 3.5, "noise_phi": 0.7, "kl_sqrt": True, **kw})
+
+
+def _window_medians(values: np.ndarray, width: int = 15) -> np.ndarray:
+    return np.array([np.median(values[i : i + width]) for i in range(len(values) - width + 1)])
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_cosine_decay_lowering_ppo_kl_is_not_timid_updates_nor_a_jump(seed):
+    """ppo_kl ∝ lr²: the decay takes it to ~1e-5, where a doubling is a change of 1e-5."""
+    dyn = _heavy(lr_schedule="cosine", update_lr_power=2.0, lr_warmup_ratio=0.05)
+    run = simulate(600, "grpo", seed=seed, noise=1.3, dynamics=dyn).to_run()
+    _, ppo_kl = run.series("actor/ppo_kl")
+    assert np.median(ppo_kl[-200:]) < 5e-5  # a fixed 1e-4 bar would call the tail timid
+    assert warnings_of(PPOKLTooLow().detect(run)) == []
+    assert warnings_of(KLJump().detect(run)) == []
+
+
+@pytest.mark.parametrize(("seed", "schedule"), [(3, "linear"), (4, "cosine"), (5, "constant")])
+def test_ppo_kl_too_low_found_while_a_decaying_lr_is_still_high(seed, schedule):
+    dyn = _heavy(lr_schedule=schedule, update_lr_power=1.8)
+    sim = simulate(
+        500,
+        "ppo",
+        seed=seed,
+        noise=1.3,
+        dynamics=dyn,
+        inject=[Injection("ppo-kl-too-low", 140, 0.8)],
+    )
+    hit = nearest(PPOKLTooLow().detect(sim.to_run()), "ppo-kl-too-low", sim.truth[0].step)
+    assert hit is not None and hit.severity == "warning"
+    assert abs(hit.step - sim.truth[0].step) <= STEP_TOLERANCE, hit.message
+
+
+def test_on_policy_signature_without_a_config_is_skipped():
+    """One update per step: ppo_kl is numerics noise around 0 and nothing is clipped."""
+    rng = np.random.default_rng(0)
+    ppo_kl = 3e-6 * rng.standard_normal(300)
+    ppo_kl[150:] *= 15  # noise of another size, not an update that moved the policy
+    kl = 0.015 * np.exp(rng.normal(0, 0.05, 300))
+    run = make_run(
+        {"actor/ppo_kl": ppo_kl, "actor/pg_clipfrac": np.zeros(300), "actor/kl_loss": kl}
+    )
+    assert "on-policy" in PPOKLTooLow().skip_reason(run)
+    assert PPOKLTooLow().detect(run) == []
+    assert KLJump().detect(run) == []
+
+
+def test_ppo_kl_too_low_states_a_normal_entropy_fall_without_calling_it_a_collapse():
+    rng = np.random.default_rng(5)
+    n = 300
+    ppo_kl = 3e-4 * np.exp(rng.normal(0, 0.2, n))
+    ppo_kl[150:] = 3e-5 * np.exp(rng.normal(0, 0.2, n - 150))
+    entropy = 0.6 * (1 - 0.58 * (1 - np.exp(-np.arange(n) / 30))) * np.exp(rng.normal(0, 0.02, n))
+    cfg = {"actor_rollout_ref": {"actor": {"optim": {"lr": 1e-6}}}}
+    run = make_run({"actor/ppo_kl": ppo_kl, "actor/entropy": entropy}, config=cfg)
+    (f,) = PPOKLTooLow().detect(run)
+    assert "Entropy fell from" in f.message and "collapse" not in f.message
+    assert [a for a in f.advice if a.parameter.endswith("optim.lr")]
+
+
+@pytest.mark.parametrize("seed", [6, 7, 8])
+def test_heavy_tailed_ppo_kl_wandering_2x_is_not_a_jump(seed):
+    dyn = Dynamics(tail_df=3.0, noise_phi=0.8, kl_sqrt=True)
+    run = simulate(1500, "ppo", seed=seed, noise=1.4, dynamics=dyn).to_run()
+    _, ppo_kl = run.series("actor/ppo_kl")
+    meds = _window_medians(ppo_kl)
+    assert (meds[15:] / meds[:-15]).max() > 2  # 15-step medians a window apart differ 2×
+    assert warnings_of(KLJump().detect(run)) == []
+
+
+@pytest.mark.parametrize("seed", [11, 13, 17])
+def test_lr_warmup_and_kl_growing_like_sqrt_t_are_not_jumps(seed):
+    """ppo_kl rises with the LR while it warms up, and KL to the reference (√t from 0) grows
+    fastest once the LR has warmed up: neither is a step."""
+    dyn = _heavy(lr_warmup_ratio=0.1, lr_schedule="linear", update_lr_power=1.8)
+    run = simulate(200, "grpo", seed=seed, dynamics=dyn).to_run()
+    _, kl = run.series("actor/kl_loss")
+    _, ppo_kl = run.series("actor/ppo_kl")
+    assert np.median(kl[20:35]) > 2 * np.median(kl[5:20])  # KL more than doubles early on
+    assert np.median(ppo_kl[20:35]) > 2 * np.median(ppo_kl[:10])  # so does ppo_kl
+    assert warnings_of(KLJump().detect(run)) == []
+
+
+@pytest.mark.parametrize(("seed", "algorithm"), [(12, "grpo"), (13, "ppo")])
+def test_kl_jump_found_in_heavy_tailed_runs(seed, algorithm):
+    dyn = _heavy(lr_schedule="cosine", update_lr_power=1.5)
+    inject = [Injection("kl-jump", 300, 0.8)]
+    sim = simulate(700, algorithm, seed=seed, noise=1.3, dynamics=dyn, inject=inject)
+    findings = KLJump().detect(sim.to_run())
+    hit = nearest(findings, "kl-jump", sim.truth[0].step)
+    assert hit is not None and abs(hit.step - sim.truth[0].step) <= STEP_TOLERANCE
+    assert {f.metric for f in findings} >= {"actor/kl_loss"}
+    for f in findings:
+        check_finding_shape(KLJump(), f)
+
+
+def test_rounded_log_reads_the_clip_fraction_and_the_config_lr_schedule():
+    """.3f: healthy ppo_kl (~3e-4) prints 0.000 almost always and actor/lr prints 0.000;
+    the clip fraction (0.002) still shows when updates shrink, the config gives the LR."""
+    from logscope.detectors.kl import _lr_share
+
+    dyn = _heavy(lr_schedule="cosine", lr_warmup_ratio=0.05, min_lr_ratio=0.1)
+    sim = simulate(
+        400, "grpo", seed=14, dynamics=dyn, version="0.4", inject=[Injection("ppo-kl-too-low", 80)]
+    )
+    run = rounded(sim.to_run())
+    steps, lr = run.series("actor/lr")
+    assert not lr.any()  # printed as 0.000
+    share = _lr_share(run, steps)
+    assert share is not None
+    assert np.allclose(share, sim.dynamics.lr_factor(steps.astype(float), 400), atol=0.02)
+    (f,) = PPOKLTooLow().detect(run)
+    assert f.severity == "info" and "actor/pg_clipfrac" in f.message
+    assert abs(f.step - sim.truth[0].step) <= STEP_TOLERANCE
