@@ -32,13 +32,15 @@ from ._policy_signals import (
     Change,
     Series,
     by_step,
+    domain,
     level_shifts,
     load,
     sig,
     smooth,
-    spike_changes,
+    spikes,
+    transitions,
 )
-from ._stats import fmt
+from ._stats import fmt, mad_sigma, robust_sigma, theil_sen
 
 
 def _check(name: str, value: float, low: float = 0.0, high: float = math.inf) -> None:
@@ -46,54 +48,186 @@ def _check(name: str, value: float, low: float = 0.0, high: float = math.inf) ->
         raise BadDetectorParameters(f"{name} must be in ({low}, {high}), got {value!r}")
 
 
-def _group_spikes(cands: list[Change], max_findings: int) -> list[list[Change]]:
-    """Spikes of one metric form one group (first spike leads, chronological); each lasting
-    rise is its own group. At most `max_findings` lasting rises, strongest first."""
-    spikes = sorted((c for c in cands if c.kind == "spike"), key=lambda c: c.onset)
-    shifts = sorted((c for c in cands if c.kind != "spike"), key=lambda c: -c.z)
-    groups = [[c] for c in shifts[:max_findings]]
-    if spikes:
-        groups.append(spikes)
-    return groups
+def tail_sigma(resid: np.ndarray) -> float:
+    """Noise of residuals that allows for heavy tails: the larger of the MAD-based σ and the
+    95th percentile of |residual| / 1.96. Both are σ for Gaussian noise; for Student-t noise
+    with 3 degrees of freedom the second is ~1.4× the first, so rare healthy excursions count
+    for fewer noise units. Upward spikes are a few points and barely move either."""
+    r = np.asarray(resid, dtype=np.float64)
+    r = r[np.isfinite(r)]
+    if len(r) == 0:
+        return 0.0
+    return max(mad_sigma(r), float(np.quantile(np.abs(r - np.median(r)), 0.95)) / 1.96)
 
 
-def _spikes_and_rises(
-    s: Series, keep: Callable[[Change], bool], z_threshold: float, window: int, max_rise_steps: int
+def heavy_spikes(s: Series, z_threshold: float, window: int) -> list[Change]:
+    """Upward spikes on the log scale: residuals from a centred running median of at least
+    `z_threshold` × `tail_sigma` of all residuals (never below the print resolution)."""
+    x, floor, inv = domain(s, True)
+    n = len(x)
+    if n < 5:
+        return []
+    resid = x - smooth(x, min(window, n if n % 2 else n - 1))
+    found, _, sigma = spikes(
+        x, window=window, z_threshold=z_threshold, sigma_floor=max(floor, tail_sigma(resid))
+    )
+    return [
+        Change(
+            "spike",
+            sp.first,
+            sp.peak,
+            sp.last,
+            inv(sp.baseline),
+            inv(float(x[sp.peak])),
+            sp.z,
+            sigma,
+        )
+        for sp in found
+    ]
+
+
+def responses_per_step(run: Run, s: Series) -> tuple[int | None, str]:
+    """(N, where it came from) for a share of responses k/N such as
+    `response_length/clip_ratio`: the config's `data.train_batch_size` × `rollout.n` when
+    the values are multiples of 1/N (or too rounded to tell), else the values' granularity
+    (1 / the smallest gap between distinct values, 0 included: a lower bound on N, so it errs
+    towards more noise)."""
+    x = np.clip(s.values, 0.0, 1.0)
+    batch = current_value(run, "data.train_batch_size")
+    per_prompt = current_value(run, f"{RO}.n")
+    if isinstance(batch, (int, float)) and not isinstance(batch, bool) and batch > 0:
+        n = int(batch) * int(
+            per_prompt if isinstance(per_prompt, (int, float)) and per_prompt > 0 else 1
+        )
+        off = np.abs(x * n - np.round(x * n))
+        if n * (s.resolution or 0.0) >= 0.25 or float(np.quantile(off, 0.9)) <= 0.1:
+            return n, "data.train_batch_size × rollout.n"
+    gaps = np.diff(np.unique(np.concatenate([[0.0], x])))
+    gaps = gaps[gaps > 1e-9]
+    if len(gaps):
+        return round(1.0 / float(gaps.min())), "granularity of the values"
+    return None, ""
+
+
+def count_spikes(
+    s: Series, samples: int, max_p: float, min_rise: float, window: int, gap: int = 2
+) -> tuple[list[Change], dict[str, Any]]:
+    """Spikes of a share of `samples` responses (k/N) against binomial count noise.
+
+    The baseline at a point is the mean of the other points within `window` // 2 of it, each
+    capped at the running median + `min_rise` so that spikes barely lift it: it follows a slow
+    rise. A point is a spike when its count's binomial tail probability, times the number of
+    points (Bonferroni), is at most `max_p`, and it is at least `min_rise` above the baseline.
+    Overdispersed counts (correlated responses) widen the noise: the test's N is `samples`
+    divided by the median squared Pearson residual over its χ²(1) median, when that is above 1.
+    Points within `gap` indices are one spike. Returns (spikes, {"responses_per_step",
+    "dispersion"}); a spike's `z` is the normal quantile of its tail probability."""
+    from scipy import stats
+
+    x = np.clip(s.values, 0.0, 1.0)
+    n = len(x)
+    if n < 5 or samples < 1:
+        return [], {}
+    capped = np.minimum(x, smooth(x, min(window, n if n % 2 else n - 1)) + min_rise)
+    half = max(1, window // 2)
+    cum = np.concatenate([[0.0], np.cumsum(capped)])
+    lo, hi = np.maximum(np.arange(n) - half, 0), np.minimum(np.arange(n) + half + 1, n)
+    base = (cum[hi] - cum[lo] - capped) / (hi - lo - 1)
+    p0 = np.clip(base, 0.5 / samples, 1 - 0.5 / samples)
+    pearson = (x - p0) * np.sqrt(samples / (p0 * (1 - p0)))
+    dispersion = max(1.0, float(np.median(pearson**2)) / float(stats.chi2.median(1)))
+    eff = max(1, round(samples / dispersion))
+    p = stats.binom.sf(np.round(x * eff) - 1, eff, p0)
+    hits = np.nonzero((p * n <= max_p) & (x - base >= min_rise))[0]
+    out: list[Change] = []
+    for group in np.split(hits, np.nonzero(np.diff(hits) > gap)[0] + 1) if len(hits) else []:
+        peak = int(group[np.argmin(p[group])])
+        z = float(stats.norm.isf(max(float(p[peak]), 1e-300)))
+        first, last = int(group[0]), int(group[-1])
+        out.append(Change("spike", first, peak, last, float(base[peak]), float(x[peak]), z, 0.0))
+    return out, {"responses_per_step": samples, "dispersion": round(dispersion, 2)}
+
+
+def _lasting_rises(
+    s: Series,
+    keep: Callable[[Change], bool],
+    z_threshold: float,
+    max_rise_steps: int,
+    spikes_found: list[Change],
+    hold_points: int = 5,
 ) -> list[Change]:
-    """Upward spikes (log scale) that pass `keep`, then lasting rises that pass it too, reach
-    `z_threshold`, complete within `max_rise_steps` and are not within that of a spike."""
-    cands = [c for c in spike_changes(s, True, z_threshold, window) if keep(c)]
+    """Level shifts up (log scale) of at least `z_threshold` noise units that complete within
+    `max_rise_steps`, are not within that of a spike, and still pass `keep` with the level
+    they hold over the next `max_rise_steps` points (at least `hold_points` of them) as their
+    level after: a burst that falls back within a few steps is no lasting rise."""
+    out = []
     for c in level_shifts(s, True, +1):
+        held = s.values[c.end : c.end + max_rise_steps]
         if (
-            c.z >= z_threshold
-            and keep(c)
-            and c.end - c.onset <= max_rise_steps
-            and not any(abs(c.onset - o.onset) <= max_rise_steps for o in cands)
+            c.z < z_threshold
+            or c.end - c.onset > max_rise_steps
+            or len(held) < hold_points
+            or any(abs(c.onset - o.onset) <= max_rise_steps for o in spikes_found)
         ):
-            cands.append(c)
-    return cands
+            continue
+        c.after = min(c.after, float(np.median(held)))
+        if keep(c):
+            out.append(c)
+    return out
 
 
-def _drops(s: Series, z_threshold: float, max_ratio: float, start: int) -> list[Change]:
+def _drops(
+    s: Series, z_threshold: float, max_ratio: float, start: int, floor: float | None = None
+) -> list[Change]:
     """Level shifts down (log scale) to at most `max_ratio` of the level before, of at least
-    `z_threshold` noise units, starting at or after step `start`."""
+    `z_threshold` noise units, starting at or after step `start`. With `floor`, the log is
+    taken of max(value, floor) (by default the floor is half the 5 % quantile, which would
+    flatten a fall that reaches below it on the last few percent of a long run)."""
+    if floor is None:
+        shifts = level_shifts(s, True, -1)
+    else:
+        x = np.log(np.maximum(s.values, floor))
+        level = max(float(np.median(s.values)), floor)
+        shifts = [
+            Change("level shift", t.onset, t.mid, t.end, *np.exp([t.before, t.after]), t.z, t.sigma)
+            for t in transitions(x, sigma_floor=s.quant_sigma / level)
+            if t.delta < 0
+        ]
     return [
         c
-        for c in level_shifts(s, True, -1)
+        for c in shifts
         if c.z >= z_threshold and c.ratio <= max_ratio and s.steps[c.onset] >= start
     ]
 
 
-def _group_evidence(s: Series, group: list[Change], thresholds: dict[str, float]) -> dict[str, Any]:
-    """`_change_evidence` of the group's first change, plus every spike when it is a spike group."""
-    evidence = _change_evidence(s, group[0], thresholds=thresholds)
-    if group[0].kind == "spike":
-        evidence["spikes"] = _spike_list(s, group)
-        evidence["spike_count"] = len(group)
-    return evidence
+def _entropy_floor(s: Series) -> float:
+    """Entropy below this counts as 0 on the log scale: the print resolution, or 1e-4 nats."""
+    return max(s.resolution or 0.0, 1e-4)
 
 
-def _spike_list(s: Series, group: list[Change], limit: int = 10) -> list[dict[str, Any]]:
+#: points before a fall's first located onset that the two-slope knee fit may look back over
+KNEE_LOOKBACK = 15
+
+
+def _knee(x: np.ndarray, lo: int, hi: int, max_points: int = 400) -> int | None:
+    """Index of the knee of a continuous two-slope line fitted by least squares to x[lo:hi],
+    the second slope steeper downwards (None when no such fit, or the window is longer than
+    `max_points`)."""
+    if hi - lo > max_points:
+        return None
+    y = np.asarray(x[lo:hi], dtype=np.float64)
+    j = np.arange(len(y), dtype=np.float64)
+    best, knee = math.inf, None
+    for k in range(2, len(y) - 2):
+        a = np.column_stack([np.ones_like(j), j, np.maximum(0.0, j - k)])
+        coef = np.linalg.lstsq(a, y, rcond=None)[0]
+        sse = float(np.sum((a @ coef - y) ** 2))
+        if coef[2] < 0 and sse < best:
+            best, knee = sse, lo + k
+    return knee
+
+
+def _spike_list(s: Series, spikes_found: list[Change], limit: int = 10) -> list[dict[str, Any]]:
     return [
         {
             "step": s.step_at(c.onset),
@@ -102,16 +236,38 @@ def _spike_list(s: Series, group: list[Change], limit: int = 10) -> list[dict[st
             "ratio": sig(c.ratio, 3),
             "z": round(c.z, 1),
         }
-        for c in group[:limit]
+        for c in spikes_found[:limit]
     ]
 
 
-def _also(s: Series, group: list[Change]) -> str:
-    if len(group) < 2:
+def _others(s: Series, spikes_found: list[Change], c: Change, limit: int = 8) -> str:
+    """' One of 3 spikes of the metric; the others at steps …' (empty for a lone spike)."""
+    others = [str(s.step_at(o.onset)) for o in spikes_found if o is not c]
+    if not others:
         return ""
-    steps = [str(s.step_at(c.onset)) for c in group[1:11]]
-    more = f" and {len(group) - 11} more" if len(group) > 11 else ""
-    return f" {len(group)} spikes in all; also at steps {', '.join(steps)}{more}."
+    more = f" and {len(others) - limit} more" if len(others) > limit else ""
+    where = "the other at step" if len(others) == 1 else "the others at steps"
+    return (
+        f" One of {len(spikes_found)} spikes of {s.metric}; {where} "
+        f"{', '.join(others[:limit])}{more}."
+    )
+
+
+def _p_value(z: float) -> float:
+    from scipy import stats
+
+    return float(stats.norm.sf(z))
+
+
+def _spike_evidence(s: Series, spikes_found: list[Change], c: Change) -> dict[str, Any]:
+    """Every spike of the metric, for a finding about one of them."""
+    if c.kind != "spike":
+        return {}
+    return {
+        "spike_count": len(spikes_found),
+        "spike_number": spikes_found.index(c) + 1,
+        "spikes": _spike_list(s, spikes_found),
+    }
 
 
 def _change_evidence(s: Series, c: Change, **extra: Any) -> dict[str, Any]:
@@ -130,21 +286,27 @@ def _change_evidence(s: Series, c: Change, **extra: Any) -> dict[str, Any]:
 
 
 class EntropyCollapse(Detector):
-    """Policy entropy falling fast to a fraction of its level: exploration is gone.
+    """Policy entropy falling fast to a small fraction of its level, or still falling at the end.
 
     Reads `actor/entropy` (verl ≥ 0.4) or `actor/entropy_loss` (verl ≤ 0.3).
 
     What it detects:
-        A downward level transition of the entropy, found by ruptures (KernelCPD, linear
-        kernel, noise-based penalty) on the log of the series (≤ 2,000 bin medians for long
-        runs, then located at full resolution by least-squares ramp and hinge fits), kept when the level after
-        is at most `max_ratio` of the level before, the drop is at least `z_threshold` noise
-        units, and entropy halves within max(`max_half_steps`, `max_half_fraction` × run length)
-        logged steps of the onset, i.e. far faster than the slow decline of a healthy run. The step is where the
-        fall starts (the knee of a flat-then-straight fit up to its 50 % point). Error when entropy ends below
-        `error_ratio` of its level before. A run with fewer than `min_points` entropy values
-        (an excerpt of a few steps) cannot show a fall: there the median of its last 5 values
-        below 0.02 nats per token (`logscope.health`; a `.3f` 0.000 counts) is reported instead.
+        A downward level transition of the entropy, found by ruptures (KernelCPD, linear kernel,
+        noise-based penalty) on the log of the series (≤ 2,000 bin medians for long runs, then
+        located at full resolution by least-squares ramp and hinge fits), of at least `z_threshold`
+        noise units, in which entropy halves within max(`max_half_steps`, `max_half_fraction` × run
+        length) logged steps of the onset (far faster than the slow decline of a healthy run), and
+        that is a collapse rather than a fall to a plateau: the level after it is at most
+        `max_ratio` of the level before (or below 0.02 nats per token), or — for the last fall of
+        the log — entropy is still falling at the end (over the last `tail_steps` logged steps, at
+        least 5 and none before the fall's 50 % point, a Theil–Sen fit loses at least
+        `min_tail_fall` of the level and 4 noise units). The step is where the fall starts: the knee
+        of a flat-then-straight fit up to its 50 % point, moved later to the knee of a two-slope fit
+        when the fall follows a healthy early decline (the flat fit leans on the decline). Error
+        when entropy ends below `error_ratio` of its level before. A run with fewer than
+        `min_points` entropy values (an excerpt of a few steps) cannot show a fall: there the median
+        of its last 5 values below 0.02 nats per token (`logscope.health`; a `.3f` 0.000 counts) is
+        reported instead.
 
     Why it matters:
         With entropy near zero the policy samples the same tokens every time: GRPO groups become
@@ -163,8 +325,9 @@ class EntropyCollapse(Detector):
 
     Known false positives:
         Tasks with a single correct short answer where low entropy is the goal late in
-        training; a switch to an easier data split. A slow, steady decline over the whole run
-        is not flagged.
+        training; a switch to an easier data split; a log that ends in the middle of a healthy
+        early fall (still falling). Accounted for: a slow, steady decline over the whole run,
+        and the R1-style early fall of 30–60 % that settles on a plateau, are not flagged.
 
     References:
         verl:workers/actor/dp_actor.py (entropy_coeff, entropy); verl:trainer/ppo/core_algos.py
@@ -181,22 +344,27 @@ class EntropyCollapse(Detector):
     def __init__(
         self,
         *,
-        max_ratio: float = 0.5,
+        max_ratio: float = 0.25,
         error_ratio: float = 0.1,
         z_threshold: float = 4.0,
         max_half_steps: int = 40,
         max_half_fraction: float = 0.1,
+        tail_steps: int = 15,
+        min_tail_fall: float = 0.2,
         warmup_steps: int = 3,
         min_points: int = 20,
     ) -> None:
         _check("max_ratio", max_ratio, 0, 1)
         _check("error_ratio", error_ratio, 0, 1)
         _check("z_threshold", z_threshold)
+        _check("min_tail_fall", min_tail_fall, 0, 1)
         self.max_ratio = max_ratio
         self.error_ratio = error_ratio
         self.z_threshold = z_threshold
         self.max_half_steps = max_half_steps
         self.max_half_fraction = max_half_fraction
+        self.tail_steps = tail_steps
+        self.min_tail_fall = min_tail_fall
         self.warmup_steps = warmup_steps
         self.min_points = min_points
 
@@ -207,27 +375,47 @@ class EntropyCollapse(Detector):
         start = s.steps[0] + self.warmup_steps
         sm = smooth(s.values, 5)
         limit = max(self.max_half_steps, self.max_half_fraction * len(s))
+        near_zero = REFERENCES["entropy"].alarm_low or 0.0
+        floor = _entropy_floor(s)
+        drops = sorted(_drops(s, self.z_threshold, 0.5, start, floor), key=lambda c: c.onset)
         cands = []
-        for c in _drops(s, self.z_threshold, self.max_ratio, start):
+        for c in drops:
             halved = np.nonzero(sm[c.onset :] <= 0.5 * c.before)[0]
-            if len(halved) and halved[0] <= limit:
-                cands.append((c, int(halved[0])))
+            if not len(halved) or halved[0] > limit:
+                continue
+            falling = self._still_falling(s, c) if c is drops[-1] else None
+            if c.ratio <= self.max_ratio or c.after < near_zero or falling is not None:
+                cands.append((c, int(halved[0]), falling))
         if not cands:
             return []
-        c, half = min(cands, key=lambda ch: ch[0].onset)  # the first collapse is the one to act on
+        c, half, falling = cands[0]  # the first collapse is the one to act on
+        # a fall that follows a healthy early decline: the flat-then-straight knee leans on the
+        # decline and comes early; a two-slope fit from before it finds where the steep part starts
+        x = np.log(np.maximum(s.values, floor))
+        knee = _knee(x, max(0, c.onset - KNEE_LOOKBACK), c.mid + 1)
+        if knee is not None and c.onset < knee < c.mid:
+            c.onset = knee
         step, end = s.step_at(c.onset), s.step_at(c.end)
-        final = float(np.median(s.values[-max(3, len(s) // 20) :]))
+        final = float(np.median(s.values[-(3 if falling else max(3, len(s) // 20)) :]))
         rounded = s.resolution is not None and c.after < s.resolution
         message = (
             f"{s.metric} fell from {fmt(c.before)} to {fmt(c.after)} ({c.ratio:.0%} of its level) "
             f"starting at step {step}; it halved within {half} logged steps and 90% of the fall "
             f"(log scale) was done by step {end}"
             + (" (printed as 0.000)" if rounded else "")
-            + f". Last value level {fmt(final)}."
+            + f". Last value level {fmt(final)}"
+            + (
+                f"; still falling at the end of the log ({falling[0]:.0%} lost over the last "
+                f"{falling[1]} logged steps)."
+                if falling is not None and c.ratio > self.max_ratio
+                else "."
+            )
         )
         return [
             self.finding(
-                severity="error" if c.ratio <= self.error_ratio else "warning",
+                severity="error"
+                if min(c.ratio, final / c.before) <= self.error_ratio
+                else "warning",
                 message=message,
                 metric=s.metric,
                 step=step,
@@ -237,16 +425,34 @@ class EntropyCollapse(Detector):
                     c,
                     final_level=sig(final),
                     steps_to_half=half,
+                    still_falling=None
+                    if falling is None
+                    else {"lost": round(falling[0], 3), "over_last_steps": falling[1]},
                     thresholds={
                         "max_ratio": self.max_ratio,
                         "z": self.z_threshold,
                         "max_steps_to_half": limit,
+                        "min_tail_fall": self.min_tail_fall,
                     },
                 ),
                 advice=self._advice(run),
                 references=["verl:workers/actor/dp_actor.py", "verl:trainer/ppo/core_algos.py"],
             )
         ]
+
+    def _still_falling(self, s: Series, c: Change) -> tuple[float, int] | None:
+        """(share lost, steps) when entropy still falls over the log's last `tail_steps` points
+        (at least 5, none before the 50 % point of `c`): a Theil–Sen fit on the log loses at
+        least `min_tail_fall` and 4 noise units over them."""
+        x = np.log(np.maximum(s.values, _entropy_floor(s)))
+        w = int(min(self.tail_steps, len(x) - c.mid))
+        if w < 5:
+            return None
+        slope, _ = theil_sen(np.arange(w, dtype=np.float64), x[-w:])
+        fall = -slope * (w - 1)
+        if fall < -math.log1p(-self.min_tail_fall) or fall < 4 * robust_sigma(x):
+            return None
+        return 1 - math.exp(-fall), w
 
     def _level(self, run: Run) -> list[Finding]:
         """Too few steps to see a fall: judge the recent level against the reference range."""
@@ -445,12 +651,23 @@ class ClipRatioSpike(Detector):
     `actor/pg_clipfrac` and `actor/pg_clipfrac_lower` (tokens whose PPO ratio was clipped).
 
     What it detects:
-        Spikes, on the log of the fraction (its noise is multiplicative): points whose robust
-        z-score against a centred running median (window `window`, noise = MAD of the
-        residuals, never below the print resolution) is at least `z_threshold`, at least `min_ratio` times the running median and at least `min_rise`
-        above it; consecutive points are one spike. Lasting rises: a KernelCPD level shift up
-        by the same factors. One finding per metric for its spikes (dated at the first, every spike
-        listed in the evidence), and one per lasting rise (at most `max_findings`).
+        Truncation spikes, against count noise: `response_length/clip_ratio` is k/N for the N
+        responses of a step (`data.train_batch_size` × `rollout.n` when the values are multiples of
+        1/N, else 1 / the smallest gap between the values). Its baseline is a centred running mean
+        of the neighbouring steps (window `window`, each capped at the running median + `min_rise`),
+        so truncation that rises slowly as responses grow moves the baseline, not the test. A step
+        is a spike when its count's binomial tail probability against that baseline, times the
+        number of steps, is at most `max_p`, and it is at least `min_rise` above the baseline;
+        overdispersed counts (correlated responses) widen the noise. The burst alone suffices
+        (`pg_clipfrac` may be 0 in on-policy runs). Clipping spikes, on the log of
+        `pg_clipfrac`/`pg_clipfrac_lower`: robust z-score against a centred running median of at
+        least `z_threshold` heavy-tail-aware noise units (the larger of the MAD σ and the
+        95th-percentile residual / 1.96), at least `min_ratio` times the running median and at least
+        `min_rise` above it. Points within 2 steps are one spike (a burst); every spike is its own
+        finding, dated at its step (at most `max_spikes` per metric, the others named in each
+        message). Lasting rises: a KernelCPD level shift up by the same factors of at least
+        `rise_z_threshold` noise units, completed within `max_rise_steps` and holding over the next
+        `max_rise_steps` steps (at most `max_findings`).
 
     Why it matters:
         A truncation spike means many responses hit the length cap: their reward is usually
@@ -470,7 +687,10 @@ class ClipRatioSpike(Detector):
 
     Known false positives:
         A curriculum step to longer prompts/answers raises truncation by design; the first steps
-        after a resume can clip more while optimizer state warms up.
+        after a resume can clip more while optimizer state warms up. Accounted for: the count
+        noise of small batches (0, 1/64, 3/64 … is not a spike); truncation rising slowly as
+        responses grow; heavy-tailed `pg_clipfrac` noise (a healthy clip fraction can wander to
+        20× its median for a step, which is within its own tail).
 
     References:
         seed:ppo-tuning §2.2, §3.2, §5.2; verl:trainer/ppo/metric_utils.py (clip_ratio);
@@ -487,23 +707,31 @@ class ClipRatioSpike(Detector):
     def __init__(
         self,
         *,
-        z_threshold: float = 6.0,
+        max_p: float = 1e-4,
+        z_threshold: float = 10.0,
+        rise_z_threshold: float = 6.0,
         min_ratio: float = 3.0,
         min_rise: float = 0.03,
         window: int = 31,
         max_rise_steps: int = 15,
         min_points: int = 15,
+        max_spikes: int = 5,
         max_findings: int = 3,
     ) -> None:
+        _check("max_p", max_p, 0, 1)
         _check("z_threshold", z_threshold)
+        _check("rise_z_threshold", rise_z_threshold)
         _check("min_ratio", min_ratio, 1)
         _check("min_rise", min_rise, 0, 1)
+        self.max_p = max_p
         self.z_threshold = z_threshold
+        self.rise_z_threshold = rise_z_threshold
         self.min_ratio = min_ratio
         self.min_rise = min_rise
         self.window = window
         self.max_rise_steps = max_rise_steps
         self.min_points = min_points
+        self.max_spikes = max_spikes
         self.max_findings = max_findings
 
     def detect(self, run: Run) -> list[Finding]:
@@ -520,33 +748,63 @@ class ClipRatioSpike(Detector):
         return c.after >= self.min_ratio * base and c.after - c.before >= self.min_rise
 
     def _series(self, run: Run, s: Series) -> list[Finding]:
-        cands = _spikes_and_rises(
-            s, lambda c: self._big(s, c), self.z_threshold, self.window, self.max_rise_steps
+        noise: dict[str, Any] = {}
+        if s.metric == "response_length/clip_ratio":
+            samples, source = responses_per_step(run, s)
+            found: list[Change] = []
+            if samples:
+                found, noise = count_spikes(s, samples, self.max_p, self.min_rise, self.window)
+                noise["responses_source"] = source
+        else:
+            found = [c for c in heavy_spikes(s, self.z_threshold, self.window) if self._big(s, c)]
+        rises = _lasting_rises(
+            s, lambda c: self._big(s, c), self.rise_z_threshold, self.max_rise_steps, found
         )
-        return [self._finding(run, s, g) for g in _group_spikes(cands, self.max_findings)]
+        rises = sorted(rises, key=lambda c: -c.z)[: self.max_findings]
+        return [self._finding(run, s, c, found, noise) for c in [*found[: self.max_spikes], *rises]]
 
-    def _finding(self, run: Run, s: Series, group: list[Change]) -> Finding:
-        c = group[0]
-        step, end = s.step_at(c.onset), s.step_at(group[-1].end)
+    def _finding(
+        self, run: Run, s: Series, c: Change, found: list[Change], noise: dict[str, Any]
+    ) -> Finding:
+        step = s.step_at(c.onset)
         truncation = s.metric == "response_length/clip_ratio"
         what = "truncated responses" if truncation else "clipped tokens"
-        shape = "spiked" if c.kind == "spike" else "rose and stayed"
-        message = (
-            f"{s.metric} ({what}) {shape} from {fmt(c.before)} to {fmt(c.after)} "
-            f"({c.ratio:.1f}×, {c.z:.0f} noise units) at step {step}"
-            + (f", back by step {s.step_at(c.end)}." if c.kind == "spike" else ".")
-            + _also(s, group)
+        if c.kind != "spike":
+            how = (
+                f"rose and stayed from {fmt(c.before)} to {fmt(c.after)} ({c.ratio:.1f}×, "
+                f"{c.z:.0f} noise units) at step {step}."
+            )
+        elif noise:
+            n = noise["responses_per_step"]
+            how = (
+                f"spiked from {fmt(c.before)} to {fmt(c.after)} at step {step} "
+                f"(~{c.after * n:.0f} of {n} responses cut where ~{c.before * n:.1f} were "
+                f"expected; binomial tail probability {_p_value(c.z):.1g}), back by step "
+                f"{s.step_at(c.end)}."
+            )
+        else:
+            how = (
+                f"spiked from {fmt(c.before)} to {fmt(c.after)} ({c.ratio:.1f}×, {c.z:.0f} "
+                f"heavy-tail noise units) at step {step}, back by step {s.step_at(c.end)}."
+            )
+        thresholds = (
+            {"max_p": self.max_p, "min_rise": self.min_rise}
+            if noise and c.kind == "spike"
+            else {
+                "z": self.z_threshold if c.kind == "spike" else self.rise_z_threshold,
+                "min_ratio": self.min_ratio,
+                "min_rise": self.min_rise,
+            }
         )
-        evidence = _group_evidence(
-            s,
-            group,
-            {"z": self.z_threshold, "min_ratio": self.min_ratio, "min_rise": self.min_rise},
-        )
+        evidence = _change_evidence(s, c, thresholds=thresholds, **_spike_evidence(s, found, c))
+        if noise and c.kind == "spike":
+            evidence.update(noise, p_value=float(f"{_p_value(c.z):.3g}"))
         return self.finding(
-            message=message,
+            message=f"{s.metric} ({what}) {how}"
+            + (_others(s, found, c) if c.kind == "spike" else ""),
             metric=s.metric,
             step=step,
-            end_step=end,
+            end_step=s.step_at(c.end),
             evidence=evidence,
             advice=truncation_advice(run) if truncation else self._clip_advice(run),
             references=(
@@ -613,13 +871,19 @@ class GradNormSpike(Detector):
 
     What it detects:
         On the log of the grad norm (its noise is multiplicative): spikes whose robust z-score
-        against a centred running median (window `window`, MAD noise) is at least
-        `z_threshold` and at least `min_ratio` times the running median — warning; a KernelCPD
-        level shift up by `min_ratio` or more that completes within `max_rise_steps` — error
-        (explosion). One finding per metric for its spikes (dated at the first, every spike listed
-        in the evidence) and one per lasting rise (at most `max_findings`). Non-finite values are
-        LS001's. A run with fewer than `min_points` values (an excerpt) is judged step to step
-        instead: a rise to 10× the step before and above 5× the clip, after step 5.
+        against a centred running median (window `window`) is at least `z_threshold`
+        heavy-tail-aware noise units (the larger of the MAD σ and the 95th-percentile residual /
+        1.96) and that reach at least `min_ratio` times the running median — warning. The ratio is
+        the effect size that decides: a healthy heavy-tailed (Student-t, df 3–6), autocorrelated
+        grad norm reaches 3–5.5× its running median for a step, as many noise units as a real spike
+        in a noisier run, while a bad batch's spike is ~10×. A KernelCPD level shift up by
+        `rise_ratio` or more that completes within `max_rise_steps` and holds over the next
+        `max_rise_steps` steps — error (explosion). Points within 2 steps are one spike; every spike
+        is its own finding, dated at its step (at most `max_spikes` per metric, the others named in
+        each message), and one per lasting rise (at most `max_findings`). The first `warmup_steps`
+        logged values are not judged. Non-finite values are LS001's. A run with fewer than
+        `min_points` values (an excerpt) is judged step to step instead: a rise to 10× the step
+        before and above 5× the clip, after step 5.
 
     Why it matters:
         verl clips the gradient to `grad_clip` after measuring it, so a spike is an update whose
@@ -639,7 +903,9 @@ class GradNormSpike(Detector):
 
     Known false positives:
         The first steps of a run (optimizer state empty) and the first step after a resume often
-        have a larger norm; runs with very few samples per step are spiky by nature.
+        have a larger norm; runs with very few samples per step are spiky by nature. Accounted
+        for: heavy-tailed (Student-t) and autocorrelated grad-norm noise — a single step at 3–5×
+        the running median is within a healthy run's own tail and is not reported.
 
     References:
         seed:ppo-tuning §3.2, §3.3; verl:workers/actor/dp_actor.py (clip_grad_norm_);
@@ -657,21 +923,26 @@ class GradNormSpike(Detector):
         self,
         *,
         z_threshold: float = 6.0,
-        min_ratio: float = 3.0,
+        min_ratio: float = 6.0,
+        rise_ratio: float = 3.0,
         window: int = 31,
         max_rise_steps: int = 15,
         warmup_steps: int = 3,
         min_points: int = 15,
+        max_spikes: int = 5,
         max_findings: int = 3,
     ) -> None:
         _check("z_threshold", z_threshold)
         _check("min_ratio", min_ratio, 1)
+        _check("rise_ratio", rise_ratio, 1)
         self.z_threshold = z_threshold
         self.min_ratio = min_ratio
+        self.rise_ratio = rise_ratio
         self.window = window
         self.max_rise_steps = max_rise_steps
         self.warmup_steps = warmup_steps
         self.min_points = min_points
+        self.max_spikes = max_spikes
         self.max_findings = max_findings
 
     def detect(self, run: Run) -> list[Finding]:
@@ -731,32 +1002,46 @@ class GradNormSpike(Detector):
 
     def _series(self, run: Run, s: Series, role: str) -> list[Finding]:
         start = s.steps[0] + self.warmup_steps
-        cands = _spikes_and_rises(
+        found = [
+            c
+            for c in heavy_spikes(s, self.z_threshold, self.window)
+            if c.ratio >= self.min_ratio and s.steps[c.onset] >= start
+        ]
+        rises = _lasting_rises(
             s,
-            lambda c: c.ratio >= self.min_ratio and s.steps[c.onset] >= start,
+            lambda c: c.ratio >= self.rise_ratio and s.steps[c.onset] >= start,
             self.z_threshold,
-            self.window,
             self.max_rise_steps,
+            found,
         )
-        return [self._finding(run, s, g, role) for g in _group_spikes(cands, self.max_findings)]
+        rises = sorted(rises, key=lambda c: -c.z)[: self.max_findings]
+        return [self._finding(run, s, c, found, role) for c in [*found[: self.max_spikes], *rises]]
 
-    def _finding(self, run: Run, s: Series, group: list[Change], role: str) -> Finding:
-        c = group[0]
-        step, end = s.step_at(c.onset), s.step_at(group[-1].end)
+    def _finding(self, run: Run, s: Series, c: Change, found: list[Change], role: str) -> Finding:
+        step = s.step_at(c.onset)
         spike = c.kind == "spike"
         message = (
             f"{s.metric} "
             + ("spiked" if spike else "rose and stayed high")
-            + f" from {fmt(c.before)} to {fmt(c.after)} ({c.ratio:.1f}×, {c.z:.0f} noise units "
-            f"on a log scale) at step {step}"
+            + f" from {fmt(c.before)} to {fmt(c.after)} ({c.ratio:.1f}×, {c.z:.0f} "
+            + ("heavy-tail noise units" if spike else "noise units")
+            + f" on a log scale) at step {step}"
             + (
                 f", back by step {s.step_at(c.end)}."
                 if spike
                 else ": the optimisation is unstable."
             )
-            + _also(s, group)
+            + (_others(s, found, c) if spike else "")
         )
-        evidence = _group_evidence(s, group, {"z": self.z_threshold, "min_ratio": self.min_ratio})
+        evidence = _change_evidence(
+            s,
+            c,
+            thresholds={
+                "z": self.z_threshold,
+                "min_ratio": self.min_ratio if spike else self.rise_ratio,
+            },
+            **_spike_evidence(s, found, c),
+        )
         advice: list[Advice] = []
         clip = grad_clip_advice(
             run, role, "The norm is measured before clipping; clipping bounds the update."
@@ -777,7 +1062,7 @@ class GradNormSpike(Detector):
             message=message,
             metric=s.metric,
             step=step,
-            end_step=end,
+            end_step=s.step_at(c.end),
             evidence=evidence,
             advice=advice,
             references=[f"{SEED_PPO} §3.2", "verl:workers/actor/dp_actor.py"],

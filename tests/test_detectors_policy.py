@@ -7,6 +7,7 @@ simulator's ground truth; healthy runs must stay silent at warning and above.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import numpy as np
@@ -292,13 +293,119 @@ def test_never_raises_on_arbitrary_series():
     check()
 
 
-def test_spikes_of_one_metric_are_one_finding_dated_at_the_first():
+def test_each_spike_of_a_metric_is_its_own_finding_at_its_step():
+    """Well-separated spikes are one finding each (a burst of adjacent steps stays one); every
+    message names the others. Was one finding dated at the first spike (acceptance change)."""
     rng = np.random.default_rng(7)
     gn = 0.5 * np.exp(rng.normal(0, 0.15, 300))
-    for i, k in ((60, 8), (150, 6), (240, 9)):
+    for i, k in ((60, 8), (150, 7), (151, 7), (240, 9)):
         gn[i] *= k
-    (f,) = GradNormSpike().detect(make_run({"actor/grad_norm": gn}, config=CONFIG))
-    assert f.step == 61 and f.end_step == 241
-    assert f.evidence["spike_count"] == 3
-    assert [x["step"] for x in f.evidence["spikes"]] == [61, 151, 241]
-    assert "also at steps 151, 241" in f.message
+    found = GradNormSpike().detect(make_run({"actor/grad_norm": gn}, config=CONFIG))
+    assert [(f.step, f.end_step) for f in found] == [(61, 61), (151, 152), (241, 241)]
+    assert all(f.evidence["spike_count"] == 3 for f in found)
+    assert [f.evidence["spike_number"] for f in found] == [1, 2, 3]
+    assert "the others at steps 151, 241" in found[0].message
+    assert "the others at steps 61, 151" in found[2].message
+
+
+# ---- realistic dynamics (logscope.synthetic.realistic) ----------------------------------------
+
+
+def _realistic(seed: int, n: int, algorithm: str, noise: float = 1.0, inject=(), **changes):
+    """A run with the dynamics of real runs drawn for `seed` (some knobs fixed by `changes`)."""
+    dyn, config = synthetic.realistic(np.random.default_rng([seed, 7]), n, algorithm)
+    batch = changes.pop("train_batch_size", None)
+    if batch:
+        config["data.train_batch_size"] = batch
+    dyn = dataclasses.replace(dyn, resume_step=None, **changes)
+    sim = simulate(n, algorithm, seed=seed, noise=noise, inject=list(inject), config=config,
+                   dynamics=dyn)  # fmt: skip
+    return sim, dyn
+
+
+def test_heavy_tailed_healthy_grad_norm_is_no_spike():
+    """Student-t (df 3.4), autocorrelated grad-norm noise: one step at 5× the running median
+    (the old detector's spike) is within a healthy run's own tail."""
+    sim, dyn = _realistic(15, 300, "ppo", noise=1.3)
+    assert dyn.tail_df < 4
+    run = sim.to_run()
+    _, gn = run.series("actor/grad_norm")
+    assert gn.max() > 4 * np.median(gn)  # a heavy-tailed excursion is there
+    assert warnings_of(GradNormSpike().detect(run)) == []
+
+
+def test_realistic_grad_norm_spikes_each_found_at_their_step():
+    sim, _ = _realistic(4, 300, "grpo", inject=[Injection("grad-norm-spike", 120, 1.5)])
+    truth = sim.details["grad-norm-spike"]["spike_steps"]
+    assert len(truth) >= 2
+    found = GradNormSpike().detect(sim.to_run())
+    assert [f.step for f in found] == truth
+    assert all(f.severity == "warning" for f in found)
+
+
+def test_small_batch_truncation_count_noise_is_no_spike():
+    """PPO, 128 responses a step, responses growing 3.4× so truncation rises: 1/128 → 6/128 in
+    one step is count noise (the old detector's 5.9× spike)."""
+    sim, dyn = _realistic(1, 160, "ppo", noise=1.2)
+    assert dyn.length_growth > 3
+    run = rounded(sim.to_run())
+    assert run.config_value("data.train_batch_size") == 128
+    assert warnings_of(ClipRatioSpike().detect(run)) == []
+
+
+@pytest.mark.parametrize("on_policy", [True, False])
+def test_truncation_bursts_alone_suffice_after_critic_warmup(on_policy):
+    """PPO with critic warm-up, 64 responses a step; on-policy runs log pg_clipfrac 0. The
+    burst (3 adjacent steps) and each later spike are one finding each, at their steps."""
+    sim, _ = _realistic(
+        3,
+        150,
+        "ppo",
+        inject=[Injection("clip-ratio-spike", 60, 1.0)],
+        on_policy=on_policy,
+        critic_warmup=10,
+        train_batch_size=64,
+    )
+    steps = sim.details["clip-ratio-spike"]["spike_steps"]
+    firsts = [x for i, x in enumerate(steps) if i == 0 or x - steps[i - 1] > 2]
+    assert steps[0] == 60 and len(firsts) == 3  # a burst from step 60, then two spikes
+    run = sim.to_run()
+    if on_policy:
+        assert not run.series("actor/pg_clipfrac")[1].any()
+    found = ClipRatioSpike().detect(run)
+    assert [f.step for f in found] == firsts
+    assert found[0].end_step == max(x for x in steps if x - 60 <= 2)  # the burst's last step
+    assert all(f.metric == "response_length/clip_ratio" for f in found)
+    assert found[0].evidence["responses_per_step"] == 64
+    assert "of 64 responses cut" in found[0].message
+    run.config_segments = []  # without the config, N comes from the values' granularity (1/64)
+    assert [f.step for f in ClipRatioSpike().detect(run)] == firsts
+
+
+def test_r1_style_entropy_fall_to_a_plateau_is_no_collapse():
+    """Entropy falling by half early (R1-style) and settling is healthy."""
+    sim, dyn = _realistic(3, 60, "grpo", noise=1.3)
+    assert dyn.entropy_drop > 0.45
+    assert warnings_of(EntropyCollapse().detect(sim.to_run())) == []
+
+
+def test_realistic_entropy_collapse_dated_where_it_starts_after_the_healthy_fall():
+    """Injected at step 20 of 80, while the healthy early fall still runs: the collapse is
+    dated where the steep part starts (the flat-then-straight knee alone said step 10)."""
+    sim, _ = _realistic(6, 80, "grpo", inject=[Injection("entropy-collapse", 20, 1.0)])
+    (f,) = EntropyCollapse().detect(sim.to_run())
+    assert abs(f.step - 20) <= 2 and f.severity == "error"
+
+
+def test_entropy_still_falling_at_the_end_is_a_collapse():
+    """The log ends 12 steps into a collapse (44% of the level so far): still falling."""
+    rng = np.random.default_rng(0)
+    t = np.arange(200)
+    ent = 0.6 * np.exp(rng.normal(0, 0.03, 200) - np.maximum(0, t - 188) / 10)
+    (f,) = EntropyCollapse().detect(make_run({"actor/entropy": ent}))
+    assert abs(f.step - 190) <= 2
+    assert f.evidence["ratio"] > 0.25 and f.evidence["still_falling"]["lost"] > 0.2
+    assert "still falling at the end of the log" in f.message
+    # the same fall, settling at 30% of the level for 30 steps: a plateau, not a collapse
+    settled = np.concatenate([ent, ent[-1] * np.exp(rng.normal(0, 0.03, 30))])
+    assert EntropyCollapse().detect(make_run({"actor/entropy": settled})) == []
