@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from scipy.optimize import minimize_scalar
+from scipy.stats import chi2
 
 from logscope.advice import SEED_GRPO, SEED_PPO, advise, current_value
 from logscope.aliases import resolve
@@ -16,14 +19,24 @@ from logscope.verl_config import RO, model_size_b, n_gpus
 
 from ._common import gpu_memory_advice, gpu_memory_bound
 from ._signal import (
+    autocorrelation,
     best_split,
+    bin_width,
     binned,
     clean_series,
     concept_series,
-    hinge_fit,
     noise_floor,
+    regular_grid,
 )
-from ._stats import changepoints, fmt, mann_kendall, robust_sigma, rolling_median, theil_sen
+from ._stats import (
+    changepoints,
+    fmt,
+    mad_sigma,
+    mann_kendall,
+    robust_sigma,
+    rolling_median,
+    theil_sen,
+)
 
 #: Usual GPU memory sizes (GB); capacity is guessed as the smallest ≥ 1.05 × the max seen.
 GPU_SIZES_GB = (24.0, 40.0, 48.0, 80.0, 94.0, 141.0)
@@ -66,6 +79,12 @@ def _aligned(steps: np.ndarray, src_steps: np.ndarray, src_values: np.ndarray) -
     return out
 
 
+def _ratio(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a / b, NaN where b is not a positive number."""
+    ok = np.isfinite(a) & np.isfinite(b) & (b > 0)
+    return np.where(ok, a / np.where(ok, b, 1.0), np.nan)
+
+
 def _extra_seconds(run: Run, steps: np.ndarray) -> np.ndarray:
     """Seconds of validation and checkpoint saving inside each step's time (0 where none)."""
     out = np.zeros(len(steps))
@@ -77,6 +96,233 @@ def _extra_seconds(run: Run, steps: np.ndarray) -> np.ndarray:
     return out
 
 
+def _actor_start(run: Run, steps: np.ndarray) -> float | None:
+    """First step of the actor's updates when the critic warmed up alone before it (PPO
+    `trainer.critic_warmup`): earlier steps have no update_actor phase and are shorter."""
+    if len(steps) == 0:
+        return None
+    s, _ = clean_series(run, _timing_prefix(run) + "update_actor")
+    if len(s):
+        return float(s[0]) if s[0] > steps[0] else None
+    try:
+        warm = int(run.config_value("trainer.critic_warmup", default=0) or 0)
+    except (TypeError, ValueError):
+        warm = 0
+    return float(warm) if warm > steps[0] else None  # verl updates once critic_warmup <= step
+
+
+def _gen_rounds(run: Run, steps: np.ndarray) -> np.ndarray | None:
+    """Generation rounds per step where the run logs them (DAPO's `train/num_gen_batches`)."""
+    s, v = clean_series(run, "train/num_gen_batches")
+    if len(s) == 0:
+        return None
+    rounds = _aligned(steps, s, v)
+    return np.where(np.isfinite(rounds) & (rounds >= 1), rounds, 1.0)
+
+
+def _repeated_generation(run: Run, gen: np.ndarray, rest: np.ndarray) -> bool:
+    """Whether generation runs a varying number of sampling rounds per step (DAPO's dynamic
+    sampling): said by the config, or seen as generation alone jumping ≥ 1.5× between
+    consecutive steps in at least a tenth of them while the other phases do not."""
+    if run.config_value("algorithm.filter_groups.enable", default=False) is True:
+        return True
+    ok = (gen > 0) & (rest > 0)
+    if ok.sum() < 10:
+        return False
+    jumps = np.abs(np.diff(np.log(gen[ok] / rest[ok]))) > math.log(1.5)
+    return int(jumps.sum()) >= 3 and float(jumps.mean()) >= 0.1
+
+
+def _leading_min(values: np.ndarray, window: int) -> np.ndarray:
+    """Minimum over each point and the `window - 1` after it (fewer at the end)."""
+    v = np.asarray(values, dtype=np.float64)
+    padded = np.concatenate([v, np.full(window - 1, np.inf)])
+    return np.lib.stride_tricks.sliding_window_view(padded, window).min(axis=1)
+
+
+#: Time constants (steps) tried for memory's warm-up rise to its plateau (allocator, vLLM).
+_WARMUP_TAUS = np.geomspace(1.0, 60.0, 48)
+
+
+def _period(steps: np.ndarray, values: np.ndarray, max_period: int = 60) -> tuple[int, float]:
+    """(period, its autocorrelation) of a repeating pattern such as the allocator's sawtooth,
+    in points of the series' regular grid (`bin_width`); (1, 0) when there is none.
+
+    Judged on the first differences with their local level removed (a warm-up or a leak only
+    shifts that level), where a sawtooth is a train of drops one period apart.
+    """
+    _, grid, _ = regular_grid(steps, values, len(values))
+    d = np.diff(grid)
+    if len(d) < 9:
+        return 1, 0.0
+    d = d - rolling_median(d, 9)
+    acf = autocorrelation(d, min(max_period, len(d) // 2))
+    if len(acf) < 3:
+        return 1, 0.0
+    lags = np.arange(2, len(acf))
+    best = float(acf[lags].max())
+    if best <= 0:
+        return 1, 0.0
+    period = int(lags[np.flatnonzero(acf[lags] >= 0.8 * best)[0]])
+    return period, best
+
+
+def _group_mean(m: np.ndarray, phase: np.ndarray, groups: int) -> np.ndarray:
+    """Mean of the rows of `m` in each phase group, back at every row."""
+    onehot = np.zeros((len(phase), groups))
+    onehot[np.arange(len(phase)), phase] = 1.0
+    counts = np.maximum(onehot.sum(axis=0), 1.0)
+    means = (onehot.T @ m) / counts.reshape((-1,) + (1,) * (m.ndim - 1))
+    return means[phase]
+
+
+@dataclass
+class _LeakFit:
+    """Memory = repeating pattern + warm-up rise `warm`·(1 − e^(−t/tau)) + `rate`·max(0, x − at)."""
+
+    at: float
+    rate: float
+    tau: float
+    warm: float
+    rss: float  # with the ramp
+    rss_no_ramp: float  # best warm-up-only fit
+    resid: np.ndarray
+    adjusted: np.ndarray  # the values with the pattern and the warm-up taken out
+
+
+def _leak_fit(
+    x: np.ndarray, y: np.ndarray, phase: np.ndarray, groups: int, candidates: np.ndarray
+) -> _LeakFit | None:
+    """Least squares over warm-up time constants and ramp starts (the pattern as phase means):
+    a grid over both, then the time constant refined for the best start and for no ramp."""
+    if len(candidates) == 0:
+        return None
+    t = x - x[0]
+
+    def demeaned(m: np.ndarray) -> np.ndarray:
+        return m - _group_mean(m, phase, groups)
+
+    yd = demeaned(y)
+    yy = float(yd @ yd)
+
+    def solve(tau: float, at: float | None) -> tuple[float, float, float]:
+        """(rss, warm-up size, ramp rate) for one time constant (0: none) and start (None)."""
+        cols = [demeaned(1.0 - np.exp(-t / tau))] if tau > 0 else []
+        if at is not None:
+            cols.append(demeaned(np.maximum(0.0, x - at)))
+        if not cols:
+            return yy, 0.0, 0.0
+        coef = np.linalg.lstsq(np.column_stack(cols), yd, rcond=None)[0]
+        warm = float(coef[0]) if tau > 0 else 0.0
+        rate = float(coef[-1]) if at is not None else 0.0
+        if warm < 0:  # a warm-up only rises
+            return solve(0.0, at)
+        if at is not None and rate <= 0:
+            return math.inf, warm, rate
+        fitted = np.column_stack(cols) @ coef
+        return float(((yd - fitted) ** 2).sum()), warm, rate
+
+    def refined(tau: float, at: float | None) -> tuple[float, float]:
+        """(best time constant near `tau`, its rss)."""
+        if tau <= 0:
+            return 0.0, solve(0.0, at)[0]
+        step = math.log(_WARMUP_TAUS[1] / _WARMUP_TAUS[0])
+        cap = 10 * yy + 1.0  # in place of inf (no rising ramp) for the line search
+        res = minimize_scalar(
+            lambda lt: min(solve(math.exp(lt), at)[0], cap),
+            bounds=(math.log(tau) - step, math.log(tau) + step),
+            method="bounded",
+            options={"xatol": 1e-3},
+        )
+        best = (math.exp(float(res.x)), float(res.fun))
+        return best if best[1] < solve(tau, at)[0] else (tau, solve(tau, at)[0])
+
+    warm = demeaned(1.0 - np.exp(-t[:, None] / _WARMUP_TAUS[None, :]))
+    ramp = demeaned(np.maximum(0.0, x[:, None] - candidates[None, :]))
+    ww, wy = (warm * warm).sum(axis=0), warm.T @ yd
+    hh, hy = (ramp * ramp).sum(axis=0), ramp.T @ yd
+    wh = warm.T @ ramp  # (taus, candidates)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        # no ramp: the best warm-up alone (rising only)
+        b0 = np.where(ww > 1e-12, wy / ww, 0.0)
+        rss0 = np.where(b0 > 0, yy - b0 * wy, yy)
+        # warm-up and ramp together (2×2 normal equations per time constant and start)
+        det = ww[:, None] * hh[None, :] - wh**2
+        bw = (hh[None, :] * wy[:, None] - wh * hy[None, :]) / det
+        br = (ww[:, None] * hy[None, :] - wh * wy[:, None]) / det
+        rss = yy - bw * wy[:, None] - br * hy[None, :]
+        rss = np.where((det > 1e-9) & (bw >= 0) & (br > 0), rss, np.inf)
+        # the ramp alone (no warm-up)
+        r1 = np.where(hh > 1e-12, hy / hh, 0.0)
+        rss1 = np.where(r1 > 0, yy - r1 * hy, np.inf)
+    i, j = np.unravel_index(int(np.argmin(rss)), rss.shape)
+    tau = float(_WARMUP_TAUS[i])
+    if rss1.min() <= rss[i, j]:
+        j, tau = int(np.argmin(rss1)), 0.0
+    if not math.isfinite(min(float(rss1.min()), float(rss[i, j]))):
+        return None
+    at = float(candidates[j])
+    tau, _ = refined(tau, at)
+    best, warm_size, rate = solve(tau, at)
+    tau0 = float(_WARMUP_TAUS[int(np.argmin(rss0))]) if rss0.min() < yy else 0.0
+    rss_no_ramp = min(yy, refined(tau0, None)[1])
+    warm_part = warm_size * (1.0 - np.exp(-t / tau)) if tau > 0 else np.zeros(len(x))
+    trend = warm_part + rate * np.maximum(0.0, x - at)
+    pattern = _group_mean(y - trend, phase, groups)
+    resid = y - trend - pattern
+    pattern = pattern - pattern.mean()
+    return _LeakFit(
+        at=at,
+        rate=rate,
+        tau=tau,
+        warm=warm_size,
+        rss=best,
+        rss_no_ramp=rss_no_ramp,
+        resid=resid,
+        adjusted=y - pattern - warm_part,
+    )
+
+
+def _ar1(resid: np.ndarray) -> float:
+    """Lag-1 autocorrelation of the noise around a fit, in [0, 0.95]: the mean of the residual's
+    own (low: the fitted trend soaks up slow wander) and the one its first differences imply
+    (1 + 2·their lag-1 autocorrelation for AR(1) noise; high when slow misfit remains)."""
+    if len(resid) < 5:
+        return 0.0
+    own = float(autocorrelation(resid, 1)[-1])
+    from_diff = 1 + 2 * float(autocorrelation(np.diff(resid), 1)[-1])
+    return float(np.clip(0.5 * (own + from_diff), 0.0, 0.95))
+
+
+def _before_ceiling(steps: np.ndarray, values: np.ndarray, sigma: float):
+    """The series up to where it got pinned at its ceiling (the allocator's limit), if it did:
+    its last 10 points or more within 3 sigma of the highest value."""
+    at_top = values >= float(values.max()) - 3 * sigma
+    if len(values) < 20 or not at_top[-10:].all():
+        return steps, values
+    first = len(values) - int(np.argmin(at_top[::-1])) if not at_top.all() else 0
+    cut = first + 1
+    return (steps[:cut], values[:cut]) if cut >= 10 else (steps, values)
+
+
+def _fit_memory(x: np.ndarray, y: np.ndarray, candidates: np.ndarray):
+    """(_LeakFit, period) with a repeating pattern taken out when it shows at least twice."""
+    period, acf = _period(x, y)
+    # a pattern seen at least twice, its autocorrelation beyond what noise gives at that length
+    groups = period if acf >= max(0.3, 3 / math.sqrt(len(x))) and len(x) >= 2 * period else 1
+    width = bin_width(x, len(x))  # the grid `_period` counted points on
+    phase = np.floor((x - x[0]) / width + 0.5).astype(np.int64) % groups
+    if len(candidates) > 400:  # coarse starts, then every point around the best
+        coarse = candidates[np.linspace(0, len(candidates) - 1, 400).astype(int)]
+        fit = _leak_fit(x, y, phase, groups, coarse)
+        if fit is None:
+            return None
+        gap = float(coarse[1] - coarse[0])
+        candidates = candidates[np.abs(candidates - fit.at) <= 2 * gap]
+    fit = _leak_fit(x, y, phase, groups, candidates)
+    return None if fit is None else (fit, groups)
+
+
 class MemoryLeak(Detector):
     """GPU (or host) memory climbs steadily step after step: a leak heading for an OOM.
 
@@ -84,16 +330,23 @@ class MemoryLeak(Detector):
     trend test, and an estimated step at which the GPU runs out of memory.
 
     What it detects:
-        A continuous "flat, then a steady ramp" fit on `perf/max_memory_reserved_gb` (or
-        `actor/perf/…` in verl ≥ 0.8; allocated memory when reserved is absent; host memory
-        `perf/cpu_memory_used_gb` separately) whose ramp adds at least `min_rise_gb` and
-        `min_rise_sigma` noise sigmas, with a Mann–Kendall upward trend (p < `trend_p`) after
-        the start, lasting at least `min_fraction` of the run, and fitting better than a single
-        jump (a one-off rise to a new level, e.g. when vLLM's cache warms up, is not a leak).
-        A series pinned at a ceiling at the end is fitted up to where it reaches it.
-        The projected OOM step extrapolates the Theil–Sen rate to a capacity guessed as the
-        smallest usual GPU size (24/40/48/80/94/141 GB) at least 5% above the highest value
-        seen: an estimate, since the log does not say which GPU it ran on.
+        `perf/max_memory_reserved_gb` (or `actor/perf/…` in verl ≥ 0.8; allocated memory when
+        reserved is absent; host memory `perf/cpu_memory_used_gb` separately) fitted, by least
+        squares, as a repeating pattern (the allocator's sawtooth, when its period shows at least
+        twice in the autocorrelation of the steps' differences) plus a warm-up rise to a plateau
+        (`size·(1 − e^(−t/τ))`, τ 1–60 steps) plus a ramp `rate·max(0, step − start)`. A leak
+        is a ramp that keeps rising to the end: it must explain more than the warm-up alone
+        (χ² with 2 degrees of freedom at p < `trend_p`, against the residual's noise widened
+        for its autocorrelation), add at least `min_rise_gb` (host: `min_rise_host_gb`) and
+        `min_rise_sigma` noise sigmas, last at least `min_ramp_steps` steps and `min_fraction`
+        of the run, show a Mann–Kendall upward trend (p < `trend_p`) once the pattern and the
+        warm-up are taken out, and fit better than a single jump (a one-off rise to a new level,
+        e.g. when vLLM's cache warms up, is not a leak). A climb not yet seen past the warm-up
+        (before what is left of it is under `min_rise_gb`) is reported at info level. A series
+        pinned at a ceiling at the end (its last 10 points or more) is fitted up to where it
+        reaches it. The projected OOM step extrapolates the Theil–Sen rate to a capacity
+        guessed as the smallest usual GPU size (24/40/48/80/94/141 GB) at least 5% above the
+        highest value seen: an estimate, since the log does not say which GPU it ran on.
 
     Why it matters:
         A slow climb (the PPO article: 45 → 48 GB → OOM) ends in a CUDA out-of-memory crash hours
@@ -112,9 +365,15 @@ class MemoryLeak(Detector):
         range.
 
     Known false positives:
-        `max_memory_*` are peaks: a run whose batches keep getting longer (response length
-        growing) raises its peak memory legitimately; check `response_length/mean` over the same
-        steps. Host memory grows with Ray object store use and dataset caching.
+        Allocator warm-up: memory rising over the first steps to a plateau is fitted as a
+        warm-up, not a leak; a climb entangled with a long warm-up (a short run whose memory is
+        still settling) is info. Allocator sawtooth: a repeating rise-and-drop is taken out when
+        its period shows twice; one seen less than twice (a period longer than half the run)
+        is a steady climb in the log and can be reported. PPO critic warm-up: memory metrics start with the actor's
+        first update; the fit starts there. `max_memory_*` are peaks: a run whose batches keep
+        getting longer (response length growing) raises its peak memory legitimately; check
+        `response_length/mean` over the same steps. Host memory grows with Ray object store use
+        and dataset caching, hence its larger minimum rise.
 
     References:
         seed:ppo-tuning §7.3 (reserved memory creeping 45 → 48 GB → OOM; free_cache_engine,
@@ -132,14 +391,18 @@ class MemoryLeak(Detector):
         self,
         *,
         min_rise_gb: float = 0.5,
+        min_rise_host_gb: float = 2.0,
         min_rise_sigma: float = 5.0,
         trend_p: float = 0.001,
         min_fraction: float = 0.1,
+        min_ramp_steps: int = 10,
         min_points: int = 10,
         max_points: int = 2000,
     ) -> None:
         for label, value in (
             ("min_rise_gb", min_rise_gb),
+            ("min_rise_host_gb", min_rise_host_gb),
+            ("min_ramp_steps", min_ramp_steps),
             ("min_rise_sigma", min_rise_sigma),
             ("trend_p", trend_p),
             ("min_fraction", min_fraction),
@@ -148,9 +411,11 @@ class MemoryLeak(Detector):
         ):
             _positive(f"memory-leak: {label}", value)
         self.min_rise_gb = min_rise_gb
+        self.min_rise_host_gb = min_rise_host_gb
         self.min_rise_sigma = min_rise_sigma
         self.trend_p = trend_p
         self.min_fraction = min_fraction
+        self.min_ramp_steps = min_ramp_steps
         self.min_points = min_points
         self.max_points = max_points
 
@@ -168,42 +433,53 @@ class MemoryLeak(Detector):
         metric, steps, values = concept_series(run, *concepts)
         if metric is None or len(steps) < self.min_points:
             return None
-        sigma = noise_floor(values, run.value_resolution)
-        # memory pinned at a ceiling (the allocator's limit) ends the ramp: fit up to it
-        top = float(values.max())
-        at_top = np.flatnonzero(values >= top - 3 * sigma)
-        if len(at_top) > 3 and at_top[0] < len(values) - 3:
-            cut = int(at_top[0]) + 1
-            if cut >= self.min_points:
-                steps, values = steps[:cut], values[:cut]
+        steps, values = _before_ceiling(steps, values, noise_floor(values, run.value_resolution))
         x, y = binned(steps, values, self.max_points)
         n = len(x)
-        span = float(x[-1] - x[0])
+        span = float(x[-1] - x[0]) if n else 0.0
         if span <= 0 or n < self.min_points:
             return None
-        latest = x[-1] - self.min_fraction * span
-        fit = hinge_fit(x, y, mode="flat_before", candidates=x[x <= latest], min_side=3)
-        if fit is None or fit.slope_after <= 0:
+        latest = x[-1] - max(self.min_ramp_steps, self.min_fraction * span)
+        fitted = _fit_memory(x, y, x[(x > x[0]) & (x <= latest)])
+        if fitted is None:
             return None
-        rise = fit.slope_after * (x[-1] - fit.at)
-        if rise < max(self.min_rise_gb, self.min_rise_sigma * sigma):
+        fit, period = fitted
+        rise = fit.rate * (x[-1] - fit.at)
+        sigma = max(mad_sigma(fit.resid), noise_floor(values, run.value_resolution))
+        least = self.min_rise_gb if gpu else self.min_rise_host_gb
+        if rise < max(least, self.min_rise_sigma * sigma):
             return None
-        # a ramp, not one jump: the hinge must beat the best single level shift
-        k, _ = best_split(y, min_side=3)
+        # the ramp (start and rate) must explain more than the warm-up alone: its drop in the
+        # residual sum of squares against χ²(2), in units of the noise variance widened for
+        # autocorrelation (autocorrelated noise wanders further than its spread suggests)
+        rho = _ar1(fit.resid)
+        var = float(fit.rss) / max(1, n - 4 - period) * (1 + rho) / (1 - rho)
+        gain = (fit.rss_no_ramp - fit.rss) / max(var, 1e-12)
+        if chi2.sf(gain, 2) >= self.trend_p:
+            return None
+        adj = fit.adjusted
+        # a ramp, not one jump: the ramp must beat the best single level shift
+        k, _ = best_split(adj, min_side=3)
         if k > 0:
             rss_step = float(
-                ((y[:k] - y[:k].mean()) ** 2).sum() + ((y[k:] - y[k:].mean()) ** 2).sum()
+                ((adj[:k] - adj[:k].mean()) ** 2).sum() + ((adj[k:] - adj[k:].mean()) ** 2).sum()
             )
             if rss_step <= fit.rss:
                 return None
-        after_raw = steps >= fit.at
-        ya = values[after_raw]
-        z, p = mann_kendall(ya)
+        after = x >= fit.at
+        z, p = mann_kendall(adj[after])
         if z <= 0 or p >= self.trend_p:
             return None
-        rate, _ = theil_sen(steps[after_raw], ya)
+        rate, _ = theil_sen(x[after], adj[after])
         if rate <= 0:
             return None
+        # a climb seen only while memory still warms up (until what is left of the warm-up is
+        # below the smallest rise that counts) is entangled with it: reported at info level
+        settled = float(x[0] + fit.tau * math.log(max(fit.warm / least, 1.0)))
+        tail = float(x[-1] - max(fit.at, settled))
+        entangled = tail < self.min_ramp_steps or rate * tail < max(
+            least, self.min_rise_sigma * sigma
+        )
         start = self._refine(steps, values, fit.at, span)
         peak = float(values.max())
         last_step = int(steps[-1])
@@ -226,6 +502,20 @@ class MemoryLeak(Detector):
             )
         elif gpu:
             msg += " No usual GPU size fits the highest value seen, so no OOM step is projected."
+        if fit.tau > 0:
+            msg += (
+                f" Taken out first: a warm-up rise of {fmt(fit.warm)} GB (time constant "
+                f"{fmt(fit.tau)} steps)"
+                + (" and a repeating pattern (allocator sawtooth)" if period > 1 else "")
+                + "."
+            )
+        elif period > 1:
+            msg += " Taken out first: a repeating pattern (allocator sawtooth)."
+        if entangled:
+            msg += (
+                f" The climb is not yet seen past the warm-up (settled about step {settled:.0f}):"
+                " it may still be the warm-up's tail."
+            )
         advice: list[Advice] = []
         if gpu:
             advice.append(
@@ -270,10 +560,14 @@ class MemoryLeak(Detector):
             "start_step": start,
             "rate_gb_per_step": rate,
             "rise_gb": rise,
-            "level_at_start_gb": fit.level,
+            "level_at_start_gb": float(np.median(values[steps <= start][-5:])),
             "level_now_gb": level_now,
             "max_seen_gb": peak,
             "noise_sigma_gb": sigma,
+            "warmup_gb": fit.warm,
+            "warmup_time_constant_steps": fit.tau,
+            "sawtooth_period_points": period if period > 1 else None,
+            "ramp_vs_warmup_chi2": gain,
             "mann_kendall_z": z,
             "mann_kendall_p": p,
             "memory": kind,
@@ -282,6 +576,7 @@ class MemoryLeak(Detector):
             "projection_is_estimate": True,
         }
         return self.finding(
+            severity="info" if entangled else self.default_severity,
             message=msg,
             metric=metric,
             step=start,
@@ -292,15 +587,16 @@ class MemoryLeak(Detector):
         )
 
     def _refine(self, steps: np.ndarray, values: np.ndarray, approx: float, span: float) -> int:
-        """The hinge again on raw points near the coarse break (long runs are binned)."""
+        """The fit again on raw points near the coarse break (long runs are binned)."""
         width = span / max(self.max_points - 1, 1)
         at = approx
         if width > 1.5:
             half = max(40 * width, 50.0)
             win = (steps >= approx - half) & (steps <= approx + half)
-            cand = np.arange(approx - 15 * width, approx + 15 * width + 1)
-            fit = hinge_fit(steps[win], values[win], mode="flat_before", candidates=cand)
-            at = fit.at if fit is not None else approx
+            xs = steps[win]
+            near = xs[np.abs(xs - approx) <= 15 * width]
+            fitted = _fit_memory(xs, values[win], near)
+            at = fitted[0].at if fitted is not None else approx
         # the ramp is 0 at the kink: the first step that shows it is the next one
         return int(steps[min(int(np.searchsorted(steps, at + 1e-9)), len(steps) - 1)])
 
@@ -313,13 +609,22 @@ class RolloutBottleneck(Detector):
 
     What it detects:
         `timing_s/gen` ÷ `timing_s/step` (median over a lasting stretch, validation and
-        checkpoint steps left out) at or above `min_share`, with generation at least
-        `min_ratio` × the slowest other phase (`update_actor`, `old_log_prob`, `ref`,
-        `update_critic`, …). When the share rose mid-run the start is the best upward shift of
-        the share; otherwise the first step. Evidence: the share and gen seconds before and
-        after, and the slowest other phase. A run with fewer than `min_duration` timed steps
-        (an excerpt) is judged on the same two rules over its steps that did not also run
-        validation or save a checkpoint (`timing_s/testing`, `timing_s/save_checkpoint` > 0).
+        checkpoint steps left out, and the PPO critic's warm-up steps before the actor's first
+        update) at or above `min_share`, with generation at least `min_ratio` × the slowest
+        other phase (`update_actor`, `old_log_prob`, `ref`, `update_critic`, …). When the share
+        rose mid-run the start is the best upward shift of the share; otherwise the first step.
+        Dynamic sampling (DAPO: `algorithm.filter_groups.enable`, or generation alone jumping
+        ≥ 1.5× between steps in a tenth of them) repeats generation a varying number of rounds
+        per step; the share is then also judged as if each step had sampled once (gen ÷
+        `train/num_gen_batches` when logged, else the lowest gen ÷ other-phases ratio over the
+        next `round_window` steps), and is a warning only when that one-round share is at least
+        `min_share` and, rounds not logged, they stopped showing over at least `round_window`
+        steps (generation no longer jumps ≥ 1.3× between steps in a tenth of them): otherwise
+        it is info, a cost of the recipe. Evidence: the
+        share and gen seconds before and after, the slowest other phase, the one-round share. A
+        run with fewer than `min_duration` timed steps (an excerpt) is judged on the same two
+        rules over its steps that did not also run validation or save a checkpoint
+        (`timing_s/testing`, `timing_s/save_checkpoint` > 0).
 
     Why it matters:
         Rollout is the largest phase of PPO/GRPO; when it dominates, the trainer GPUs idle while
@@ -340,9 +645,13 @@ class RolloutBottleneck(Detector):
         cut gen time 3.21 → 2.45 s) when the model supports it.
 
     Known false positives:
-        Runs with very long responses (long reasoning chains) are generation-bound by nature;
-        the advice still applies but gains are smaller. Async/agent-loop rollouts overlap
-        generation with other work, so their share overstates the cost.
+        Dynamic sampling: a share high because of repeated sampling rounds is info, not a
+        warning (see above); rounds that stay at their maximum on every step look like a slow
+        rollout. PPO critic warm-up: its steps (no actor update) are left out. Runs with very
+        long responses (long reasoning chains) are generation-bound by nature, and the share
+        grows as responses lengthen; the advice still applies but gains are smaller.
+        Async/agent-loop rollouts overlap generation with other work, so their share overstates
+        the cost.
 
     References:
         seed:ppo-tuning §2, §2.1, §2.2, §5.3 (gpu_memory_utilization 0.4 → 0.65,
@@ -364,11 +673,13 @@ class RolloutBottleneck(Detector):
         min_ratio: float = 2.0,
         min_duration: int = 10,
         min_fraction: float = 0.1,
+        round_window: int = 20,
         max_points: int = 2000,
     ) -> None:
         for label, value in (
             ("min_share", min_share),
             ("min_ratio", min_ratio),
+            ("round_window", round_window),
             ("min_duration", min_duration),
             ("min_fraction", min_fraction),
             ("max_points", max_points),
@@ -376,6 +687,7 @@ class RolloutBottleneck(Detector):
             _positive(f"rollout-bottleneck: {label}", value)
         self.min_share = min_share
         self.min_ratio = min_ratio
+        self.round_window = int(round_window)
         self.min_duration = min_duration
         self.min_fraction = min_fraction
         self.max_points = max_points
@@ -401,7 +713,13 @@ class RolloutBottleneck(Detector):
         steps, gen, total = steps[ok], gen[ok], total[ok]
         if len(steps) < max(self.min_duration, 6):
             return []
+        # the critic's warm-up steps (no actor update yet) are shorter: judge the steps after it
+        actor = _actor_start(run, steps)
+        if actor is not None and (steps >= actor).sum() >= max(self.min_duration, 6):
+            keep = steps >= actor
+            steps, gen, total = steps[keep], gen[keep], total[keep]
         share = np.clip(gen / total, 0.0, 1.5)
+        basis, rounds = self._one_round_share(run, steps, gen, total)
         others = {}
         for phase, name in _phase_metrics(run).items():
             if name == gen_name or phase == "gen":
@@ -409,7 +727,7 @@ class RolloutBottleneck(Detector):
             s, v = clean_series(run, name)
             if len(s):
                 others[phase] = _aligned(steps, s, v)
-        x, bs = binned(steps, share, self.max_points)
+        x, bs = binned(steps, basis, self.max_points)
         start_i = 0
         k, score = best_split(bs, min_side=max(3, len(bs) // 20), direction=+1)
         if k > 0 and score > 6:
@@ -423,6 +741,7 @@ class RolloutBottleneck(Detector):
         ):
             return []
         share_after = float(np.median(share[sel]))
+        basis_after = float(np.median(basis[sel]))
         if share_after < self.min_share:
             return []
         gen_after = float(np.median(gen[sel]))
@@ -436,28 +755,72 @@ class RolloutBottleneck(Detector):
             return []
         start = int(steps[sel][0])
         if start_i > 0:
-            # refine on raw shares near the coarse split
+            # refine on raw points near the coarse split
             half = max(10.0, 3 * float(np.median(np.diff(x))))
             win = (steps >= start_x - half) & (steps <= start_x + half)
-            kk, _ = best_split(share[win], min_side=3, direction=+1)
+            if rounds == "inferred":  # the first step from which every step's share stays up
+                # (the floor looks `round_window` steps ahead, so it may rise that much early)
+                win = (steps >= start_x - half) & (steps <= start_x + self.round_window + half)
+                floor = share_after - max(3 * mad_sigma(share[sel]), 0.02)
+                low = np.flatnonzero(share[win] < floor)
+                kk = int(low[-1]) + 1 if len(low) else 0
+                kk = kk if kk < int(win.sum()) else -1
+            else:
+                kk, _ = best_split(basis[win], min_side=3, direction=+1)
             if kk > 0:
                 start = int(steps[win][kk])
-        share_before = float(np.median(share[steps < start])) if start_i > 0 else None
-        return [
-            self._finding(
-                run,
-                gen_name,
-                step_name,
-                start,
-                int(steps[-1]),
-                share_after,
-                share_before,
-                gen_after,
-                float(np.median(total[sel])),
-                slowest,
-                slowest_s,
+        # rounds still varying after the start (generation alone jumping ≥ 1.3× between steps
+        # in a tenth of them) explain a high share; a share high on every step does not
+        after = steps >= start
+        jumps = np.abs(np.diff(np.log(gen[after] / np.maximum(total[after] - gen[after], 1e-9))))
+        # (judged over `round_window` steps at least: fewer cannot tell the rounds apart)
+        varying = None
+        if rounds == "inferred" and len(jumps) + 1 < self.round_window:
+            varying = (
+                f" Only {len(jumps) + 1} steps after it: too few to tell a slow rollout from "
+                "repeated rounds."
             )
-        ]
+        elif rounds == "inferred" and float(np.mean(jumps > math.log(1.3))) >= 0.1:
+            varying = (
+                " The rounds keep varying after it (generation alone jumps ≥ 1.3× between steps)."
+            )
+        share_before = float(np.median(share[steps < start])) if start_i > 0 else None
+        finding = self._finding(
+            run,
+            gen_name,
+            step_name,
+            start,
+            int(steps[-1]),
+            share_after,
+            share_before,
+            gen_after,
+            float(np.median(total[sel])),
+            slowest,
+            slowest_s,
+            one_round=None if rounds == "once" else basis_after,
+            varying=varying,
+        )
+        return [finding]
+
+    def _one_round_share(
+        self, run: Run, steps: np.ndarray, gen: np.ndarray, total: np.ndarray
+    ) -> tuple[np.ndarray, str]:
+        """Generation's share as if each step had sampled once, and how rounds are known:
+        "once" (no repeated rounds), "logged" or "inferred".
+
+        With `train/num_gen_batches` logged: gen ÷ rounds. Otherwise, when rounds repeat, the
+        lowest gen ÷ other-phases ratio over the next `round_window` steps (a step with one
+        round is usually among them).
+        """
+        rest = total - gen
+        rounds = _gen_rounds(run, steps)
+        if rounds is not None and (rounds > 1).any():
+            g1 = gen / rounds
+            return np.clip(g1 / (g1 + rest), 0.0, 1.5), "logged"
+        if not _repeated_generation(run, gen, rest):
+            return np.clip(gen / total, 0.0, 1.5), "once"
+        ratio = _leading_min(gen / np.maximum(rest, 1e-9), self.round_window)
+        return ratio / (1 + ratio), "inferred"
 
     def _short(self, run: Run, gen_name: str, step_name: str, steps: np.ndarray) -> list[Finding]:
         """Too few steps for a lasting stretch: the median over the steps that did not also run
@@ -516,6 +879,8 @@ class RolloutBottleneck(Detector):
         slowest: str | None,
         slowest_s: float,
         short: int | None = None,
+        one_round: float | None = None,
+        varying: str | None = None,
     ) -> Finding:
         if short is None:
             msg = f"Generation ({gen_name}) takes {share:.0%} of each step from step {start} "
@@ -534,6 +899,20 @@ class RolloutBottleneck(Detector):
             msg += f"({fmt(gen_s / max(slowest_s, 1e-9))}× less)."
         else:
             msg += "."
+        severity = self.default_severity
+        if one_round is not None:
+            msg += (
+                f" Generation repeats a varying number of sampling rounds per step (dynamic "
+                f"sampling); on the steps with the fewest rounds it takes {one_round:.0%}."
+            )
+            if varying:
+                msg += varying
+            if one_round < self.min_share or varying:
+                severity = "info"
+            if one_round < self.min_share or (varying and "keep varying" in varying):
+                msg += (
+                    " Repeated rounds explain the share: a cost of the recipe, not a slow rollout."
+                )
         bound, range_text = gpu_memory_bound(run)
         config = run.config()
         size = model_size_b(config) if config else None
@@ -601,7 +980,10 @@ class RolloutBottleneck(Detector):
         }
         if short is not None:
             evidence["judged_on"] = f"{short} step(s) without validation or checkpointing"
+        if one_round is not None:
+            evidence["gen_share_fewest_rounds"] = one_round
         return self.finding(
+            severity=severity,
             message=msg,
             metric=gen_name,
             step=start,
@@ -615,17 +997,26 @@ class RolloutBottleneck(Detector):
 class ThroughputDrop(Detector):
     """Throughput drops (or step time rises) to a new level and stays there.
 
-    A lasting level shift, not a single slow step: validation and checkpoint steps are left
+    A lasting level shift, not a single slow step: validation and checkpoint seconds are taken
     out and isolated spikes are filtered before changepoints are searched.
 
     What it detects:
         Changepoints (ruptures KernelCPD, penalty from the series' own noise) in the log of
-        `perf/throughput` (or of `perf/time_per_step` / `timing_s/step` when throughput is not
-        logged), after dropping steps that ran validation (`timing_s/testing`) or saved a
-        checkpoint (`timing_s/save_checkpoint`) and a 5-step rolling median. A change counts
-        when the level right after it is at least `min_change` worse (relative) than right
-        before, and the worse level lasts (through later segments, until a recovery) at least
-        `min_duration` steps and `min_fraction` of the run. Evidence: levels before and after, and which timing phase grew the most.
+        throughput: `perf/throughput`, else tokens per second (`perf/total_num_tokens`,
+        `global_seqlen/mean` or prompt + response length, ÷ `timing_s/step`), else the step time
+        itself. Validation and checkpoint seconds (`timing_s/testing`,
+        `timing_s/save_checkpoint`, logged only on those steps) are taken out of the step time;
+        isolated spikes are clipped to a 5-step rolling median. Under dynamic sampling (DAPO:
+        `algorithm.filter_groups.enable`, or generation alone jumping ≥ 1.5× between steps in a
+        tenth of them) generation is counted once per step (`train/num_gen_batches`) or, when
+        the rounds are not logged, left out of the step time. The PPO critic's warm-up steps
+        (before the first `timing_s/update_actor`, or `trainer.critic_warmup`) are a segment of
+        their own, not compared with the steps after. A change counts when the level right
+        after it is at least `min_change` worse (relative) than right before and than the
+        previous segment (at least `min_duration` steps of it), and the worse level lasts
+        (through later segments, until a recovery) at least `min_duration` steps and
+        `min_fraction` of the run. Evidence: levels before and after, and which timing phase
+        grew the most.
 
     Why it matters:
         A run that suddenly takes longer per step burns GPU hours: a 30% drop over the rest of
@@ -643,9 +1034,13 @@ class ThroughputDrop(Detector):
         at that step (a restart with a different config, another job on the node).
 
     Known false positives:
-        Step time grows legitimately when responses get longer (throughput per token is then
-        flat; prefer `perf/throughput` when logged). A planned change (a curriculum stage with
-        longer prompts) shows the same shape.
+        Response length: step time grows with tokens, so throughput (tokens/s) is judged when
+        tokens are logged; generation that slows per token as responses lengthen still lowers
+        it. PPO critic warm-up: the actor's first update lengthens every later step; the
+        warm-up is not compared with them. Dynamic sampling: more rounds as the score rises
+        lengthen the step; generation is counted once or left out. Checkpoint and validation
+        steps: their seconds are taken out. A planned change (a curriculum stage with longer
+        prompts) shows the same shape.
 
     References:
         seed:ppo-tuning §2 (rollout is the largest phase; gen time and throughput figures);
@@ -666,11 +1061,13 @@ class ThroughputDrop(Detector):
         min_duration: int = 10,
         min_fraction: float = 0.05,
         penalty_scale: float = 3.0,
+        max_drift_ratio: float = 0.8,
         max_points: int = 2000,
         max_findings: int = 3,
     ) -> None:
         for label, value in (
             ("min_change", min_change),
+            ("max_drift_ratio", max_drift_ratio),
             ("min_duration", min_duration),
             ("min_fraction", min_fraction),
             ("penalty_scale", penalty_scale),
@@ -682,21 +1079,94 @@ class ThroughputDrop(Detector):
         self.min_duration = min_duration
         self.min_fraction = min_fraction
         self.penalty_scale = penalty_scale
+        self.max_drift_ratio = max_drift_ratio
         self.max_points = max_points
         self.max_findings = max_findings
 
     def detect(self, run: Run) -> list[Finding]:
-        metric = resolve(run, "throughput")
-        sign = -1  # throughput drops
-        if metric is None:
-            metric = resolve(run, "time_per_step")
-            sign = +1  # step time rises
-        steps, values = clean_series(run, metric)
-        if len(steps) < 2 * self.min_duration:
+        series = self._series(run)
+        if series is None:
             return []
-        values = self._without_occasional(run, metric, sign, steps, values)
+        metric, sign, steps, values, note = series
         pos = np.isfinite(values) & (values > 0)
         steps, values = steps[pos], values[pos]
+        # the critic's warm-up steps (no actor update yet) are shorter: a segment of their own
+        actor = _actor_start(run, steps)
+        bounds = [steps < actor, steps >= actor] if actor is not None else [steps == steps]
+        findings: list[Finding] = []
+        for part in bounds:
+            for f in self._drops(run, metric, sign, steps[part], values[part], note):
+                if len(findings) < self.max_findings:
+                    findings.append(f)
+        return findings
+
+    def _series(self, run: Run) -> tuple[str, int, np.ndarray, np.ndarray, str] | None:
+        """(label, sign, steps, values, note): throughput (sign −1) or step time (+1), with
+        validation and checkpoint seconds taken out, per token when tokens are logged, and
+        without generation when its sampling rounds vary step to step."""
+        t_name = resolve(run, "time_step")
+        ts, tv = clean_series(run, t_name)
+        if len(ts) < 2 * self.min_duration:
+            metric = resolve(run, "throughput")
+            steps, values = clean_series(run, metric)
+            return (metric, -1, steps, values, "") if len(steps) else None
+        total = tv - _extra_seconds(run, ts)
+        gen = _aligned(ts, *clean_series(run, resolve(run, "time_gen")))
+        rounds = _gen_rounds(run, ts)
+        note = ""
+        label = t_name
+        if np.isfinite(gen).sum() >= 10 and rounds is not None and (rounds > 1).any():
+            total = total - gen + gen / rounds
+            label = f"{t_name} with generation counted once"
+            note = " (generation counted once per step: train/num_gen_batches rounds vary)"
+        elif np.isfinite(gen).sum() >= 10 and _repeated_generation(
+            run, np.nan_to_num(gen), np.nan_to_num(total - gen)
+        ):
+            total = total - gen
+            label = f"{t_name} − timing_s/gen"
+            note = (
+                " (generation left out: it repeats a varying number of sampling rounds per "
+                "step, jumping ≥ 1.5× between steps)"
+            )
+        thr_name = resolve(run, "throughput")
+        if label == t_name and thr_name is not None:  # tokens / step time, as verl logs it
+            thr = _aligned(ts, *clean_series(run, thr_name))
+            if np.isfinite(thr).mean() > 0.9:
+                return thr_name, -1, ts, _ratio(thr * tv, total), note
+        tokens, tok_name = self._tokens(run, ts, tv)
+        if tokens is not None:
+            return f"{tok_name} ÷ ({label})", -1, ts, _ratio(tokens, total), note
+        return label, +1, ts, total, note
+
+    @staticmethod
+    def _tokens(run: Run, ts: np.ndarray, tv: np.ndarray) -> tuple[np.ndarray | None, str]:
+        """Tokens of each step (any unit proportional to them) and what they come from."""
+        for name in ("perf/total_num_tokens", "global_seqlen/mean"):
+            tok = _aligned(ts, *clean_series(run, name))
+            if np.isfinite(tok).mean() > 0.9:
+                return tok, name
+        thr = _aligned(ts, *clean_series(run, resolve(run, "throughput")))
+        if np.isfinite(thr).mean() > 0.9:
+            return thr * tv, "perf/throughput × step time"
+        parts = [
+            _aligned(ts, *clean_series(run, name))
+            for name in ("prompt_length/mean", "response_length/mean")
+        ]
+        tok = parts[0] + parts[1]
+        if np.isfinite(tok).mean() > 0.9:
+            return tok, "(prompt + response length)"
+        return None, ""
+
+    def _drops(
+        self,
+        run: Run,
+        metric: str,
+        sign: int,
+        steps: np.ndarray,
+        values: np.ndarray,
+        note: str,
+    ) -> list[Finding]:
+        """Lasting level shifts of one stretch of the series."""
         if len(steps) < 2 * self.min_duration:
             return []
         logv = np.log(values)
@@ -729,42 +1199,41 @@ class ThroughputDrop(Detector):
                     break
                 end = bounds[j + 1]
                 j += 1
+            # and the lasting level is worse than the whole previous segment's, not only than
+            # the few points before the change (an autocorrelated series wanders)
             seg_level = float(np.median(y[cp:end]))
-            if sign * (seg_level - before) < 0.5 * math.log1p(self.min_change):
+            lo = int(np.searchsorted(x, x[cp] - self.min_duration))  # a short excursion is
+            prev_level = float(np.median(y[min(seg_prev[0], lo) : cp]))  # not the level before
+            if sign * (seg_level - prev_level) < math.log1p(self.min_change):
                 continue
             last = x[end - 1]
             if last - x[cp] + 1 < need:
                 continue
+            if self._drift(x, y, cp, end):
+                continue
             step = self._refine(steps, logv, float(x[cp]), x, sign)
             findings.append(
-                self._finding(run, metric, sign, step, int(last), before, after, seg_level)
+                self._finding(run, metric, sign, step, int(last), before, after, seg_level, note)
             )
             if len(findings) >= self.max_findings:
                 break
         return findings
 
-    @staticmethod
-    def _without_occasional(
-        run: Run, metric: str, sign: int, steps: np.ndarray, values: np.ndarray
-    ) -> np.ndarray:
-        """Values as if the step had not run validation or saved a checkpoint.
-
-        Step time: minus those seconds. Throughput (tokens / step time): rescaled by the step
-        time without them; NaN (dropped) where the step time is not logged.
-        """
-        extra = _extra_seconds(run, steps)
-        if not (extra > 0).any():
-            return values
-        if sign > 0:
-            out = values - extra
-            return np.where(out > 0, out, np.nan)
-        step_name = resolve(run, "time_step")
-        ts, tv = clean_series(run, step_name)
-        total = _aligned(steps, ts, tv)
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            scale = total / (total - extra)
-            fixed = np.where(np.isfinite(scale) & (scale > 0), values * scale, np.nan)
-        return np.where(extra > 0, fixed, values)
+    def _drift(self, x: np.ndarray, y: np.ndarray, cp: int, end: int) -> bool:
+        """Whether a straight line fits the `2 × min_duration` steps on each side of the change
+        nearly as well as a step does (RSS ratio ≥ `max_drift_ratio`): a drift, not a drop."""
+        half = 2 * self.min_duration
+        win = np.arange(len(x))
+        win = win[(x >= x[cp] - half) & (x <= x[cp] + half) & (win < end)]
+        before, after = win[win < cp], win[win >= cp]
+        if len(before) < 3 or len(after) < 3:
+            return False
+        rss_step = float(((y[before] - np.median(y[before])) ** 2).sum())
+        rss_step += float(((y[after] - np.median(y[after])) ** 2).sum())
+        xw, yw = x[win] - x[win].mean(), y[win]
+        slope = float((xw * (yw - yw.mean())).sum() / max(float((xw * xw).sum()), 1e-12))
+        rss_line = float(((yw - yw.mean() - slope * xw) ** 2).sum())
+        return rss_step >= self.max_drift_ratio * rss_line
 
     def _refine(
         self, steps: np.ndarray, logv: np.ndarray, approx: float, x: np.ndarray, sign: int
@@ -791,12 +1260,13 @@ class ThroughputDrop(Detector):
         before_log: float,
         after_log: float,
         seg_log: float,
+        note: str = "",
     ) -> Finding:
         before, after, seg = math.exp(before_log), math.exp(after_log), math.exp(seg_log)
         rel = after / before - 1
         what = "drops" if sign < 0 else "rises"
         msg = (
-            f"{metric} {what} from {fmt(before)} to {fmt(after)} at step {step} "
+            f"{metric}{note} {what} from {fmt(before)} to {fmt(after)} at step {step} "
             f"({rel:+.0%}) and stays there (median {fmt(seg)} through step {end})."
         )
         grew = self._phase_growth(run, step)
