@@ -108,6 +108,8 @@ def make_cases(
 ) -> list[Case]:
     """The tame set (`realistic=False`, 100..max_steps) or the realistic one (20..max_steps,
     verl 0.2-0.9, validation every 5-50 steps)."""
+    from logscope.synthetic import not_applicable
+
     rng = np.random.default_rng([seed, 1] if realistic else seed)
     cases = []
     shortest = 20 if realistic else 100
@@ -130,12 +132,15 @@ def make_cases(
             test_freq = min(test_freq, max(5, n // 10))
             if kind == "validation-drop":  # the turn needs 4+ validations before it
                 test_freq = min(test_freq, max(5, step // 5))
+        version = str(rng.choice(versions))
+        while kind is not None and not_applicable(kind, algo, version):
+            version = str(rng.choice(versions))  # e.g. no memory metrics before verl 0.3
         return Case(
             kind=kind,
             seed=int(rng.integers(0, 2**31)),
             n_steps=n,
             algorithm=algo,
-            version=str(rng.choice(versions)),
+            version=version,
             noise=float(rng.uniform(0.7, 1.4)),
             step=step if realistic else max(step, 30),
             magnitude=float(rng.uniform(0.8, 2.0)),

@@ -373,7 +373,8 @@ def _base_dynamics(s: _Sim) -> None:
         step_c = others / (1 - share)
     gen_c = np.full(n, L["gen_s"]) if L["gen_s"] else step_c * share
     gen_c = gen_c * (resp_c / np.median(resp_c))  # generation time follows the response length
-    rest = step_c - gen_c
+    # the other phases follow the tokens (the tame simulator took them as what generation left)
+    rest = step_c - gen_c if d.tame else step_c * (1 - share)
     weights = {
         "reward": 0.01,
         "old_log_prob": 0.14,
