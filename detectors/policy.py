@@ -878,7 +878,8 @@ class GradNormSpike(Detector):
         grad norm reaches 3–5.5× its running median for a step, as many noise units as a real spike
         in a noisier run, while a bad batch's spike is ~10×. A KernelCPD level shift up by
         `rise_ratio` or more that completes within `max_rise_steps` and holds over the next
-        `max_rise_steps` steps — error (explosion). Points within 2 steps are one spike; every spike
+        `max_rise_steps` steps, to `rise_ratio` × the median of all earlier values (a climb out
+        of a dip back to the usual level is not a rise) — error (explosion). Points within 2 steps are one spike; every spike
         is its own finding, dated at its step (at most `max_spikes` per metric, the others named in
         each message), and one per lasting rise (at most `max_findings`). The first `warmup_steps`
         logged values are not judged. Non-finite values are LS001's. A run with fewer than
@@ -1007,9 +1008,16 @@ class GradNormSpike(Detector):
             for c in heavy_spikes(s, self.z_threshold, self.window)
             if c.ratio >= self.min_ratio and s.steps[c.onset] >= start
         ]
+
+        def above_usual(c: Change) -> bool:
+            """A rise out of a dip back to the usual level is no rise: the level after must
+            also be `rise_ratio` × the median of everything logged before the onset."""
+            usual = float(np.median(s.values[: max(1, c.onset)]))
+            return c.after >= self.rise_ratio * usual
+
         rises = _lasting_rises(
             s,
-            lambda c: c.ratio >= self.rise_ratio and s.steps[c.onset] >= start,
+            lambda c: c.ratio >= self.rise_ratio and s.steps[c.onset] >= start and above_usual(c),
             self.z_threshold,
             self.max_rise_steps,
             found,
