@@ -429,9 +429,31 @@ def level_shifts(s: Series, log_scale: bool, direction: int, **kw: float) -> lis
     return out
 
 
-def spike_changes(s: Series, log_scale: bool, z_threshold: float, window: int = 31) -> list[Change]:
-    """Upward spikes of a series, in raw units (before = running median at the peak)."""
+def tail_sigma(resid: np.ndarray) -> float:
+    """Noise of residuals that allows for heavy tails: the larger of the MAD-based σ and the
+    95th percentile of |residual| / 1.96. Both are σ for Gaussian noise; for Student-t noise
+    with 3 degrees of freedom the second is ~1.4× the first, so rare healthy excursions count
+    for fewer noise units. Upward spikes are a few points and barely move either."""
+    r = np.asarray(resid, dtype=np.float64)
+    r = r[np.isfinite(r)]
+    if len(r) == 0:
+        return 0.0
+    return max(mad_sigma(r), float(np.quantile(np.abs(r - np.median(r)), 0.95)) / 1.96)
+
+
+def spike_changes(
+    s: Series, log_scale: bool, z_threshold: float, window: int = 31, heavy_tails: bool = False
+) -> list[Change]:
+    """Upward spikes of a series, in raw units (before = running median at the peak).
+
+    With `heavy_tails`, the noise is never below `tail_sigma` of the residuals from a centred
+    running median, so a heavy-tailed healthy excursion counts for fewer noise units."""
     x, floor, inv = domain(s, log_scale)
+    if heavy_tails:
+        if len(x) < 5:
+            return []
+        resid = x - smooth(x, min(window, len(x) if len(x) % 2 else len(x) - 1))
+        floor = max(floor, tail_sigma(resid))
     found, _, sigma = spikes(x, window=window, z_threshold=z_threshold, sigma_floor=floor)
     return [
         Change(

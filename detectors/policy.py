@@ -32,58 +32,19 @@ from ._policy_signals import (
     Change,
     Series,
     by_step,
-    domain,
     level_shifts,
     load,
     sig,
     smooth,
-    spikes,
+    spike_changes,
     transitions,
 )
-from ._stats import fmt, mad_sigma, robust_sigma, theil_sen
+from ._stats import fmt, robust_sigma, theil_sen
 
 
 def _check(name: str, value: float, low: float = 0.0, high: float = math.inf) -> None:
     if not isinstance(value, (int, float)) or not (low < value < high):
         raise BadDetectorParameters(f"{name} must be in ({low}, {high}), got {value!r}")
-
-
-def tail_sigma(resid: np.ndarray) -> float:
-    """Noise of residuals that allows for heavy tails: the larger of the MAD-based σ and the
-    95th percentile of |residual| / 1.96. Both are σ for Gaussian noise; for Student-t noise
-    with 3 degrees of freedom the second is ~1.4× the first, so rare healthy excursions count
-    for fewer noise units. Upward spikes are a few points and barely move either."""
-    r = np.asarray(resid, dtype=np.float64)
-    r = r[np.isfinite(r)]
-    if len(r) == 0:
-        return 0.0
-    return max(mad_sigma(r), float(np.quantile(np.abs(r - np.median(r)), 0.95)) / 1.96)
-
-
-def heavy_spikes(s: Series, z_threshold: float, window: int) -> list[Change]:
-    """Upward spikes on the log scale: residuals from a centred running median of at least
-    `z_threshold` × `tail_sigma` of all residuals (never below the print resolution)."""
-    x, floor, inv = domain(s, True)
-    n = len(x)
-    if n < 5:
-        return []
-    resid = x - smooth(x, min(window, n if n % 2 else n - 1))
-    found, _, sigma = spikes(
-        x, window=window, z_threshold=z_threshold, sigma_floor=max(floor, tail_sigma(resid))
-    )
-    return [
-        Change(
-            "spike",
-            sp.first,
-            sp.peak,
-            sp.last,
-            inv(sp.baseline),
-            inv(float(x[sp.peak])),
-            sp.z,
-            sigma,
-        )
-        for sp in found
-    ]
 
 
 def responses_per_step(run: Run, s: Series) -> tuple[int | None, str]:
@@ -756,7 +717,11 @@ class ClipRatioSpike(Detector):
                 found, noise = count_spikes(s, samples, self.max_p, self.min_rise, self.window)
                 noise["responses_source"] = source
         else:
-            found = [c for c in heavy_spikes(s, self.z_threshold, self.window) if self._big(s, c)]
+            found = [
+                c
+                for c in spike_changes(s, True, self.z_threshold, self.window, heavy_tails=True)
+                if self._big(s, c)
+            ]
         rises = _lasting_rises(
             s, lambda c: self._big(s, c), self.rise_z_threshold, self.max_rise_steps, found
         )
@@ -1005,7 +970,7 @@ class GradNormSpike(Detector):
         start = s.steps[0] + self.warmup_steps
         found = [
             c
-            for c in heavy_spikes(s, self.z_threshold, self.window)
+            for c in spike_changes(s, True, self.z_threshold, self.window, heavy_tails=True)
             if c.ratio >= self.min_ratio and s.steps[c.onset] >= start
         ]
 
