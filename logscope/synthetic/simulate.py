@@ -354,7 +354,7 @@ def _base_dynamics(s: _Sim) -> None:
     a["mem_reserved"] = reserved + 0.02 * s.noise * s.z()
     a["mem_allocated"] = 0.78 * reserved + 0.03 * s.noise * s.z()
     if d.memory_warmup_steps or d.memory_sawtooth_gb:  # allocator warm-up, then a sawtooth
-        ramp = 1 - 0.25 * np.exp(-(t - 1) / max(1, d.memory_warmup_steps))
+        ramp = 1 - 0.25 * np.exp(-(t - 1) / d.memory_warmup_steps) if d.memory_warmup_steps else 1.0
         saw = d.memory_sawtooth_gb * ((t % d.memory_sawtooth_period) / d.memory_sawtooth_period)
         a["mem_reserved"] = a["mem_reserved"] * ramp + saw
         a["mem_allocated"] = a["mem_allocated"] * ramp + 0.8 * saw
