@@ -99,7 +99,7 @@ def analyze_paths(
     for path in paths:
         skey = store.key(path, source) if use_cache else None
         key = _results_key(skey, only, skip)
-        cached = _cached_reports(store, key, skey) if key and skey else None
+        cached = _cached_reports(store, key, skey, path) if key and skey else None
         if cached is not None:
             reports.extend(cached)
             continue
@@ -197,12 +197,17 @@ def _results_to_json(reports: list[Report]) -> dict:
     }
 
 
-def _cached_reports(store: Store, key: str, source_key: str) -> list[Report] | None:
-    """Reports rebuilt from stored findings and the stored runs; None when anything is missing."""
+def _cached_reports(
+    store: Store, key: str, source_key: str, path: str | Path
+) -> list[Report] | None:
+    """Reports rebuilt from stored findings and the stored runs (their sources shown as `path`);
+    None when anything is missing."""
     from logscope.model import Advice, Incident
+    from logscope.store import relocate
 
     data = store.get_results(key)
     ids = store.source_run_ids(source_key)
+    stored_root = store.source_path(source_key)
     if data is None or data.get("format") != RESULTS_FORMAT or not ids:
         return None
     by_id = {r.get("run_id"): r for r in data.get("runs", []) if isinstance(r, dict)}
@@ -213,6 +218,7 @@ def _cached_reports(store: Store, key: str, source_key: str) -> list[Report] | N
             run = store.get_lazy_run(run_id, entry.get("summary"))
             if run is None:
                 return None
+            relocate(run, stored_root, path)
             findings = [
                 Finding(**{**f, "advice": [Advice(**a) for a in f["advice"]]})
                 for f in entry["findings"]

@@ -328,7 +328,17 @@ class Store:
         runs = index.get("runs") if isinstance(index, dict) else None
         return [str(r) for r in runs] if isinstance(runs, list) and runs else None
 
-    def get_source(self, key: str) -> list[Run] | None:
+    def source_path(self, key: str) -> str | None:
+        """The path a source was first stored under (runs from it keep paths below it)."""
+        try:
+            index = json.loads((self.root / "sources" / f"{key}.json").read_text())
+        except (OSError, ValueError):
+            return None
+        path = index.get("path") if isinstance(index, dict) else None
+        return path if isinstance(path, str) else None
+
+    def get_source(self, key: str, path: str | Path | None = None) -> list[Run] | None:
+        """The runs stored for a source; with `path`, their sources say `path` (see `relocate`)."""
         try:
             index = json.loads((self.root / "sources" / f"{key}.json").read_text())
         except (OSError, ValueError):
@@ -339,6 +349,9 @@ class Store:
         runs = [self.get_run(rid) for rid in ids]
         if not runs or any(r is None for r in runs):
             return None
+        if path is not None:
+            for run in runs:
+                relocate(run, index.get("path"), path)  # type: ignore[arg-type]
         return runs  # type: ignore[return-value]
 
     def run_ids(self) -> list[str]:
@@ -376,7 +389,7 @@ class Store:
 
         key, pending = self._key(path, source) if use_cache else (None, None)
         if key is not None:
-            cached = self.get_source(key)
+            cached = self.get_source(key, path)
             if cached is not None:
                 return cached
         runs = ingest_load(path, source=source, progress=progress)
@@ -461,6 +474,21 @@ class Store:
             _atomic_write_bytes(self.root / "results" / f"{key}.json", payload)
         except (OSError, ValueError, TypeError):
             pass
+
+
+def relocate(run: Run, stored_root: str | None, given_root: str | Path) -> None:
+    """Point a cached run's source at the path the user gave now.
+
+    The store is keyed by content, so the same bytes under another name (a copy, another
+    user's checkout, a shared store) hit the same entry; the entry remembers the first path.
+    A run stored as `stored_root` (or a file below it) is shown under `given_root`.
+    """
+    given, path = str(given_root), run.source.path
+    if stored_root is None or path == stored_root:
+        path = given
+    elif path.startswith(stored_root.rstrip("/") + "/"):
+        path = given.rstrip("/") + path[len(stored_root.rstrip("/")) :]
+    run.source = Source(run.source.kind, path)
 
 
 def _status_digest(path: str | Path, source: str | None) -> str | None:

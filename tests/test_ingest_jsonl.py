@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -101,3 +102,24 @@ def test_bulk_path_equals_per_line_path(tmp_path, monkeypatch):
     assert bulk.parse_stats.step_lines == per_line.parse_stats.step_lines == 41
     assert bulk.series("actor/pg_loss")[1][-1] == -1.0
     assert len(bulk.series("val-core/openai/gsm8k/acc/mean@1")[0]) == 8
+
+
+@pytest.mark.parametrize(
+    "separators", [(",", ":"), (", ", ": "), (",  ", " :  ")], ids=["compact", "json.dumps", "odd"]
+)
+def test_null_is_nan_whatever_the_whitespace(tmp_path, separators):
+    """`": null"` (Python's json.dumps default) and `":null"` (orjson) are the same value: a NaN
+    at that step, never "not logged"."""
+    lines = [
+        json.dumps(
+            {"step": s, "data": {"actor/pg_loss": None if s == 3 else 0.1 * s}},
+            separators=separators,
+        )
+        for s in range(1, 6)
+    ]
+    path = tmp_path / "run.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    (run,) = jsonl.read(path)
+    steps, values = run.series("actor/pg_loss")
+    assert list(steps) == [1, 2, 3, 4, 5]
+    assert np.isnan(values[2]) and not np.isnan(values[[0, 1, 3, 4]]).any()

@@ -112,3 +112,34 @@ def test_saving_behind_the_analysis_still_notes_a_full_disk(
     assert any("not cached" in n for n in report.run.parse_stats.notes)
     assert report.findings
     assert Store(tmp_path / "store").run_ids() == []
+
+
+def test_a_copy_is_shown_under_the_path_the_user_gave(tmp_path, log_file) -> None:
+    """Same bytes, another name: the cache entry is shared (content key) but the report, its
+    JSON and the run read from the store name the copy, never the first file's path."""
+    store_dir = tmp_path / "store"
+    (first,) = analyze_paths([log_file], store_dir=store_dir)
+    copy = tmp_path / "elsewhere" / "other.log"
+    copy.parent.mkdir()
+    copy.write_bytes(log_file.read_bytes())
+    (again,) = analyze_paths([copy], store_dir=store_dir)  # findings from the cache
+    assert again.run.id == first.run.id
+    assert again.run.source.path == str(copy)
+    data = json.loads(reports_to_json([again]))
+    assert data["run"]["source"]["path"] == str(copy)
+    (run,) = Store(store_dir).load(copy)
+    assert run.source.path == str(copy)
+    (original,) = Store(store_dir).load(log_file)
+    assert original.source.path == str(log_file)
+
+
+def test_runs_below_a_folder_move_with_the_folder() -> None:
+    from logscope.model import Run, Source
+    from logscope.store import relocate
+
+    run = Run(id="r", source=Source("tensorboard", "tb/exp1/events.out.tfevents.1"))
+    relocate(run, "tb", "/data/copy_of_tb/")
+    assert run.source.path == "/data/copy_of_tb/exp1/events.out.tfevents.1"
+    single = Run(id="s", source=Source("verl-console", "a.log"))
+    relocate(single, "a.log", "b.log")
+    assert single.source.path == "b.log"

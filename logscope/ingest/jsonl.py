@@ -70,11 +70,14 @@ def _fast_frame(body: bytes) -> tuple[pl.DataFrame, int] | None:
     values that are not numbers)."""
     if b"NaN" in body or b"Infinity" in body:
         return None
+    sentinel = b":%r" % _NULL_SENTINEL
+    body = body.replace(b":null", sentinel)
+    if b": null" in body:  # Python's json.dumps writes `": "`
+        body = body.replace(b": null", sentinel)
+    if b"null" in body:  # another spacing (or a string holding "null"): the per-line path decides
+        return None
     try:
-        frame = pl.read_ndjson(
-            io.BytesIO(body.replace(b":null", b":%r" % _NULL_SENTINEL)),
-            infer_schema_length=None,
-        )
+        frame = pl.read_ndjson(io.BytesIO(body), infer_schema_length=None)
         if set(frame.columns) != {"step", "data"} or not isinstance(
             frame.schema["data"], pl.Struct
         ):
