@@ -388,6 +388,18 @@ class RewardSawtooth(Detector):
         )
 
 
+def _largest_fall(values: np.ndarray, window: int) -> float:
+    """The largest fall of the smoothed series within any `window` consecutive points."""
+    from numpy.lib.stride_tricks import sliding_window_view
+
+    window = min(window, len(values))
+    if window < 2:
+        return 0.0
+    smooth = moving_average(values, max(3, window // 3))
+    views = sliding_window_view(smooth, window)
+    return float((np.maximum.accumulate(views, axis=1) - views).max())
+
+
 class RewardPlateau(Detector):
     """The training reward has stopped moving for the last part of the run (converged or stuck).
 
@@ -402,8 +414,10 @@ class RewardPlateau(Detector):
         least `min_fraction` of the run, and over it the Theil–Sen slope must move the reward by
         less than `max_change_sigma` sigmas of the plateau's spread (and less than
         `max_change_fraction` of the run's overall reward range). The size of the change
-        decides, not a trend test: on a long plateau Mann–Kendall finds trends of any size
-        (its p is reported as evidence).
+        decides, not a trend test alone: on a long plateau Mann–Kendall finds trends of any
+        size. But a curve whose last third still rises significantly (Mann–Kendall
+        p < `rising_p`) by at least one noise sigma and twice the largest fall of the plateau's
+        own wander is converging, not flat, and is not reported.
         Evidence: slope per 100 steps and Mann–Kendall p over the last third, the plateau level,
         and the change across the plateau. A run with fewer than `min_points` reward values (an
         excerpt of a few steps) has no curve to fit: there `critic/score/min` ==
@@ -451,8 +465,10 @@ class RewardPlateau(Detector):
         max_change_sigma: float = 2.5,
         max_change_fraction: float = 0.2,
         max_points: int = 2000,
+        rising_p: float = 0.01,
     ) -> None:
         for label, value in (
+            ("rising_p", rising_p),
             ("min_fraction", min_fraction),
             ("min_points", min_points),
             ("max_change_sigma", max_change_sigma),
@@ -465,6 +481,7 @@ class RewardPlateau(Detector):
         self.max_change_sigma = max_change_sigma
         self.max_change_fraction = max_change_fraction
         self.max_points = max_points
+        self.rising_p = rising_p
 
     def detect(self, run: Run) -> list[Finding]:
         metric, steps, values = concept_series(run, *self.concepts)
@@ -516,6 +533,9 @@ class RewardPlateau(Detector):
         third = x >= x[-1] - span / 3
         slope3, _ = theil_sen(x[third], y[third])
         _, p3 = mann_kendall(y[third])
+        wander = _largest_fall(py, int(third.sum()))
+        if self._still_rising(slope3 * span / 3, p3, sigma, wander):
+            return []
         start_step = _first_step_at_or_after(steps, start)
         level = float(np.median(py))
         before = y[x < start]
@@ -525,11 +545,17 @@ class RewardPlateau(Detector):
             else 0.0
         )
         kind = "stuck: it never rose" if start == x[0] else "converged or stuck"
+        gain3 = slope3 * span / 3
+        if gain3 > 0 and p3 < self.rising_p:  # significant, but less than the noise
+            kind = (
+                f"converging: still creeping up, by {fmt(gain3)} over the last third (less than "
+                f"the noise σ)"
+            )
         msg = (
             f"{metric} has been flat at {fmt(level)} since step {start_step} "
             f"({fmt(100 * (1 - (start - x[0]) / span))}% of the run; change across the plateau "
             f"{fmt(change)}, noise σ {fmt(sigma)}; slope over the last third "
-            f"{fmt(slope3 * 100)}/100 steps, Mann–Kendall p={p3:.2f}) — {kind}."
+            f"{fmt(slope3 * 100)}/100 steps, Mann–Kendall p={fmt(p3)}) — {kind}."
         )
         last_step = int(steps[-1])
         frac = max(start_step - int(steps[0]), 1) / max(last_step - int(steps[0]), 1)
@@ -576,6 +602,13 @@ class RewardPlateau(Detector):
                 references=["verl:trainer/ppo/ray_trainer.py", f"{SEED_PPO} §6"],
             )
         ]
+
+    def _still_rising(self, gain: float, p: float, sigma: float, wander: float) -> bool:
+        """The last third still gains at least one noise sigma, with a significant trend, and
+        twice the largest fall of the plateau's own wander: the curve is converging, not flat,
+        and cutting epochs would stop it early. (Mann–Kendall's p alone is not enough: slow
+        wander makes any third look trending.)"""
+        return gain > 0 and p < self.rising_p and gain >= max(sigma, 2 * wander)
 
     def _never_moves(self, run: Run, steps: list[int]) -> list[Finding]:
         """Too few steps for a plateau: every sample got the same score in every logged step.

@@ -97,6 +97,16 @@ def test_plateau_silent_while_reward_still_climbs():
     assert RewardPlateau().detect(run) == []
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_plateau_silent_while_a_saturating_reward_still_rises(seed):
+    """A saturating rise, still +0.03 per 100 steps at the end with Mann–Kendall p < 1e-8 over
+    the last third: converging, not flat; no advice to cut epochs (it used to fire here)."""
+    steps = np.arange(1, 601)
+    rng = np.random.default_rng(seed)
+    score = 0.8 - 0.5 * np.exp(-steps / 400) + 0.03 * rng.standard_t(4, 600)
+    assert RewardPlateau().detect(make_run({"critic/score/mean": score})) == []
+
+
 @pytest.mark.parametrize(("seed", "n", "algorithm", "magnitude"), CASES)
 def test_validation_drop_found_at_the_turn(seed, n, algorithm, magnitude):
     run, truth = sim_run("validation-drop", n, algorithm, seed, magnitude=magnitude)
