@@ -263,6 +263,24 @@ class Advice:
     def to_dict(self) -> dict[str, Any]:
         return _jsonable(asdict(self))
 
+    @property
+    def changes(self) -> bool:
+        """False when the suggested value is the current one (`True → True` is not advice)."""
+        return not _same_setting(self.current, self.suggested)
+
+
+def _same_setting(a: Any, b: Any) -> bool:
+    if a is None or b is None:
+        return False
+    numeric = (int, float)
+    if isinstance(a, numeric) and isinstance(b, numeric) and not isinstance(a, bool | str):
+        if isinstance(b, bool) != isinstance(a, bool):
+            return False
+        return math.isclose(float(a), float(b), rel_tol=1e-9, abs_tol=0.0)
+    if isinstance(a, bool | str) and isinstance(b, bool | str):  # True == "true" (YAML dumps)
+        return str(a).strip().lower() == str(b).strip().lower()
+    return a == b
+
 
 @dataclass
 class Finding:
@@ -279,6 +297,9 @@ class Finding:
     evidence: dict[str, Any] = field(default_factory=dict)
     advice: list[Advice] = field(default_factory=list)
     references: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.advice = [a for a in self.advice if a.changes]
 
     @property
     def key(self) -> tuple[str, str | None, int | None]:

@@ -41,3 +41,17 @@ def test_steps_follow_a_replaced_metrics_frame_and_are_read_only() -> None:
     run.metrics = _run([7, 9]).metrics
     assert run.steps.tolist() == [7, 9]
     assert np.array_equal(first, [1, 2, 3])
+
+
+def test_advice_that_changes_nothing_is_not_advice():
+    """`free_cache_engine: True → True` is dropped from a finding; a real change, or advice on
+    an unknown config (current None), stays."""
+    from logscope.model import Advice, Finding
+
+    def advice(current, suggested):
+        return Advice("actor_rollout_ref.rollout.x", current, suggested, None, "why", "src")
+
+    kept = [advice(None, True), advice(16, 6), advice(1e-3, 7e-4)]
+    noop = [advice(True, True), advice(True, "True"), advice(1, 1.0), advice("vllm", "vllm")]
+    finding = Finding("LS100", "x", "warning", "t", "m", advice=noop + kept)
+    assert finding.advice == kept
