@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from logscope.detector import Detector
+from logscope.exceptions import IngestError
 from logscope.health import HealthRow, health_table
 from logscope.incidents import group_incidents
 from logscope.model import SEVERITY_RANK, Finding, Run, jsonable
@@ -87,12 +88,16 @@ def analyze_paths(
 ) -> list[Report]:
     """Read every path (through the store's cache) and analyse each run found.
 
-    With the cache, the findings of an unchanged input analysed by the same detector code with
+    A path that cannot be read becomes an unreadable entry (`Report.unreadable`, with the
+    reason) and the others are still analysed. With the cache, the findings of an unchanged input analysed by the same detector code with
     the same selection are kept in the store too, so a second analysis reads them back instead
     of running the detectors again (and does not import them).
     """
+    from logscope.ingest import check_source
     from logscope.store import Store
 
+    if paths:
+        check_source(source, paths[0])
     store = Store(store_dir)
     detectors: Sequence[Detector] | None = None
     reports: list[Report] = []
@@ -108,9 +113,13 @@ def analyze_paths(
 
             detectors = select(only, skip)
             _import_in_background(DETECTOR_IMPORTS)
-        runs = store.load(
-            path, source=source, use_cache=use_cache, progress=progress, write_behind=True
-        )
+        try:
+            runs = store.load(
+                path, source=source, use_cache=use_cache, progress=progress, write_behind=True
+            )
+        except IngestError as exc:
+            reports.append(Report.unreadable(str(path), _reason(exc, path)))
+            continue
         try:
             found = [analyze_run(run, detectors) for run in runs]
         finally:
@@ -119,6 +128,13 @@ def analyze_paths(
         if key and runs and not any(r.errors for r in found):
             store.put_results(key, _results_to_json(found))
     return reports
+
+
+def _reason(exc: IngestError, path: str | Path) -> str:
+    """The error without the path it starts with (the entry names the path)."""
+    text = str(exc)
+    prefix = f"{exc.path}: "
+    return text[len(prefix) :] if text.startswith(prefix) and exc.path == str(path) else text
 
 
 # Heavy modules detectors import on first use (ruptures pulls in scipy.stats: ~0.7 s; scipy.ndimage

@@ -17,6 +17,7 @@ from logscope.health import SHORT_RUN_STEPS, HealthRow
 from logscope.model import SEVERITIES, SEVERITY_RANK, Finding, Incident, Run, jsonable
 
 SCHEMA = "logscope.report/1"
+UNREADABLE = "unreadable"  # the source kind of an input that could not be read
 
 
 @dataclass
@@ -40,6 +41,21 @@ class Report:
     kind: str = "analyze"
     #: key metrics of the last training step with their verdicts (`logscope.health`)
     health: list[HealthRow] = field(default_factory=list)
+
+    @classmethod
+    def unreadable(cls, path: str, error: str, kind: str = "analyze") -> Report:
+        """The entry for an input that could not be read at all (the others are still reported)."""
+        import hashlib
+
+        from logscope.model import Source
+
+        run_id = "unreadable-" + hashlib.blake2b(path.encode(), digest_size=6).hexdigest()
+        return cls(run=Run(id=run_id, source=Source(UNREADABLE, path)), errors=[error], kind=kind)
+
+    @property
+    def readable(self) -> bool:
+        """False for the entry of an input that could not be read (`unreadable`)."""
+        return self.run.source.kind != UNREADABLE
 
     @property
     def show_health(self) -> bool:
@@ -134,6 +150,9 @@ def render_markdown(reports: list[Report]) -> str:
     for report in reports:
         s = report.run.summary()
         out.append(f"# logscope {report.kind}: {md_escape(s['source']['path'])}\n")
+        if not report.readable:
+            out += [f"**Could not read:** {md_escape(e)}\n" for e in report.errors]
+            continue
         meta = s["meta"]
         out.append("| | |\n|---|---|")
         out.append(f"| source | {md_escape(s['source']['kind'])} |")
@@ -233,6 +252,9 @@ def render_html(reports: list[Report]) -> str:
     for report in reports:
         s = report.run.summary()
         parts.append(f"<h1>logscope {_h(report.kind)}: {_h(s['source']['path'])}</h1>")
+        if not report.readable:
+            parts += [f"<p><strong>Could not read:</strong> {_h(e)}</p>" for e in report.errors]
+            continue
         parts.append("<table>")
         rows = [("source", s["source"]["kind"])]
         rows += [

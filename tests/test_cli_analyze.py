@@ -207,3 +207,48 @@ def test_readme_pasted_excerpt_example(tmp_path: Path) -> None:
     assert verdicts["perf/mfu/actor"] == "not measured"
     code, out, _ = _run(str(paste), store=tmp_path)
     assert "Health of the last training step (step 37)" in out
+
+
+def test_one_unreadable_input_does_not_stop_the_others(tmp_path: Path) -> None:
+    """`analyze a.log b.jsonl c.bin`: the good inputs are reported, the bad one is an entry with
+    its reason; exit 2 only when nothing at all could be read."""
+    blob = tmp_path / "c.bin"
+    blob.write_bytes(b"\x00\x01\x02binary")
+    jsonl = tmp_path / "b.jsonl"
+    jsonl.write_text(json.dumps({"step": 1, "data": {"actor/pg_loss": 0.1}}) + "\n")
+    code, out, _ = _run(str(TUNED), str(jsonl), str(blob), "-f", "json", store=tmp_path / "s")
+    assert code == 0
+    reports = json.loads(out)
+    for report in reports:
+        jsonschema.validate(report, SCHEMA)
+    assert [r["run"]["source"]["kind"] for r in reports] == [
+        "verl-console",
+        "verl-jsonl",
+        "unreadable",
+    ]
+    assert "binary data" in reports[2]["errors"][0]
+    code, _, err = _run(str(blob), str(tmp_path / "missing.log"), store=tmp_path / "s")
+    assert code == 2
+    err = " ".join(err.split())
+    assert "c.bin" in err and "missing.log: no such file" in err
+
+
+@pytest.mark.parametrize("fmt", ["rich", "markdown", "html"])
+def test_unreadable_entry_is_shown_in_every_format(tmp_path: Path, fmt: str) -> None:
+    blob = tmp_path / "c.bin"
+    blob.write_bytes(b"\x00\x01\x02binary")
+    args = ["analyze", str(TUNED), str(blob), "-f", fmt, "--store", str(tmp_path / "s")]
+    result = runner.invoke(app, args, env={"COLUMNS": "400"})  # no wrapping inside a path
+    assert result.exit_code == 0
+    text = " ".join(result.stdout.split()).replace("\\", "")  # Markdown escapes `.` and `_`
+    assert "c.bin" in text and "binary data" in text and "verl_tuned.log" in text
+
+
+def test_auto_detection_failure_says_what_the_file_looked_like(tmp_path: Path) -> None:
+    blob = tmp_path / "weights.bin"
+    blob.write_bytes(b"\x89PNG\x00\x00")
+    code, _, err = _run(str(blob), store=tmp_path / "s")
+    err = " ".join(err.split())
+    assert code == 2
+    assert "binary data (89 50 4e 47" in err and "--source KIND" in err
+    assert len(err) < 300  # one sentence, not a list of every format's description

@@ -82,3 +82,36 @@ def test_wandb_uri_goes_to_the_online_reader():
 
     assert wandb_online.sniff("wandb://team/proj/abc123")
     assert wandb_online.sniff("https://wandb.ai/team/proj/runs/abc123")
+
+
+def test_a_mixed_folder_reads_every_run_in_it_and_says_what_it_passed_over(tmp_path):
+    pytest.importorskip("tensorboard")
+    folder = tmp_path / "runs"
+    write_tensorboard(folder / "tb" / "exp", ROWS)
+    write_verl_jsonl(folder / "grpo.jsonl", ROWS)
+    (folder / "train.log").write_text("step:1 - actor/pg_loss:0.100 - critic/score/mean:0.500\n")
+    (folder / "README.md").write_text("# notes\n")
+    (folder / "config.yaml").write_text("data:\n  train_batch_size: 8\n")
+    runs = load(folder)
+    assert sorted(r.source.kind for r in runs) == ["tensorboard", "verl-console", "verl-jsonl"]
+    note = next(n for n in runs[0].parse_stats.notes if n.startswith("read from folder"))
+    assert "3 run(s)" in note and "README.md" in note and "config.yaml" in note
+
+
+def test_the_folder_above_wandb_is_read_like_wandb_itself(tmp_path):
+    from pathlib import Path
+
+    fixture = Path(__file__).resolve().parents[1] / "fixtures" / "wandb_sdk" / "wandb-0.22.3.wandb"
+    run_folder = tmp_path / "project" / "wandb" / "offline-run-20260101_000000-abc123"
+    run_folder.mkdir(parents=True)
+    (run_folder / "run-abc123.wandb").write_bytes(fixture.read_bytes())
+    direct = load(tmp_path / "project" / "wandb")
+    above = load(tmp_path / "project")
+    assert [r.source.kind for r in above] == ["wandb-offline"]
+    assert above[0].id == direct[0].id and above[0].metrics.equals(direct[0].metrics)
+
+
+def test_a_folder_with_no_run_names_what_it_passed_over(tmp_path):
+    (tmp_path / "notes.md").write_text("# nothing here\n")
+    with pytest.raises(IngestError, match=r"no verl log.*notes\.md"):
+        load(tmp_path)

@@ -61,7 +61,8 @@ def analyze(
 ) -> None:
     """Diagnose verl runs: what went wrong, where, and which parameter to change.
 
-    Exit codes: 0 nothing at or above --fail-on, 1 findings at or above it, 2 could not run.
+    Exit codes: 0 nothing at or above --fail-on, 1 findings at or above it, 2 nothing could be
+    read (an input that cannot be read among others is reported as such, and the rest analysed).
 
     Example: logscope analyze verl_tuned.log --format json -o report.json
 
@@ -85,9 +86,14 @@ def analyze(
                         use_cache=not no_cache and real == path,
                         progress=progress,
                     )
-                for report in found:
-                    report.run.source = Source(report.run.source.kind, shown)
+                if real != path:  # standard input: name it as the user sees it
+                    for report in found:
+                        report.run.source = Source(report.run.source.kind, shown)
                 reports += found
+        if not any(r.readable for r in reports):  # nothing to report on
+            raise LogscopeError(
+                "\n".join(f"{r.run.source.path}: {e}" for r in reports for e in r.errors)
+            )
         emit_reports(reports, format, output)
     if any(r.fails(fail_on.value) for r in reports):
         raise typer.Exit(1)

@@ -145,6 +145,18 @@ def skipped_line(report: Report) -> str:
 def render_report(report: Report, console: Console) -> None:
     """Print one report: summary, findings by severity, incidents, parse stats."""
     path = report.run.source.path
+    if not report.readable:
+        for err in report.errors:
+            console.print(
+                Panel(
+                    Text(f"{path}: {err}"),
+                    title=Text(f"logscope {report.kind}: could not read"),
+                    title_align="left",
+                    border_style="red",
+                )
+            )
+        console.print()
+        return
     console.print(
         Panel(
             summary_table(report), title=Text(f"logscope {report.kind}: {path}"), title_align="left"

@@ -46,35 +46,143 @@ def accepted_formats() -> str:
     return "; ".join(f"{k} ({d})" for k, d in kinds().items())
 
 
+def check_source(source: str | None, path: str | Path) -> None:
+    """Raise UnknownSource (naming `path`) for a `--source` that names no reader."""
+    if source is not None and source not in kinds():
+        raise UnknownSource(
+            str(path), f"unknown --source {source!r}; choose one of: {', '.join(kinds())}"
+        )
+
+
 def load(
     path: str | Path, source: str | None = None, progress: Progress | None = None
 ) -> list[Run]:
-    """Read `path` into one or more Runs. Raises IngestError when nothing can be read."""
+    """Read `path` into one or more Runs. Raises IngestError when nothing can be read.
+
+    A folder that is one source (a W&B run folder or `wandb/`, a TensorBoard log folder) goes to
+    its reader; any other folder is searched for runs (`discover`) and each is read.
+    """
     raw = str(path)
     if "://" not in raw:
         p = Path(path)
         if not p.exists():
-            raise IngestError(
-                raw, f"no such file or directory. logscope reads: {accepted_formats()}"
-            )
+            raise IngestError(raw, "no such file or directory")
         _check_readable(p)
     else:
         p = Path(raw)
+    check_source(source, raw)
     modules = reader_modules()
     if source is not None:
-        for module in modules:
-            if module.KIND == source:
-                return module.read(p, progress=progress)
-        raise UnknownSource(
-            raw, f"unknown --source {source!r}; choose one of: {', '.join(kinds())}"
-        )
+        (module,) = (m for m in modules if m.KIND == source)
+        return module.read(p, progress=progress)
+    if p.is_dir():
+        return _load_folder(p, progress)
     for module in modules:
         if module.sniff(p):
             return module.read(p, progress=progress)
-    what = "binary data, not text, and" if p.is_file() else "a folder that is"
-    raise UnknownSource(
-        raw, f"{what} not a format logscope reads. Expected one of: {accepted_formats()}"
-    )
+    raise UnknownSource(raw, _not_a_format(p))
+
+
+def _not_a_format(p: Path) -> str:
+    """What the input looked like, and how to force a reader (for a file no reader claims)."""
+    from logscope.ingest.files import read_head
+
+    head = read_head(p, 4096) if p.is_file() else b""
+    if p.is_file() and p.stat().st_size == 0:
+        what = "the file is empty"
+    elif p.is_file() and b"\x00" in head:
+        what = f"binary data ({_hex(head[:8])}…), not a log, event file or W&B file"
+    else:
+        what = "not a format logscope recognises"
+    return f"{what}. Force a reader with --source KIND ({', '.join(kinds())})"
+
+
+def _hex(data: bytes) -> str:
+    return " ".join(f"{b:02x}" for b in data)
+
+
+# ---- folders ------------------------------------------------------------------------------
+#: file names read as console logs when found in a folder (any text given by name is read)
+LOG_SUFFIXES = (".log", ".out", ".err", ".log.gz", ".out.gz")
+
+
+def discover(folder: Path) -> tuple[list[tuple[Path, ModuleType]], list[tuple[Path, str]]]:
+    """The runs in a folder, each with its reader, and the files passed over (with why).
+
+    W&B run folders and `wandb/` directories are one source each; TensorBoard event files are
+    read together by the TensorBoard reader (it splits them into runs by folder); other files
+    by the first reader whose sniff accepts them, console logs by name (`LOG_SUFFIXES`).
+    """
+    from logscope.ingest import tensorboard, wandb_offline
+
+    found: list[tuple[Path, ModuleType]] = []
+    passed: list[tuple[Path, str]] = []
+    if wandb_offline.sniff(folder):
+        return [(folder, wandb_offline)], []
+    file_readers = [
+        m for m in reader_modules() if m.KIND not in ("wandb-online", "tensorboard", "verl-console")
+    ]
+    console = importlib.import_module("logscope.ingest.console")
+    events = False
+    for dirpath, dirnames, filenames in os.walk(folder):
+        here = Path(dirpath)
+        dirnames.sort()
+        for name in list(dirnames):
+            child = here / name
+            if name == "latest-run" or child.is_symlink():
+                dirnames.remove(name)
+            elif wandb_offline.sniff(child):
+                found.append((child, wandb_offline))
+                dirnames.remove(name)
+        for name in sorted(filenames):
+            file = here / name
+            if tensorboard.sniff(file):
+                events = True
+                continue
+            reader = next((m for m in file_readers if m.sniff(file)), None)
+            if reader is None and name.lower().endswith(LOG_SUFFIXES) and console.sniff(file):
+                reader = console
+            if reader is not None:
+                found.append((file, reader))
+            else:
+                passed.append((file, "not a log logscope reads"))
+    if events:
+        found.insert(0, (folder, tensorboard))
+    return found, passed
+
+
+def _load_folder(folder: Path, progress: Progress | None) -> list[Run]:
+    found, passed = discover(folder)
+    if len(found) == 1 and found[0][0] == folder:  # the folder is one source
+        return found[0][1].read(folder, progress=progress)
+    runs: list[Run] = []
+    failed: list[str] = []
+    for path, module in found:
+        try:
+            runs += module.read(path, progress=progress)
+        except IngestError as exc:
+            failed.append(str(exc))
+    rel = [str(p.relative_to(folder)) for p, _ in passed]
+    if not runs:
+        looked = (
+            f"{len(found)} candidate(s) could not be read: " + "; ".join(failed)
+            if failed
+            else ("no verl log, JSONL, TensorBoard or W&B run in it")
+        )
+        skipped = (
+            f" (passed over: {', '.join(rel[:10])}{' …' if len(rel) > 10 else ''})" if rel else ""
+        )
+        raise IngestError(str(folder), looked + skipped)
+    note = f"read from folder {folder}: {len(runs)} run(s)"
+    if rel:
+        note += f"; passed over {len(rel)} file(s): {', '.join(rel[:10])}" + (
+            " …" if len(rel) > 10 else ""
+        )
+    if failed:
+        note += f"; could not read {len(failed)}: " + "; ".join(failed)
+    for run in runs:
+        run.parse_stats.notes.append(note)
+    return runs
 
 
 def _check_readable(path: Path) -> None:
