@@ -18,7 +18,7 @@ from streamlit.testing.v1 import AppTest
 
 from logscope.model import Event, Source
 from logscope.store import Store
-from tests.dashboard_data import FIXTURES, build_run, fixtures_readable, seed_store
+from tests.dashboard_data import FIXTURES, build_run, seed_store
 
 APP = Path(__file__).resolve().parent.parent / "app" / "app.py"
 
@@ -100,20 +100,6 @@ def _jsonl(n: int = 30) -> bytes:
     return ("\n".join(lines) + "\n").encode()
 
 
-def _readers_ok() -> bool:
-    try:
-        from logscope.ingest import reader_modules
-
-        reader_modules()
-    except ImportError:
-        return False
-    return True
-
-
-needs_readers = pytest.mark.skipif(not _readers_ok(), reason="a reader module is not importable")
-
-
-@needs_readers
 def test_upload_is_saved_into_the_store_not_over_user_files(
     app, store_dir: Path, tmp_path: Path
 ) -> None:
@@ -128,7 +114,6 @@ def test_upload_is_saved_into_the_store_not_over_user_files(
     assert "my_run.jsonl" in set(at.dataframe[0].value["name"])
 
 
-@needs_readers
 def test_add_run_by_path(app, store_dir: Path, tmp_path: Path) -> None:
     log = tmp_path / "by_path.jsonl"
     log.write_bytes(_jsonl(40))
@@ -237,7 +222,6 @@ def test_compare_page_asks_for_two_runs(app, ids) -> None:
     assert any("at least two runs" in i.value for i in at.info)
 
 
-@needs_readers
 def test_live_page_follows_a_growing_file(app, tmp_path: Path) -> None:
     log = tmp_path / "growing.jsonl"
     log.write_bytes(_jsonl(20))
@@ -294,7 +278,6 @@ def test_log_content_is_never_rendered_as_markup(tmp_path: Path, monkeypatch) ->
         assert "unsafe_allow_html" not in source.read_text(), source
 
 
-@pytest.mark.skipif(not fixtures_readable(), reason="fixtures/verl_*.log not readable yet")
 def test_every_page_on_the_committed_fixtures(tmp_path: Path, monkeypatch) -> None:
     store = Store(tmp_path)
     ids = [run.id for path in FIXTURES for run in store.load(path)]

@@ -2,17 +2,20 @@
 
 Parametrized over `registry.detector_classes()`, so a new detector is checked as soon as its
 module exists: docstring sections, code/name conventions, explicit parameters, robustness on
-empty / short / all-NaN runs, determinism, no input mutation; plus docs/diagnoses.md freshness
-and the `logscope rules` command.
+empty / short / all-NaN runs; its positive example (fixtures/diagnoses/<code>.*, written by
+scripts/gen_diagnosis_fixtures.py) fires, and on it detection is deterministic, blind to the row
+order of the metrics frame and leaves the run unchanged; plus docs/diagnoses.md freshness and the
+`logscope rules` command.
 """
 
 from __future__ import annotations
 
 import copy
+import importlib.util
 import inspect
 import json
 import re
-import zlib
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -22,13 +25,16 @@ from typer.testing import CliRunner
 
 from logscope import catalogue
 from logscope.aliases import ALIASES, LOSS_LIKE_PREFIXES
+from logscope.check import check_path
 from logscope.detector import CATALOGUE_SECTIONS, Detector
+from logscope.ingest import load
 from logscope.model import SEVERITIES, Finding
 from tests import _foundation_logs as L
 
 CLASSES = registry.detector_classes()
 IDS = [f"{c.code}-{c.name}" for c in CLASSES]
 ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "fixtures" / "diagnoses"
 SECTION_LINE = re.compile(r"^\s*(" + "|".join(map(re.escape, CATALOGUE_SECTIONS)) + r"):\s*$")
 
 
@@ -56,17 +62,6 @@ def three_step_run():
 
 def all_nan_run():
     return run_with(lambda name, s: np.full(len(s), np.nan), 30, L.GENERIC_CRASH)
-
-
-def rich_run():
-    """200 noisy steps of every known metric, some events, a config."""
-    rng = np.random.default_rng(7)
-
-    def values(name, s):
-        base = zlib.crc32(name.encode()) % 7 + 1
-        return base * (1 + 0.1 * np.cumsum(rng.standard_normal(len(s))) / np.sqrt(len(s)))
-
-    return run_with(values, 200, L.HEALTHY_LOG + L.GRAD_NORM_FEW, config=L.CONFIG_7B_8GPU)
 
 
 # ---- docstring = catalogue entry --------------------------------------------------------------
@@ -138,36 +133,86 @@ def test_detect_never_raises_on_degenerate_runs(cls, make):
         json.dumps(f.to_dict(), allow_nan=False)
 
 
-@pytest.fixture(scope="module")
-def rich():
-    return rich_run()
+# ---- one positive example per diagnosis (fixtures/diagnoses/, scripts/gen_diagnosis_fixtures.py)
+
+
+def example_path(cls) -> Path:
+    """The one committed input `cls` fires on."""
+    found = sorted(FIXTURES.glob(f"{cls.code}.*"))
+    assert len(found) == 1, (
+        f"{cls.code}: expected one fixtures/diagnoses/{cls.code}.*, found {found}: add a recipe "
+        "to scripts/gen_diagnosis_fixtures.py and run it"
+    )
+    return found[0]
+
+
+def example_run(cls):
+    """The run of `cls`'s example: a log as `analyze` reads it, a launch script as `check` does."""
+    path = example_path(cls)
+    if path.suffix == ".log":
+        (run,) = load(path)
+        return run
+    (report,) = check_path(path)
+    return report.run
 
 
 @pytest.mark.parametrize("cls", CLASSES, ids=IDS)
-def test_deterministic_and_does_not_mutate_input(cls, rich):
-    metrics_before = rich.metrics.clone()
-    config_before = copy.deepcopy(rich.config_segments)
-    events_before = copy.deepcopy(rich.events)
-    meta_before = copy.deepcopy(rich.meta)
-    first = [f.to_dict() for f in cls().detect(rich)]
-    second = [f.to_dict() for f in cls().detect(rich)]
+def test_positive_example_fires(cls):
+    findings = cls().detect(example_run(cls))
+    assert [f.code for f in findings if f.code == cls.code], (cls.code, findings)
+    assert all((f.code, f.name) == (cls.code, cls.name) for f in findings)
+
+
+@pytest.mark.parametrize("cls", CLASSES, ids=IDS)
+def test_deterministic_and_does_not_mutate_input(cls):
+    run = example_run(cls)
+    metrics_before = run.metrics.clone()
+    config_before = copy.deepcopy(run.config_segments)
+    events_before = copy.deepcopy(run.events)
+    meta_before = copy.deepcopy(run.meta)
+    first = [f.to_dict() for f in cls().detect(run)]
+    second = [f.to_dict() for f in cls().detect(run)]
+    assert first, f"{cls.code}: its example must fire for this check to mean anything"
     assert first == second
-    assert rich.metrics.equals(metrics_before)
-    assert rich.metrics.schema == metrics_before.schema
-    assert rich.config_segments == config_before
-    assert rich.events == events_before
-    assert rich.meta == meta_before
+    assert run.metrics.equals(metrics_before)
+    assert run.metrics.schema == metrics_before.schema
+    assert run.config_segments == config_before
+    assert run.events == events_before
+    assert run.meta == meta_before
 
 
 @pytest.mark.parametrize("cls", CLASSES, ids=IDS)
-def test_detect_on_shuffled_metric_rows_gives_same_findings(cls, rich):
+def test_detect_on_shuffled_metric_rows_gives_same_findings(cls):
     """Row order of the long frame is not part of the contract."""
-    shuffled = copy.copy(rich)
-    shuffled.__dict__ = {k: v for k, v in rich.__dict__.items() if not k.startswith("_")}
-    shuffled.metrics = rich.metrics.sample(fraction=1.0, shuffle=True, seed=1)
-    assert [f.to_dict() for f in cls().detect(shuffled)] == [
-        f.to_dict() for f in cls().detect(rich)
-    ]
+    run = example_run(cls)
+    shuffled = copy.copy(run)
+    shuffled.__dict__ = {k: v for k, v in run.__dict__.items() if not k.startswith("_")}
+    shuffled.metrics = run.metrics.sample(fraction=1.0, shuffle=True, seed=1)
+    expected = [f.to_dict() for f in cls().detect(run)]
+    assert expected, f"{cls.code}: its example must fire for this check to mean anything"
+    assert [f.to_dict() for f in cls().detect(shuffled)] == expected
+
+
+def test_every_example_is_a_registered_diagnosis():
+    codes = {cls.code for cls in CLASSES}
+    assert sorted(p.stem for p in FIXTURES.glob("LS*") if p.stem not in codes) == []
+
+
+def test_gen_fixtures_check_mode(tmp_path, monkeypatch):
+    spec = importlib.util.spec_from_file_location(
+        "gen_diagnosis_fixtures", ROOT / "scripts" / "gen_diagnosis_fixtures.py"
+    )
+    gen = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, gen)  # its dataclasses look their module up
+    spec.loader.exec_module(gen)
+    only = ["--only", "LS001", "LS017", "LS503", "--output", str(tmp_path)]
+    assert gen.main(["--check", *only]) == 1  # missing
+    assert gen.main(only) == 0
+    assert gen.main(["--check", *only]) == 0
+    for name in ("LS001.log", "LS017.log", "LS503.sh"):
+        assert (tmp_path / name).read_text() == (FIXTURES / name).read_text(), name
+    (tmp_path / "LS503.sh").write_text("edit\n")
+    assert gen.main(["--check", *only]) == 1
 
 
 # ---- the generated catalogue and the CLI --------------------------------------------------------
@@ -200,8 +245,6 @@ def test_entry_text_and_json(cls):
 
 
 def test_gen_script_check_mode(tmp_path):
-    import importlib.util
-
     spec = importlib.util.spec_from_file_location(
         "gen_diagnoses", ROOT / "scripts" / "gen_diagnoses.py"
     )

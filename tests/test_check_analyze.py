@@ -134,7 +134,8 @@ def test_verl_startup_checks_are_not_repeated_on_a_log_that_ran():
 
 
 def test_synthetic_restart_with_new_kl_coef_links_to_reward_sawtooth(tmp_path):
-    synthetic = pytest.importorskip("logscope.synthetic")
+    import logscope.synthetic as synthetic
+
     sim = synthetic.simulate(
         n_steps=120,
         algorithm="grpo",
@@ -171,7 +172,8 @@ def test_synthetic_restart_with_new_kl_coef_links_to_reward_sawtooth(tmp_path):
 @pytest.mark.parametrize("algorithm", ["grpo", "ppo"])
 @pytest.mark.parametrize("version", ["0.1", "0.3", "0.5", "0.9"])
 def test_healthy_synthetic_configs_are_quiet_at_warning(algorithm, version):
-    synthetic = pytest.importorskip("logscope.synthetic")
+    import logscope.synthetic as synthetic
+
     sim = synthetic.simulate(n_steps=30, algorithm=algorithm, seed=5, version=version)
     run = sim.to_run()
     findings = [d.detect(run) for d in config_lint_detectors()]

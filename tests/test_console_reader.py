@@ -857,7 +857,7 @@ def test_read_text_helper():
 
 # ---- simulated logs (logscope.synthetic), when it is installed -----------------------------------
 
-synthetic = pytest.importorskip("logscope.synthetic")
+import logscope.synthetic as synthetic
 
 
 @pytest.mark.parametrize(

@@ -2,14 +2,14 @@
 
 Each is checked on injected cases (found, right step/line) and on healthy runs/logs (silent at
 warning and above). Log text is real-shaped (Ray prefixes, RayTaskError tracebacks, ANSI codes);
-it goes into Run.events directly, and through the console reader and the simulator when those
-are installed.
+it goes into Run.events directly, and through the console reader and the simulator.
 """
 
 from __future__ import annotations
 
-import importlib
+import ast
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -28,7 +28,9 @@ from logscope.detectors.runtime_errors import (
     VllmModelInspectionFailed,
 )
 
+import logscope.synthetic as syn
 from logscope.exceptions import BadDetectorParameters
+from logscope.ingest import load
 from logscope.model import severity_at_least
 from tests import _foundation_logs as L
 
@@ -525,27 +527,13 @@ def test_findings_are_json_serialisable():
             json.dumps(f.to_dict(), allow_nan=False)
 
 
-# ---- through the console reader and the simulator (when installed) ---------------------------
-
-
-def _importable(module: str, attr: str | None = None) -> bool:
-    """True when `module` (and `attr` in it) imports; parallel work may still be in progress."""
-    try:
-        mod = importlib.import_module(module)
-    except Exception:
-        return False
-    return attr is None or hasattr(mod, attr)
-
-
-HAS_CONSOLE = _importable("logscope.ingest.console", "read")
-HAS_SYNTHETIC = _importable("logscope.synthetic", "simulate")
+# ---- through the console reader and the simulator -------------------------------------------
 
 
 def _analyze(run):
     return [f for cls in ALL_MINE for f in cls().detect(run)]
 
 
-@pytest.mark.skipif(not HAS_CONSOLE, reason="console reader not installed yet")
 @pytest.mark.parametrize(
     ("text", "code", "step"),
     [
@@ -558,8 +546,6 @@ def _analyze(run):
     ],
 )
 def test_signatures_through_console_reader(tmp_path, text, code, step):
-    from logscope.ingest import load
-
     header = "".join(
         L.step_line(s, **{"actor/pg_loss": 0.01, "actor/grad_norm": 0.3}) + "\n" for s in (1, 2)
     )
@@ -580,7 +566,6 @@ def test_signatures_through_console_reader(tmp_path, text, code, step):
     assert f.evidence["quote"][:40] in lines[f.evidence["line"] - 1]
 
 
-@pytest.mark.skipif(not HAS_CONSOLE, reason="console reader not installed yet")
 @pytest.mark.parametrize(
     ("text", "code"),
     [
@@ -592,8 +577,6 @@ def test_signatures_through_console_reader(tmp_path, text, code, step):
 )
 def test_crash_only_console_log_is_read_and_diagnosed(tmp_path, text, code):
     """Acceptance: a log that only holds a crash (no step lines) reports its signature."""
-    from logscope.ingest import load
-
     path = tmp_path / "crash.log"
     path.write_text(text, encoding="utf-8")
     run = load(path)[0]
@@ -603,54 +586,34 @@ def test_crash_only_console_log_is_read_and_diagnosed(tmp_path, text, code):
     assert not ({"LS010", "LS011", "LS012", "LS013", "LS014", "LS015"} - {code}) & codes
 
 
-@pytest.mark.skipif(not HAS_CONSOLE, reason="console reader not installed yet")
 def test_healthy_console_log_is_silent(tmp_path):
-    from logscope.ingest import load
-
     path = tmp_path / "verl.log"
     path.write_text(L.HEALTHY_LOG, encoding="utf-8")
     run = load(path)[0]
     assert [f for f in _analyze(run) if severity_at_least(f.severity, "warning")] == []
 
 
-def _synthetic():
-    import logscope.synthetic as synthetic
-
-    return synthetic
-
-
-@pytest.mark.skipif(not HAS_SYNTHETIC, reason="logscope.synthetic.simulate not installed yet")
 @pytest.mark.parametrize("algorithm", ["grpo", "ppo"])
 def test_simulated_healthy_runs_are_silent(algorithm):
-    syn = _synthetic()
     for seed in (0, 1):
         run = syn.simulate(n_steps=150, algorithm=algorithm, seed=seed).to_run()
         loud = [f for f in _analyze(run) if severity_at_least(f.severity, "warning")]
         assert loud == [], [(f.code, f.message) for f in loud]
 
 
-@pytest.mark.skipif(not HAS_SYNTHETIC, reason="logscope.synthetic.simulate not installed yet")
 @pytest.mark.parametrize(
     ("kind", "code"),
     [("nan-loss", "LS001"), ("cuda-oom", "LS010"), ("grad-norm-not-finite", "LS016")],
 )
 def test_simulated_injections_are_found_at_their_step(kind, code):
-    syn = _synthetic()
-    if kind not in getattr(syn, "PATHOLOGIES", (kind,)):
-        pytest.skip(f"simulator cannot inject {kind}")
+    assert kind in syn.PATHOLOGIES
     sim = syn.simulate(n_steps=150, algorithm="grpo", seed=2, inject=[syn.Injection(kind, step=90)])
     found = [f for f in _analyze(sim.to_run()) if f.code == code]
     assert found, [(f.code, f.step) for f in _analyze(sim.to_run())]
     assert found[0].step is not None and abs(found[0].step - 90) <= 1
 
 
-@pytest.mark.skipif(
-    not (HAS_SYNTHETIC and HAS_CONSOLE), reason="simulator or console reader missing"
-)
 def test_simulated_nan_loss_through_console_log(tmp_path):
-    syn = _synthetic()
-    from logscope.ingest import load
-
     sim = syn.simulate(
         n_steps=120, algorithm="grpo", seed=4, inject=[syn.Injection("nan-loss", step=70)]
     )
@@ -734,10 +697,7 @@ def test_max_num_batched_tokens_too_small():
     assert only(verdict, "LS017").evidence["explained_by"] == "max-num-batched-tokens-too-small"
 
 
-@pytest.mark.skipif(not HAS_CONSOLE, reason="console reader not installed yet")
 def test_long_traceback_keeps_its_final_exception_line(tmp_path):
-    from logscope.ingest import load
-
     lines = [
         L.step_line(1, **{"actor/pg_loss": 0.1}),
         "(TaskRunner pid=1) Traceback (most recent call last):",
@@ -883,11 +843,9 @@ def _prefix(run, last_step: int):
     )
 
 
-@pytest.mark.skipif(not HAS_SYNTHETIC, reason="logscope.synthetic.simulate not installed yet")
 @pytest.mark.parametrize("kind", ["nan-loss", "grad-norm-not-finite", "cuda-oom"])
 def test_findings_on_prefixes_keep_their_identity(kind):
     """tail mode re-runs detectors on the run so far: (name, metric, step) must not move."""
-    syn = _synthetic()
     run = syn.simulate(
         n_steps=120, algorithm="ppo", seed=5, inject=[syn.Injection(kind, step=70)]
     ).to_run()
@@ -897,3 +855,74 @@ def test_findings_on_prefixes_keep_their_identity(kind):
     for last in range(60, 121, 5):
         seen = {f.key for d in detectors for f in d.detect(_prefix(run, last))}
         assert seen <= final, (last, seen - final)
+
+
+# ---- test hygiene: a broken project import fails, it is never skipped -------------------------
+
+PROJECT = ("logscope", "detectors", "app")
+BROAD = {"Exception", "BaseException", "ImportError", "ModuleNotFoundError"}
+
+
+def _is_project(name: object) -> bool:
+    return isinstance(name, str) and name.split(".")[0] in PROJECT
+
+
+def _call_name(node: ast.Call) -> str:
+    func = node.func
+    return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+
+
+def _imports_project(body: list[ast.stmt]) -> bool:
+    """True when `body` imports a project module, by statement or through importlib."""
+    for node in (n for stmt in body for n in ast.walk(stmt)):
+        if isinstance(node, ast.Import) and any(_is_project(a.name) for a in node.names):
+            return True
+        if isinstance(node, ast.ImportFrom) and _is_project(node.module):
+            return True
+        if isinstance(node, ast.Call) and _call_name(node) == "import_module":
+            return True
+    return False
+
+
+def _catches_import_errors(handler: ast.ExceptHandler) -> bool:
+    if handler.type is None:
+        return True
+    types = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+    return any(getattr(t, "id", getattr(t, "attr", "")) in BROAD for t in types)
+
+
+def skip_guards(source: str) -> list[int]:
+    """Lines where a test file turns a failing import of the project into a skip or a False."""
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and _call_name(node) in {"importorskip", "find_spec"}:
+            first = node.args[0] if node.args else None
+            if isinstance(first, ast.Constant) and _is_project(first.value):
+                lines.append(node.lineno)
+        guarded = isinstance(node, ast.Try) and _imports_project(node.body)
+        if guarded and any(_catches_import_errors(h) for h in node.handlers):
+            lines.append(node.lineno)
+    return sorted(lines)
+
+
+def test_skip_guards_are_found() -> None:
+    guarded = (
+        "import pytest\n"
+        "syn = pytest.importorskip('logscope.synthetic')\n"
+        "def ok():\n"
+        "    try:\n"
+        "        import logscope.ingest.console\n"
+        "    except Exception:\n"
+        "        return False\n"
+        "try:\n"
+        "    from _writers import w\n"
+        "except ImportError:\n"
+        "    from tests._writers import w\n"
+        "tb = pytest.importorskip('tensorboard')\n"
+    )
+    assert skip_guards(guarded) == [2, 4]
+
+
+@pytest.mark.parametrize("path", sorted(Path(__file__).parent.glob("*.py")), ids=lambda p: p.name)
+def test_no_test_file_skips_a_broken_project_import(path: Path) -> None:
+    assert skip_guards(path.read_text(encoding="utf-8")) == [], path

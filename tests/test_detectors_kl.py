@@ -22,7 +22,8 @@ from tests._ls1xx import (
 )
 from tests.helpers import make_run
 
-synthetic = pytest.importorskip("logscope.synthetic")
+import logscope.synthetic as synthetic
+
 Injection, simulate = synthetic.Injection, synthetic.simulate
 
 STEP_TOLERANCE = 5

@@ -12,8 +12,6 @@ are compared between the console, W&B and the simulated truth only.
 
 from __future__ import annotations
 
-import importlib.util
-
 import numpy as np
 import polars as pl
 import pytest
@@ -25,14 +23,13 @@ from logscope.detectors.registry import find
 
 from logscope.analyze import analyze_run
 from logscope.ingest import load
-from logscope.synthetic import Injection, format_step_line, simulate
+from logscope.synthetic import Injection, format_step_line, simulate, write_console_log
 
 try:
     from _ingest_writers import write_tensorboard, write_verl_jsonl, write_wandb_offline
 except ImportError:  # tests/ imported as a package
     from tests._ingest_writers import write_tensorboard, write_verl_jsonl, write_wandb_offline
 
-HAS_CONSOLE = importlib.util.find_spec("logscope.ingest.console") is not None
 VERSION = "0.5"  # repr-printed values (0.5+), so the console carries full precision
 INJECT = [
     Injection("kl-jump", 50),
@@ -78,12 +75,9 @@ def parity(tmp_path_factory):
         root / "wb", rows, config=sim.config, project="proj", name="exp", console=console
     )
     (runs["wandb"],) = load(folder.parent)  # the wandb/ directory
-    if HAS_CONSOLE:
-        from logscope.synthetic import write_console_log
-
-        log = root / "run.log"
-        write_console_log(sim, log)
-        (runs["console"],) = load(log)
+    log = root / "run.log"
+    write_console_log(sim, log)
+    (runs["console"],) = load(log)
     return sim, runs
 
 
@@ -93,8 +87,6 @@ SOURCES = ["jsonl", "tensorboard", "wandb", "console"]
 @pytest.mark.parametrize("source", SOURCES)
 def test_same_metrics(parity, source):
     sim, runs = parity
-    if source not in runs:
-        pytest.skip("console reader not available")
     run = runs[source]
     kind = {"jsonl": "verl-jsonl", "wandb": "wandb-offline", "console": "verl-console"}
     assert run.source.kind == kind.get(source, source)
@@ -135,8 +127,7 @@ def test_same_log_findings_where_the_log_is_carried(parity):
     expected = _findings(sim.to_run(), {"events"})
     assert any(name.startswith("grad-norm-not-finite") for _, name, _, _ in expected), expected
     for source in TEXT_SOURCES:
-        if source in runs:
-            assert _findings(runs[source], {"events"}) == expected, source
+        assert _findings(runs[source], {"events"}) == expected, source
 
 
 def test_config_findings_where_config_is_carried(parity):
@@ -146,10 +137,7 @@ def test_config_findings_where_config_is_carried(parity):
     }
     assert lint, "the simulated config should trip at least one config rule"
     for source in TEXT_SOURCES:
-        if source in runs:
-            got = {
-                (f.code, f.name)
-                for f in analyze_run(runs[source]).findings
-                if f.code.startswith("LS5")
-            }
-            assert got == lint, source
+        got = {
+            (f.code, f.name) for f in analyze_run(runs[source]).findings if f.code.startswith("LS5")
+        }
+        assert got == lint, source

@@ -5,7 +5,11 @@ from __future__ import annotations
 import subprocess
 import threading
 import time
+from pathlib import Path
 
+import pytest
+
+from logscope import wake
 from logscope.wake import LOCAL_FILESYSTEMS, ChangeWaiter, filesystem_type
 from tests._reliability import logscope_argv, subprocess_env
 from tests.slack_server import SlackStandIn
@@ -27,13 +31,29 @@ def test_filesystem_type_takes_the_longest_mount_point() -> None:
     assert filesystem_type("/x", "garbage line\n") is None
 
 
-def test_a_write_wakes_the_waiter_long_before_its_interval(tmp_path) -> None:
+def local_or_skip(folder: Path) -> None:
+    """Skip where the platform has no inotify for `folder`: its file system is polled."""
+    kind = filesystem_type(folder)
+    if kind not in LOCAL_FILESYSTEMS:
+        pytest.skip(f"{folder} is on {kind or 'an unknown file system'}: polled, no inotify")
+
+
+def test_a_polled_file_system_sleeps_its_poll_interval(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(wake, "filesystem_type", lambda path: "nfs4")
     log = tmp_path / "train.log"
     log.write_text("")
     waiter = ChangeWaiter(log, poll_interval=0.5)
-    if filesystem_type(tmp_path) not in LOCAL_FILESYSTEMS:
-        assert not waiter.watching and waiter.interval == 0.5
-        return
+    assert not waiter.watching and waiter.interval == 0.5
+    t = time.monotonic()
+    waiter.wait()
+    assert 0.4 < time.monotonic() - t < 3.0
+
+
+def test_a_write_wakes_the_waiter_long_before_its_interval(tmp_path) -> None:
+    local_or_skip(tmp_path)
+    log = tmp_path / "train.log"
+    log.write_text("")
+    waiter = ChangeWaiter(log, poll_interval=0.5)
     try:
         assert waiter.watching and waiter.interval >= 5
         (tmp_path / "other.log").write_text("x\n")  # another file in the folder: no wake-up
@@ -48,9 +68,8 @@ def test_a_write_wakes_the_waiter_long_before_its_interval(tmp_path) -> None:
 def test_tail_alerts_on_a_local_append_without_waiting_for_its_poll(tmp_path) -> None:
     """--poll-interval 60: only the inotify wake-up can deliver the alert within seconds."""
     log = tmp_path / "train.log"
+    local_or_skip(tmp_path)
     log.write_text("(TaskRunner pid=1) step:1 - actor/pg_loss:0.1 - actor/grad_norm:1.0\n")
-    if filesystem_type(tmp_path) not in LOCAL_FILESYSTEMS:
-        return  # polled file system: covered by the other tail tests
     with SlackStandIn() as slack:
         env = subprocess_env(LOGSCOPE_SLACK_WEBHOOK=slack.url)
         argv = logscope_argv(
@@ -81,15 +100,15 @@ def test_tail_alerts_on_a_local_append_without_waiting_for_its_poll(tmp_path) ->
 
 
 def test_a_write_through_a_symlinked_log_wakes_the_waiter(tmp_path) -> None:
+    local_or_skip(tmp_path)
     (tmp_path / "runs").mkdir()
     target = tmp_path / "runs" / "train.log"
     target.write_text("")
     link = tmp_path / "latest.log"
     link.symlink_to(target)
     waiter = ChangeWaiter(link, poll_interval=0.5)
-    if not waiter.watching:
-        return  # polled file system
     try:
+        assert waiter.watching
         threading.Timer(0.3, lambda: target.write_text("step:1 - a:1\n")).start()
         t = time.monotonic()
         waiter.wait()

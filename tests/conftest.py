@@ -1,0 +1,21 @@
+"""Shared pytest setup: the hypothesis profiles.
+
+CI (`HYPOTHESIS_PROFILE=ci`, exported by .ci/run, or any `CI` environment) draws the same
+examples on every run, so a red CI is a real failure that the next run shows again, not the
+luck of a seed. Locally the default profile keeps exploring new examples (and remembers the
+failing ones in .hypothesis/).
+"""
+
+from __future__ import annotations
+
+import os
+
+from hypothesis import settings
+
+settings.register_profile(
+    "ci", derandomize=True, database=None, deadline=None, max_examples=100, print_blob=True
+)
+settings.register_profile("dev", deadline=None)
+settings.load_profile(
+    os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev")
+)
