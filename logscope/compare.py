@@ -33,7 +33,8 @@ import numpy as np
 from logscope.aliases import resolve, validation_metrics
 from logscope.detectors._stats import robust_sigma
 from logscope.model import Run, jsonable
-from logscope.report import Report, md_code, md_escape
+from logscope.report import HTML_STYLE, Report, md_code, md_escape
+from logscope.report import html_escape as h
 
 UNSET = "<unset>"
 LAST_FRACTION = 0.2
@@ -238,6 +239,56 @@ class Compare:
                     f"| {md_code(r.key)} | " + " | ".join(md_code(_fmt(v)) for v in r.values) + " |"
                 )
         return "\n".join(out).rstrip() + "\n"
+
+    def to_html(self) -> str:
+        """A standalone HTML page of the comparison (everything from a log escaped)."""
+        parts = [
+            "<!doctype html><html><head><meta charset='utf-8'><title>logscope compare</title>",
+            f"<style>{HTML_STYLE}</style></head><body><h1>logscope compare</h1>",
+            "<p>Runs (the first is the reference):</p><ol>",
+        ]
+        parts += [
+            f"<li>{h(label)} (<code>{h(rid)}</code>)</li>"
+            for rid, label in zip(self.run_ids, self.labels, strict=True)
+        ]
+        parts.append("</ol><h2>Key metrics</h2>")
+        parts.append(
+            "<p>Median over the last 20% of each run; validation: last value. Δ and % against "
+            "the first run.</p><table><tr><th>metric</th>"
+            + "".join(f"<th>{h(lab)}</th>" for lab in self.labels)
+            + "</tr>"
+        )
+        for row in self.rows:
+            cells = "".join(
+                f"<td>{h(_cell(v, row.deltas[i], row.pct[i], i))}</td>"
+                for i, v in enumerate(row.values)
+            )
+            parts.append(f"<tr><td>{h(row.label)}</td>{cells}</tr>")
+        parts.append("</table><h2>Divergence</h2><ul>")
+        for d in self.divergence:
+            if d.step is not None:
+                parts.append(
+                    f"<li>{h(d.run_id)}: <code>{h(d.metric)}</code> is {h(d.direction)} than "
+                    f"the reference from step {d.step} on</li>"
+                )
+            else:
+                parts.append(f"<li>{h(d.run_id)}: no divergence ({h(d.reason)})</li>")
+        parts.append("</ul><h2>Config diff</h2>")
+        if not self.config_diff:
+            known = "" if all(self.config_known) else " (config unknown)"
+            parts.append(f"<p>No differences{known}</p>")
+        else:
+            parts.append(
+                "<table><tr><th>key</th>"
+                + "".join(f"<th>{h(lab)}</th>" for lab in self.labels)
+                + "</tr>"
+            )
+            for r in self.config_diff:
+                cells = "".join(f"<td><code>{h(_fmt(v))}</code></td>" for v in r.values)
+                parts.append(f"<tr><td><code>{h(r.key)}</code></td>{cells}</tr>")
+            parts.append("</table>")
+        parts.append("</body></html>")
+        return "\n".join(parts)
 
 
 def _fmt(value: Any) -> str:

@@ -230,7 +230,7 @@ def _md_health(rows: list[HealthRow]) -> list[str]:
 
 
 # ---- HTML -------------------------------------------------------------------------------
-_HTML_STYLE = """
+HTML_STYLE = """
 body{font-family:system-ui,sans-serif;max-width:980px;margin:2em auto;color:#222}
 .sev{display:inline-block;padding:0 .5em;border-radius:4px;color:#fff;font-size:.85em}
 .critical{background:#8b0000}.error{background:#c0392b}.warning{background:#d68910}.info{background:#2471a3}
@@ -240,14 +240,18 @@ table{border-collapse:collapse}td,th{border:1px solid #ddd;padding:.2em .6em;tex
 """
 
 
-def _h(value: Any) -> str:
+def html_escape(value: Any) -> str:
+    """A value as HTML text (log content is never markup)."""
     return html.escape(_fmt_value(value) if not isinstance(value, str) else value, quote=True)
+
+
+_h = html_escape
 
 
 def render_html(reports: list[Report]) -> str:
     parts = [
         "<!doctype html><html><head><meta charset='utf-8'><title>logscope report</title>",
-        f"<style>{_HTML_STYLE}</style></head><body>",
+        f"<style>{HTML_STYLE}</style></head><body>",
     ]
     for report in reports:
         s = report.run.summary()

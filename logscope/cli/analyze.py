@@ -9,7 +9,14 @@ import typer
 
 from logscope.cli.common import (
     FailOn,
+    FailOnOption,
+    NoCacheOption,
+    OnlyOption,
     OutputFormat,
+    OutputOption,
+    SkipOption,
+    SourceOption,
+    StoreOption,
     emit_reports,
     progress_bar,
     same_file,
@@ -26,38 +33,21 @@ def analyze(
         # str, not Path: Path("wandb://e/p/id") would collapse the URI's "//"
         list[str],
         typer.Argument(
-            help="verl console logs, pasted excerpts or other supported runs; - reads stdin."
+            metavar="PATH...",
+            help="Logs, JSONL, TensorBoard or W&B runs, CSV exports, or folders of them; - reads "
+            "standard input (a pasted excerpt).",
         ),
     ],
     format: Annotated[
         OutputFormat, typer.Option("--format", "-f", help="Output format.")
     ] = OutputFormat.rich,
-    output: Annotated[
-        Path | None, typer.Option("--output", "-o", help="Write the report to FILE.")
-    ] = None,
-    fail_on: Annotated[
-        FailOn,
-        typer.Option("--fail-on", help="Exit 1 when a finding is at or above this severity."),
-    ] = FailOn.error,
-    only: Annotated[
-        list[str] | None,
-        typer.Option("--only", help="Run only these codes/names (comma-separated)."),
-    ] = None,
-    skip: Annotated[
-        list[str] | None, typer.Option("--skip", help="Skip these codes/names (comma-separated).")
-    ] = None,
-    source: Annotated[
-        str | None, typer.Option("--source", help="Force the reader (e.g. verl-console).")
-    ] = None,
-    store: Annotated[
-        Path | None,
-        typer.Option(
-            "--store", envvar="LOGSCOPE_STORE", help="Store folder (default: ~/.cache/logscope)."
-        ),
-    ] = None,
-    no_cache: Annotated[
-        bool, typer.Option("--no-cache", help="Parse again; don't read or write the store.")
-    ] = False,
+    output: OutputOption = None,
+    fail_on: FailOnOption = FailOn.error,
+    only: OnlyOption = None,
+    skip: SkipOption = None,
+    source: SourceOption = None,
+    store: StoreOption = None,
+    no_cache: NoCacheOption = False,
 ) -> None:
     """Diagnose verl runs: what went wrong, where, and which parameter to change.
 

@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -30,6 +31,57 @@ class FailOn(StrEnum):
     error = "error"
     critical = "critical"
     never = "never"
+
+
+# ---- options shared by the commands (declared once: same name, metavar and help everywhere) --
+StoreOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--store",
+        envvar="LOGSCOPE_STORE",
+        metavar="DIR",
+        help="Store folder (default: ~/.cache/logscope).",
+    ),
+]
+NoCacheOption = Annotated[
+    bool, typer.Option("--no-cache", help="Parse again; don't read or write the store.")
+]
+OutputOption = Annotated[
+    Path | None,
+    typer.Option("--output", "-o", metavar="FILE", help="Write to FILE instead of stdout."),
+]
+FailOnOption = Annotated[
+    FailOn,
+    typer.Option(
+        "--fail-on",
+        metavar="SEVERITY",
+        help="Exit 1 when a finding is at or above SEVERITY: info, warning, error, critical, "
+        "or never.",
+    ),
+]
+OnlyOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--only",
+        metavar="CODES",
+        help="Run only these diagnoses: codes or names, comma-separated (LS010,kl-jump).",
+    ),
+]
+SkipOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--skip", metavar="CODES", help="Skip these diagnoses: codes or names, comma-separated."
+    ),
+]
+SourceOption = Annotated[
+    str | None,
+    typer.Option(
+        "--source",
+        metavar="KIND",
+        help="Force the reader: verl-console, verl-jsonl, tensorboard, wandb-offline, "
+        "wandb-online, wandb-csv or table.",
+    ),
+]
 
 
 def split_codes(values: list[str] | None) -> list[str] | None:

@@ -11,7 +11,16 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from logscope.cli.common import user_errors, write_output
+from logscope.cli.common import (
+    FailOn,
+    FailOnOption,
+    NoCacheOption,
+    OutputOption,
+    StoreOption,
+    same_file,
+    user_errors,
+    write_output,
+)
 from logscope.exceptions import LogscopeError
 
 
@@ -19,29 +28,31 @@ class CompareFormat(StrEnum):
     rich = "rich"
     json = "json"
     markdown = "markdown"
+    html = "html"
 
 
 def compare(
     runs: Annotated[
         list[str],
-        typer.Argument(help="Two or more logs (or stored run ids); the first is the reference."),
+        typer.Argument(
+            metavar="RUN...",
+            help="Two or more logs (or stored run ids); the first is the reference.",
+        ),
     ],
     format: Annotated[
         CompareFormat, typer.Option("--format", "-f", help="Output format.")
     ] = CompareFormat.rich,
-    store: Annotated[
-        Path | None,
-        typer.Option(
-            "--store", envvar="LOGSCOPE_STORE", help="Store folder (default: ~/.cache/logscope)."
-        ),
-    ] = None,
-    no_cache: Annotated[
-        bool, typer.Option("--no-cache", help="Parse again; don't read or write the store.")
-    ] = False,
+    output: OutputOption = None,
+    fail_on: FailOnOption = FailOn.never,
+    store: StoreOption = None,
+    no_cache: NoCacheOption = False,
 ) -> None:
     """Compare runs against the first: key metrics with deltas, where they part, config diff.
 
-    Example: logscope compare verl_baseline.log verl_tuned.log --format markdown
+    With --fail-on, every run is also analysed, and the exit code is 1 when one of them has a
+    finding at or above that severity (e.g. a candidate run in CI). Exit 2: fewer than two runs.
+
+    Example: logscope compare verl_baseline.log verl_tuned.log --format markdown -o diff.md
     """
     import json
 
@@ -49,6 +60,8 @@ def compare(
     from logscope.store import Store
 
     with user_errors():
+        if output is not None and any(same_file(output, Path(r)) for r in runs):
+            raise LogscopeError(f"--output {output} is one of the inputs; refusing to overwrite it")
         st = Store(store)
         loaded = []
         for item in runs:
@@ -62,11 +75,21 @@ def compare(
             )
         cmp = compare_runs(loaded)
         if format == CompareFormat.json:
-            write_output(json.dumps(cmp.to_dict(), indent=2, allow_nan=False), None)
+            write_output(json.dumps(cmp.to_dict(), indent=2, allow_nan=False), output)
         elif format == CompareFormat.markdown:
-            write_output(cmp.to_markdown(), None)
-        else:
+            write_output(cmp.to_markdown(), output)
+        elif format == CompareFormat.html:
+            write_output(cmp.to_html(), output)
+        elif output is None:
             render_compare(cmp, Console())
+        else:
+            with output.open("w", encoding="utf-8") as fh:
+                render_compare(cmp, Console(file=fh, width=110, force_terminal=False))
+    if fail_on != FailOn.never:
+        from logscope.analyze import analyze_run
+
+        if any(analyze_run(run).fails(fail_on.value) for run in loaded):
+            raise typer.Exit(1)
 
 
 def _num(value: float | None) -> str:

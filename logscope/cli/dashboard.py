@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from logscope.cli.common import err_console, user_errors
+from logscope.cli.common import StoreOption, err_console, user_errors
 from logscope.exceptions import OptionalDependencyMissing
 
 
@@ -47,14 +47,12 @@ def dashboard(
     paths: Annotated[
         # str, not Path: Path("wandb://e/p/id") would collapse the URI's "//"
         list[str] | None,
-        typer.Argument(help="Logs to add to the store first (they are preselected in the app)."),
-    ] = None,
-    store: Annotated[
-        Path | None,
-        typer.Option(
-            "--store", envvar="LOGSCOPE_STORE", help="Store folder (default: ~/.cache/logscope)."
+        typer.Argument(
+            metavar="[PATH]...",
+            help="Logs to add to the store first (they are preselected in the app).",
         ),
     ] = None,
+    store: StoreOption = None,
     port: Annotated[int, typer.Option("--port", help="Port to serve on.")] = 8501,
     host: Annotated[
         str, typer.Option("--host", help="Address to bind (127.0.0.1: this machine only).")

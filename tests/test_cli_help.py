@@ -1,0 +1,73 @@
+"""`--help` a newcomer can read: plain metavars, the same option spelled the same everywhere."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from logscope import __version__
+from logscope.cli import app
+
+ROOT = Path(__file__).resolve().parent.parent
+COMMANDS = ["analyze", "check", "compare", "dashboard", "rules", "tail"]
+runner = CliRunner()
+
+
+def help_text(*command: str) -> str:
+    result = runner.invoke(app, [*command, "--help"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    return result.stdout
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_help_shows_no_python_types(command: str) -> None:
+    text = help_text(command)
+    assert not re.search(r"<(bool|str|int|float|path|list\[)", text), text
+    assert "{" not in text.split("\n\n")[0], text  # the usage line: PATH..., not {paths}
+
+
+def option_help(text: str, option: str) -> str:
+    """The help words of `option` in a rendered --help (box characters and wrapping removed)."""
+    lines = [line.strip("│ ") for line in text.splitlines()]
+    for i, line in enumerate(lines):
+        if re.match(rf"{re.escape(option)}\b", line):
+            words = [line]
+            for follow in lines[i + 1 :]:
+                if not follow or follow.startswith("-") or follow.startswith("╰"):
+                    break
+                words.append(follow)
+            return " ".join(" ".join(words).split()[1:])
+    raise AssertionError(f"{option} not in help")
+
+
+@pytest.mark.parametrize("option", ["--store", "--no-cache", "--fail-on", "--output"])
+def test_a_shared_option_reads_the_same_in_every_command(option: str) -> None:
+    helps = {c: option_help(help_text(c), option) for c in COMMANDS if option in help_text(c)}
+    assert len(helps) >= 2, helps
+    assert len(set(helps.values())) == 1, helps
+
+
+def test_version() -> None:
+    result = runner.invoke(app, ["--version"])
+    assert result.exit_code == 0 and result.stdout.strip() == f"logscope {__version__}"
+
+
+def test_compare_writes_html_and_json_to_a_file_and_fails_on_findings(tmp_path: Path) -> None:
+    base, tuned = ROOT / "fixtures" / "verl_baseline.log", ROOT / "fixtures" / "verl_tuned.log"
+    store = ["--store", str(tmp_path / "store")]
+    page = tmp_path / "cmp.html"
+    result = runner.invoke(
+        app, ["compare", str(base), str(tuned), "-f", "html", "-o", str(page), *store]
+    )
+    assert result.exit_code == 0 and result.stdout == ""
+    text = page.read_text()
+    assert text.startswith("<!doctype html>") and "verl_tuned" in text and "Config diff" in text
+    out = tmp_path / "cmp.json"
+    args = ["compare", str(base), str(tuned), "-f", "json", "-o", str(out), *store]
+    assert runner.invoke(app, [*args, "--fail-on", "warning"]).exit_code == 1  # baseline warns
+    assert json.loads(out.read_text())["schema"] == "logscope.compare/1"
+    assert runner.invoke(app, [*args, "--fail-on", "critical"]).exit_code == 0
