@@ -12,10 +12,12 @@ from __future__ import annotations
 from abc import abstractmethod
 from typing import ClassVar
 
+from logscope.advice import cited
 from logscope.check import rules
 from logscope.check.rules import ConfigView, Hit
 from logscope.detector import Detector
 from logscope.model import Finding, Run
+from logscope.sources import cite, cite_all
 
 #: Source kinds of runs that have not started (a command line or a YAML file).
 PREFLIGHT_KINDS = frozenset({"verl-command", "verl-yaml"})
@@ -65,11 +67,11 @@ class ConfigRule(Detector):
         return self.finding(
             severity=hit.severity,
             title=hit.title or self.title,
-            message=hit.message,
+            message=cite(hit.message),
             step=step,
             evidence=hit.evidence,
-            advice=hit.advice,
-            references=hit.references,
+            advice=[cited(a) for a in hit.advice],
+            references=cite_all(hit.references),
         )
 
 
@@ -78,12 +80,14 @@ class MicroBatchOomRisk(ConfigRule):
 
     What it detects:
         `actor.ppo_micro_batch_size_per_gpu × (data.max_prompt_length + data.max_response_length)`
-        above 12,000 tokens per GPU per micro-step (rule A1). The suggested value comes from the
-        article's golden formula `floor(24·1024 / (prompt + response))` (A2); when the model size
-        is known from `actor_rollout_ref.model.path` (e.g. `Qwen2.5-7B-Instruct` → 7B), the
-        evidence adds A3's estimate `micro × tokens × hidden_size × 2.5`. The message says which
-        rule fired: both (error), or only A1 (warning: A2 still allows it, the rules disagree
-        for long sequences). Skipped with `actor.use_dynamic_bsz=True`.
+        above 12,000 tokens per GPU per micro-step. Error when the micro batch is also above the
+        article's golden formula `floor(24·1024 / (prompt + response))`, with one suggested
+        value; info, with nothing to change, when only the 12,000-token limit is passed (the
+        golden formula, which gives the suggested value, allows it: the two heuristics disagree
+        for long sequences), so checking the suggested value never asks for another. When the
+        model is known from `actor_rollout_ref.model.path` (e.g. `Qwen2.5-7B-Instruct` → 7B),
+        the message adds the article's memory estimate `micro × tokens × hidden_size × 2.5`.
+        Skipped with `actor.use_dynamic_bsz=True`.
 
     Why it matters:
         Activation memory in the update grows with tokens per micro-step; the run dies with
@@ -96,14 +100,17 @@ class MicroBatchOomRisk(ConfigRule):
         A100-40G for this case.
 
     Advice:
-        Set `actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu` to the golden value (rounded
-        down to a multiple of the rollout TP size), or to the A1-safe value when only A1 fires.
-        Gradient accumulation keeps the effective batch (`ppo_mini_batch_size`) unchanged.
+        Set `actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu` to the largest value at or
+        below the golden one that is a multiple of the rollout TP size and divides each GPU's
+        mini-batch (`ppo_mini_batch_size × n ÷ (GPUs ÷ SP)`, verl's own check), where such a
+        value exists, so the micro-batch rules (LS501, LS502, LS516) agree on it. Gradient
+        accumulation keeps the effective batch (`ppo_mini_batch_size`) unchanged.
 
     Known false positives:
         GPUs with much more than 40 GB, gradient checkpointing, offloading or sequence
-        parallelism make larger micro batches fit. A3's number is the article's heuristic: it
-        does not reproduce the article's own 38 GB (it is shown as a relative size only).
+        parallelism make larger micro batches fit. The memory estimate is the article's
+        heuristic: it does not reproduce the article's own 38 GB (it is shown as a relative
+        size only).
 
     References:
         seed:grpo-pitfalls §1.1–1.3; tuning_knowledge.md A1–A3.
@@ -132,7 +139,7 @@ class MicroBatchTpMismatch(ConfigRule):
 
     What it detects:
         `actor.ppo_micro_batch_size_per_gpu % rollout.tensor_model_parallel_size != 0` with a
-        TP size above 1 (rule A4; verl's default TP size is 2).
+        TP size above 1 (verl's default TP size is 2).
 
     Why it matters:
         The GRPO article ties this to vLLM tensor-split errors such as `RuntimeError: Expected
@@ -143,14 +150,16 @@ class MicroBatchTpMismatch(ConfigRule):
         actor_rollout_ref.rollout.tensor_model_parallel_size=2` → suggest 2.
 
     Advice:
-        The largest multiple of the TP size at or below the current micro batch.
+        The largest multiple of the TP size at or below the current micro batch (or just above,
+        when it is below the TP size) that stays within the golden formula and divides each
+        GPU's mini-batch; when none does, no value is suggested (change the mini batch or TP).
 
     Known false positives:
         verl does not enforce this and many runs use odd micro batches without trouble; it is
-        the article's claim, hence a warning.
+        the GRPO article's claim, hence a warning.
 
     References:
-        seed:grpo-pitfalls §1.2; tuning_knowledge.md A4, C5.
+        seed:grpo-pitfalls §1.2.
     """
 
     code = "LS502"
@@ -171,7 +180,7 @@ class GrpoGroupSize(ConfigRule):
 
     Why it matters:
         With n=1 verl's GRPO advantage is the raw score (group mean 0, std 1) and verl does not
-        check it. Small groups give a noisy baseline; the article measured on GSM8K/Qwen2-7B:
+        check it. Small groups give a noisy baseline; the GRPO article measured on GSM8K/Qwen2-7B:
         n=4 reward std 0.18, 1200 steps to converge; n=8 std 0.11, 950 steps; n=16 std 0.09 but
         +47% step time, and vLLM hangs in rollout.
 
@@ -187,7 +196,7 @@ class GrpoGroupSize(ConfigRule):
         Large n can be deliberate (pass@k estimators, research on group size).
 
     References:
-        seed:grpo-pitfalls §2.1–2.2; verl:trainer/ppo/core_algos.py; tuning_knowledge.md A5.
+        seed:grpo-pitfalls §2.1–2.2; verl:trainer/ppo/core_algos.py.
     """
 
     code = "LS503"
@@ -219,8 +228,10 @@ class BatchNotDivisibleByN(ConfigRule):
         suggest 496 (500 × 8 = 4000 is divisible by 8 GPUs, so verl itself accepts it).
 
     Advice:
-        The largest `data.train_batch_size` at or below the current one that is a multiple of
-        n and whose product with n divides by the GPU count.
+        The largest `data.train_batch_size` at or below the current one (the smallest above
+        when none is) that is a multiple of n and whose product with n divides by the GPU
+        count: both checks suggest the same value. When the GPU count is verl's default (the
+        user set no `trainer.n_gpus_per_node`), the message says so.
 
     Known false positives:
         The article's error text `batch_size must be divisible by n` is not verl's; verl
@@ -243,7 +254,7 @@ class MiniBatchNotDivisor(ConfigRule):
     """The PPO mini batch does not divide the train batch.
 
     What it detects:
-        `data.train_batch_size % actor.ppo_mini_batch_size != 0` (rule A7), with the share of
+        `data.train_batch_size % actor.ppo_mini_batch_size != 0`, with the share of
         each step's prompts outside the full mini-batches.
 
     Why it matters:
@@ -256,16 +267,16 @@ class MiniBatchNotDivisor(ConfigRule):
         mini-batches use 384 of 500 prompts (76.8%) → suggest 125.
 
     Advice:
-        The largest divisor of the train batch at or below the current mini batch (or make the
-        train batch a multiple of the mini batch).
+        The largest divisor of the train batch at or below the current mini batch that still
+        gives every GPU a sample (or make the train batch a multiple of the mini batch).
 
     Known false positives:
         None known for the arithmetic; the size of the effect depends on the verl version's
-        splitting. The article's own example (256/64) divides exactly, so this rule stays
+        splitting. The PPO article's own example (256/64) divides exactly, so this rule stays
         silent on it.
 
     References:
-        seed:ppo-tuning §5.1; tuning_knowledge.md A7.
+        seed:ppo-tuning §5.1.
     """
 
     code = "LS505"
@@ -316,10 +327,10 @@ class KlCoefZero(ConfigRule):
         `actor.kl_loss_coef=0` with `actor.use_kl_loss=True` (error), an explicit
         `kl_loss_coef=0` without the KL loss (warning for GRPO without in-reward KL, else
         info), and `algorithm.kl_ctrl.kl_coef=0` with `algorithm.use_kl_in_reward=True`
-        (warning). Rule A8.
+        (warning).
 
     Why it matters:
-        Without a KL constraint the policy drifts from the reference; the article reports
+        Without a KL constraint the policy drifts from the reference; the GRPO article reports
         gibberish and repetition.
 
     Example:
@@ -334,7 +345,7 @@ class KlCoefZero(ConfigRule):
         Deliberate KL-free recipes (e.g. DAPO-style training without a reference model).
 
     References:
-        seed:grpo-pitfalls §3.1, §3.3; tuning_knowledge.md A8.
+        seed:grpo-pitfalls §3.1, §3.3.
     """
 
     code = "LS507"
@@ -353,10 +364,10 @@ class KlCoefScaleMismatch(ConfigRule):
         The active KL coefficient (`actor.kl_loss_coef` with the KL loss on;
         `algorithm.kl_ctrl.kl_coef` with in-reward KL, or set explicitly on a command line) at
         0.001 or more for a model of ≤ 3B, or at 0.001 or less for ≥ 30B (model size from
-        `actor_rollout_ref.model.path`). Rule A8.
+        `actor_rollout_ref.model.path`).
 
     Why it matters:
-        The article: 0.001 is tuned for ~7B; on a small model it over-suppresses the policy
+        The GRPO article: 0.001 is tuned for ~7B; on a small model it over-suppresses the policy
         (reward grows slowly), on 72B it is too weak (loss oscillates).
 
     Example:
@@ -364,15 +375,15 @@ class KlCoefScaleMismatch(ConfigRule):
         article's tuned run used).
 
     Advice:
-        Half the coefficient for small models, double it for large ones, as a starting point;
-        then calibrate on the KL to the reference (0.01–0.03) and keep it fixed.
+        The starting value by model size (0.0005 up to 3B, 0.002 from 30B), which this rule
+        accepts; then calibrate on the KL to the reference (0.01–0.03) and keep it fixed.
 
     Known false positives:
-        The article gives a direction, not numbers; a coefficient already calibrated for the
+        The GRPO article gives a direction, not numbers; a coefficient already calibrated for the
         task is fine. Sizes are guessed from the model path.
 
     References:
-        seed:grpo-pitfalls §3.1–3.2; seed:ppo-tuning §4.2; tuning_knowledge.md A8.
+        seed:grpo-pitfalls §3.1–3.2; seed:ppo-tuning §4.2.
     """
 
     code = "LS508"
@@ -394,7 +405,7 @@ class GpuMemoryUtilizationRisk(ConfigRule):
     What it detects:
         `rollout.gpu_memory_utilization` above 0.7 (error; warning when the actor's parameters
         and optimizer state are offloaded), above the advised range (warning), or below it
-        (info). Range (rule A9): 0.5–0.65 for models ≤ 1.5B (PPO article), 0.4–0.5
+        (info). Range: 0.5–0.65 for models ≤ 1.5B (PPO article), 0.4–0.5
         on one GPU, 0.3–0.4 with 8-GPU FSDP (GRPO article), 0.4–0.5 for 2–7 GPUs.
 
     Why it matters:
@@ -415,7 +426,7 @@ class GpuMemoryUtilizationRisk(ConfigRule):
         articles assume. verl's own default (0.5) is above the 8-GPU range.
 
     References:
-        seed:grpo-pitfalls §4; seed:ppo-tuning §2.1; tuning_knowledge.md A9.
+        seed:grpo-pitfalls §4; seed:ppo-tuning §2.1.
     """
 
     code = "LS509"
@@ -433,7 +444,7 @@ class ShuffleMismatch(ConfigRule):
     """`data.shuffle` and `actor.shuffle` differ.
 
     What it detects:
-        `data.shuffle != actor_rollout_ref.actor.shuffle` (rule A10). Warning when the user
+        `data.shuffle != actor_rollout_ref.actor.shuffle`. Warning when the user
         set one of them, info when the mismatch is verl's defaults (True/False).
 
     Why it matters:
@@ -449,10 +460,10 @@ class ShuffleMismatch(ConfigRule):
 
     Known false positives:
         By verl's mechanics `actor.shuffle` only reorders samples inside an update, and verl's
-        defaults differ, so most runs are fine; this is the article's advice.
+        defaults differ, so most runs are fine; this is the GRPO article's advice.
 
     References:
-        seed:grpo-pitfalls §5; tuning_knowledge.md A10.
+        seed:grpo-pitfalls §5.
     """
 
     code = "LS510"
@@ -468,10 +479,10 @@ class SeedUnset(ConfigRule):
     """No explicit seed is set.
 
     What it detects:
-        Neither `data.seed` nor `trainer.seed` set (rule A11).
+        Neither `data.seed` nor `trainer.seed` set.
 
     Why it matters:
-        The article asks for a fixed, recorded seed so runs can be compared. verl seeds its
+        The GRPO article asks for a fixed, recorded seed so runs can be compared. verl seeds its
         data sampler with 1 when `data.seed` is absent, so the data order is repeatable anyway.
 
     Example:
@@ -484,8 +495,7 @@ class SeedUnset(ConfigRule):
         Most runs: verl's sampler default makes the data order repeatable; hence info.
 
     References:
-        seed:grpo-pitfalls §5.1; verl:trainer/main_ppo.py (create_rl_sampler);
-        tuning_knowledge.md A11.
+        seed:grpo-pitfalls §5.1; verl:trainer/main_ppo.py (create_rl_sampler).
     """
 
     code = "LS511"
@@ -504,7 +514,7 @@ class ResponseLengthMismatch(ConfigRule):
     """The rollout's response length differs from the data's.
 
     What it detects:
-        `actor_rollout_ref.rollout.response_length != data.max_response_length` (rule A12). In
+        `actor_rollout_ref.rollout.response_length != data.max_response_length`. In
         verl the first follows the second unless overridden by hand.
 
     Why it matters:
@@ -513,8 +523,8 @@ class ResponseLengthMismatch(ConfigRule):
 
     Example:
         `actor_rollout_ref.rollout.response_length=256 data.max_response_length=200`: up to 56
-        tokens per response wasted (the article says 64, an arithmetic slip) → suggest
-        `data.max_response_length=256`, as the article did.
+        tokens per response wasted (the PPO article says 64, an arithmetic slip) → suggest
+        `data.max_response_length=256`, as the PPO article did.
 
     Advice:
         Make the two equal: raise the smaller one, or drop the hand override.
@@ -523,7 +533,7 @@ class ResponseLengthMismatch(ConfigRule):
         None known.
 
     References:
-        seed:ppo-tuning §5.2; tuning_knowledge.md A12, B5.
+        seed:ppo-tuning §5.2.
     """
 
     code = "LS512"
@@ -540,12 +550,12 @@ class RolloutBatchingMismatch(ConfigRule):
     What it detects:
         Before a run: `max_num_batched_tokens < max_num_seqs` (vLLM refuses) and
         `max_num_batched_tokens < max_prompt_length + max_response_length` with chunked prefill
-        on (verl refuses). On a command or YAML: only one of the two changed (info; rule A13:
-        change them together). For models ≤ 1.5B at verl's defaults (8192/1024): info with the PPO
+        on (verl refuses). On a command or YAML: only one of the two moved away from verl's
+        default (info: change them together). For models ≤ 1.5B at verl's defaults (8192/1024): info with the PPO
         article's tuned pair 16384/1896.
 
     Why it matters:
-        The two set vLLM's per-iteration token budget and concurrency; the article measured
+        The two set vLLM's per-iteration token budget and concurrency; the PPO article measured
         +22% throughput and response_length/clip_ratio 0.012 → 0.003 from raising both.
 
     Example:
@@ -557,13 +567,13 @@ class RolloutBatchingMismatch(ConfigRule):
         Change both, keeping the tokens-per-sequence ratio; satisfy vLLM's and verl's limits.
 
     Known false positives:
-        The article's stated reason (ratio near the mean sequence length, ≈ 239 on GSM8K)
+        The PPO article's stated reason (ratio near the mean sequence length, ≈ 239 on GSM8K)
         does not match its own numbers (8 → 8.6); the info is a measured recipe for small
         models, not a derived bound.
 
     References:
         seed:ppo-tuning §2.2; verl:workers/rollout/vllm_rollout; vllm:config.py
-        (SchedulerConfig); tuning_knowledge.md A13.
+        (SchedulerConfig).
     """
 
     code = "LS513"
@@ -583,7 +593,7 @@ class LogProbMicroBatch(ConfigRule):
     What it detects:
         `rollout.log_prob_micro_batch_size_per_gpu` (and the reference model's, when a KL
         term uses it) unset before a run without dynamic batch size (error: verl refuses),
-        below 16 (info) or above 20 (info). Rule A14.
+        below 16 (info) or above 20 (info).
 
     Why it matters:
         The PPO article measured 16 faster than 8 (perf/throughput 1176 → 1320 tokens/s) and
@@ -601,7 +611,7 @@ class LogProbMicroBatch(ConfigRule):
         smaller values.
 
     References:
-        seed:ppo-tuning §2.3; verl:utils/config.py; tuning_knowledge.md A14.
+        seed:ppo-tuning §2.3; verl:utils/config.py.
     """
 
     code = "LS514"
@@ -622,12 +632,12 @@ class KlCoefChangedMidrun(ConfigRule):
 
     What it detects:
         Consecutive config segments of a log with a different `actor.kl_loss_coef` or
-        `algorithm.kl_ctrl.kl_coef` (rule A16); the finding is at the restart step (the later
+        `algorithm.kl_ctrl.kl_coef`; the finding is at the restart step (the later
         segment's first step). Warning when the coefficient is in use, info otherwise. The
         evidence lists other keys that changed at the same restart.
 
     Why it matters:
-        The article: changing the KL penalty mid-run breaks gradient consistency and produces a
+        The GRPO article: changing the KL penalty mid-run breaks gradient consistency and produces a
         sawtooth reward curve; lock it after calibration.
 
     Example:
@@ -641,7 +651,7 @@ class KlCoefChangedMidrun(ConfigRule):
         A deliberate schedule; logs that concatenate unrelated runs.
 
     References:
-        seed:grpo-pitfalls §3.3; tuning_knowledge.md A16, B4.
+        seed:grpo-pitfalls §3.3.
     """
 
     code = "LS515"
@@ -663,8 +673,8 @@ class KlCoefChangedMidrun(ConfigRule):
                 short = key.rsplit(".", 1)[-1]
                 message = (
                     f"{key} changed from {rules.fmt(old)} to {rules.fmt(new)} at the restart at "
-                    f"step {restart}: the article warns this breaks gradient consistency and gives "
-                    f"a sawtooth reward curve."
+                    f"step {restart}: the GRPO article warns this breaks gradient "
+                    f"consistency and gives a sawtooth reward curve."
                 )
                 if not active:
                     message += " (The coefficient is not in use in this config.)"
@@ -673,7 +683,7 @@ class KlCoefChangedMidrun(ConfigRule):
                     old,
                     f"Keep {short} at the first segment's value for the whole run; calibrate "
                     f"early, then lock it.",
-                    f"{rules.SEED_GRPO} §3.3",
+                    cite(f"{rules.SEED_GRPO} §3.3"),
                 )
                 findings.append(
                     self.finding(
@@ -688,7 +698,7 @@ class KlCoefChangedMidrun(ConfigRule):
                             "other_changed_keys": others,
                         },
                         advice=[advice],
-                        references=[f"{rules.SEED_GRPO} §3.3"],
+                        references=cite_all([f"{rules.SEED_GRPO} §3.3"]),
                     )
                 )
         return findings
@@ -713,15 +723,17 @@ class NormalizedMiniBatchMismatch(ConfigRule):
         256 × 5 ÷ 8 = 160, and 160 % 64 = 32 → suggest a micro batch of 40.
 
     Advice:
-        The largest divisor of the normalized mini batch at or below the current micro batch
-        (or a mini batch that makes the division exact).
+        The largest divisor of the normalized mini batch at or below the current micro batch,
+        a multiple of the rollout TP size where one divides (or a mini batch that makes the
+        division exact). When the normalized mini batch is 0: the smallest mini batch dividing
+        the train batch that gives every GPU a sample.
 
     Known false positives:
         verl 0.8+ engines pass the global mini batch on and may not assert this; hence a
         warning unless the version is known to check it.
 
     References:
-        verl:workers/fsdp_workers.py (0.3–0.7); verl_formats.md §6.
+        verl:workers/fsdp_workers.py (the check, verl 0.3–0.7).
     """
 
     code = "LS516"

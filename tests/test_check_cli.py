@@ -81,7 +81,8 @@ def test_fix_prints_the_command_with_suggestions_and_leaves_the_file(tmp_path):
     result = invoke(str(script), "--fix")
     assert script.read_text() == original
     out = result.stdout
-    assert out.startswith("PYTHONUNBUFFERED=1 python3 -m verl.trainer.main_ppo \\\n")
+    assert out.startswith(original.split("PYTHONUNBUFFERED")[0])  # the script, edited in place
+    assert "\nPYTHONUNBUFFERED=1 python3 -m verl.trainer.main_ppo \\\n" in out
     for expected in (
         "actor_rollout_ref.rollout.gpu_memory_utilization=0.65",
         "actor_rollout_ref.rollout.max_num_seqs=1896",
@@ -120,3 +121,131 @@ def test_script_on_stdin():
     result = runner.invoke(app, ["check", "-", "-f", "json"], input=text)
     assert result.exit_code == 0, result.output
     assert '"<stdin>"' in result.stdout
+
+
+# ---- issue 17: --fix edits the script in place, minimally; missing files --------------------------
+
+import difflib  # noqa: E402
+
+REALISTIC = """\
+#!/usr/bin/env bash
+set -x
+export VLLM_ATTENTION_BACKEND=XFORMERS
+# GRPO on GSM8K; extra overrides come from the caller
+python3 -m verl.trainer.main_ppo \\
+    algorithm.adv_estimator=grpo \\
+    data.train_batch_size=64 \\
+    data.max_prompt_length=512 \\
+    data.max_response_length=512 \\
+    data.seed=1 \\
+    actor_rollout_ref.model.path=/models/Qwen2.5-0.5B-Instruct \\
+    actor_rollout_ref.actor.ppo_mini_batch_size=16 \\
+    actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4 \\
+    actor_rollout_ref.actor.shuffle=True \\
+    actor_rollout_ref.rollout.n=5 \\
+    actor_rollout_ref.rollout.gpu_memory_utilization=0.6 \\
+    trainer.n_gpus_per_node=8 \\
+    "$@" 2>&1 | tee verl.log
+echo done
+"""
+
+
+def _changes(before: str, after: str) -> tuple[list[str], list[str]]:
+    removed, added = [], []
+    for line in difflib.unified_diff(before.splitlines(), after.splitlines(), lineterm="", n=0):
+        if line.startswith(("---", "+++", "@@")):
+            continue
+        (removed if line.startswith("-") else added).append(line[1:])
+    return removed, added
+
+
+def test_fix_keeps_every_line_it_does_not_change(tmp_path):
+    script = tmp_path / "run.sh"
+    script.write_text(REALISTIC)
+    result = invoke(str(script), "--fix")
+    assert result.exit_code in (0, 1), result.output
+    removed, added = _changes(REALISTIC, result.stdout)
+    # n 5 → 4 alone clears LS503/LS504/LS516: the train batch stays 64
+    assert removed == ["    actor_rollout_ref.rollout.n=5 \\"]
+    assert added == [
+        "    actor_rollout_ref.rollout.n=4 \\",
+        "    actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=16 \\",
+        "    actor_rollout_ref.rollout.max_num_batched_tokens=16384 \\",
+        "    actor_rollout_ref.rollout.max_num_seqs=1896 \\",
+    ]
+    lines = result.stdout.splitlines()
+    # the new overrides sit before "$@" and the redirection, inside the same command
+    assert lines.index('    "$@" 2>&1 | tee verl.log') > lines.index(added[-1])
+    fixed = tmp_path / "fixed.sh"
+    fixed.write_text(result.stdout)
+    assert invoke(str(fixed), "--fail-on", "info", "-f", "json").exit_code == 0
+    assert script.read_text() == REALISTIC
+
+
+def test_fix_on_stdin_edits_the_script_too():
+    result = runner.invoke(app, ["check", "-", "--fix"], input=REALISTIC)
+    assert result.stdout.startswith("#!/usr/bin/env bash\nset -x\nexport VLLM")
+    assert "actor_rollout_ref.rollout.n=4 \\\n" in result.stdout
+
+
+def test_fix_replaces_a_misspelled_key_in_place(tmp_path, monkeypatch):
+    """An unknown-key finding names the key as typed (`replaces`); --fix swaps the token."""
+    from logscope.detectors.config_lint import ConfigRule
+
+    import logscope.check as check
+    from logscope.model import Advice
+
+    typo = "actor_rollout_ref.actor.ppo_mirco_batch_size_per_gpu"
+    right = "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu"
+
+    class UnknownKey(ConfigRule):
+        code, name, title = "LS599", "unknown-key-stand-in", "Unknown key"
+
+        def check(self, view):
+            return []
+
+        def detect(self, run):
+            if typo not in run.meta.get("explicit_keys", []):
+                return []
+            value = run.config()["actor_rollout_ref"]["actor"]["ppo_mirco_batch_size_per_gpu"]
+            advice = Advice(right, None, value, f"{right}={value}", "did you mean?", "verl")
+            finding = self.finding(
+                severity="error",
+                title="Unknown key",
+                message=f"unknown key {typo}",
+                evidence={"replaces": typo},
+                advice=[advice],
+            )
+            return [finding]
+
+    rules = check.config_rules()
+    monkeypatch.setattr(check, "config_rules", lambda: [*rules, UnknownKey()])
+    text = REALISTIC.replace(f"{right}=4", f"{typo}=4").replace("rollout.n=5", "rollout.n=4")
+    text = text.replace(
+        "    trainer.n_gpus",
+        "    actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=16 \\\n"
+        "    actor_rollout_ref.rollout.max_num_batched_tokens=16384 \\\n"
+        "    actor_rollout_ref.rollout.max_num_seqs=1896 \\\n    trainer.n_gpus",
+    )
+    reports = check.check_text(text)
+    assert any(f.code == "LS599" for f in reports[0].findings)
+    fixed = check.fix_reports(reports, text)
+    removed, added = _changes(text, fixed)
+    assert removed == [f"    {typo}=4 \\"] and added == [f"    {right}=4 \\"]
+
+
+def test_missing_file_says_no_such_file():
+    result = invoke("nope.sh")
+    assert result.exit_code == 2
+    assert "no such file: nope.sh" in result.output
+    assert "no verl trainer" not in result.output
+
+
+def test_check_names_the_algorithm_as_analyze_does():
+    """adv_estimator=gae is PPO: `check` says "ppo" like `analyze`, not "gae"."""
+    from logscope.check import check_command
+
+    (report,) = check_command(
+        ["python3", "-m", "verl.trainer.main_ppo", "algorithm.adv_estimator=gae"]
+    )
+    assert report.run.meta["algorithm"] == "ppo"

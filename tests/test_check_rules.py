@@ -52,12 +52,15 @@ def test_seed000_s1_micro_64_on_7b_is_an_oom_risk_with_golden_16():
     ev = f.evidence
     assert ev["tokens_per_micro_step"] == 64 * 1536 == 98_304
     assert ev["golden_micro_batch"] == 24 * 1024 // 1536 == 16
-    assert ev["rules_fired"] == ["A1 12,000-token rule", "A2 golden formula"]
-    assert "12,000-token rule" in f.message and "golden formula" in f.message
+    assert ev["rules_fired"] == [
+        "above 12,000 tokens per GPU per micro-step",
+        "above the golden formula floor(24·1024 / (prompt + response))",
+    ]
+    assert "12,000-token limit" in f.message and "golden formula" in f.message
     assert "98,304" in f.message
     # A3 with the article's hidden size for Qwen2-7B (4096)
     assert ev["model_size_b"] == 7 and ev["hidden_size"] == 4096
-    assert ev["a3_estimate"] == pytest.approx(64 * 1536 * 4096 * 2.5)
+    assert ev["memory_estimate"] == pytest.approx(64 * 1536 * 4096 * 2.5)
     assert overrides_of(f) == [f"{ACT}.ppo_micro_batch_size_per_gpu=16"]
     assert f.advice[0].current == 64
 
@@ -73,14 +76,13 @@ def test_model_size_from_a_qwen25_path():
     assert ev["hidden_size"] == 3584  # Qwen2.5-7B's real hidden size
 
 
-def test_only_a1_fires_for_golden_value_on_long_sequences():
-    # 16 × 1536 = 24,576 > 12,000 (A1), yet 16 is A2's own value: the rules disagree
+def test_only_the_token_limit_fires_for_golden_value_on_long_sequences():
+    # 16 × 1536 = 24,576 > 12,000, yet 16 is the golden formula's own value: the rules disagree
     report = lint("data.max_response_length=1024", f"{ACT}.ppo_micro_batch_size_per_gpu=16")
     f = one(report, "micro-batch-oom-risk")
-    assert f.severity == "warning"
-    assert f.evidence["rules_fired"] == ["A1 12,000-token rule"]
-    assert f.advice[0].suggested == 12_000 // 1536 - 12_000 // 1536 % 2  # A1 bound, TP multiple
-    assert overrides_of(f) == []  # --fix keeps the golden formula's value
+    assert f.severity == "info"  # the value logscope itself suggests is not a warning
+    assert f.evidence["rules_fired"] == ["above 12,000 tokens per GPU per micro-step"]
+    assert f.advice == []  # no second value to fight the golden formula's
 
 
 def test_small_micro_batch_is_quiet():
@@ -91,7 +93,8 @@ def test_small_micro_batch_is_quiet():
 def test_unset_actor_micro_batch_is_verls_error():
     f = one(lint(), "micro-batch-oom-risk")
     assert f.severity == "error" and "Please set at least one of" in f.message
-    assert overrides_of(f) == [f"{ACT}.ppo_micro_batch_size_per_gpu=24"]  # golden for 512+512
+    # golden for 512+512 is 24; 16 is the largest ≤ 24 dividing each GPU's 256 × 1 ÷ 8 = 32
+    assert overrides_of(f) == [f"{ACT}.ppo_micro_batch_size_per_gpu=16"]
     dynamic = lint(f"{ACT}.use_dynamic_bsz=true")
     assert named(dynamic, "micro-batch-oom-risk") == []
 
@@ -466,6 +469,15 @@ def test_any_values_lint_without_crashing(pairs):
     except LogscopeError:
         return
     assert report.errors == []  # no rule raised
+
+
+@settings(max_examples=15, deadline=None)  # --fix lints again ~10 times per example
+@given(st.lists(st.tuples(_KEYS, _VALUES), max_size=8))
+def test_any_values_fix_without_crashing(pairs):
+    try:
+        report = lint(*(f"{k}={v}" for k, v in pairs))
+    except LogscopeError:
+        return
     fixed_overrides(report)
 
 
@@ -504,3 +516,187 @@ def test_micro_batch_set_twice_is_verls_error():
         f"{RO}.log_prob_micro_batch_size=64", f"{RO}.log_prob_micro_batch_size_per_gpu=16"
     )
     assert "You have set both" in one(report, "log-prob-micro-batch").message
+
+
+# ---- issue 17: one consistent suggestion per rule, and a --fix fixed point ----------------------
+
+import re  # noqa: E402
+
+from logscope.check import check_text, fix_text, plan_fixes  # noqa: E402
+from logscope.check.hydra import parse_override  # noqa: E402
+
+
+def _numbers(text: str) -> set[str]:
+    return set(re.findall(r"(?<![\w.])\d+(?![\w.])", text))
+
+
+def test_ls501_states_one_suggestion_that_satisfies_the_rule():
+    # 1600-token sequences with TP 2: floor(24·1024/1600) = 15 → 14 (TP multiple, and a divisor
+    # of each GPU's mini-batch 112 × 1 ÷ 8 = 14)
+    args = [
+        "data.max_prompt_length=512",
+        "data.max_response_length=1088",
+        f"{ACT}.ppo_mini_batch_size=112",
+    ]
+    f = one(lint(*args, f"{ACT}.ppo_micro_batch_size_per_gpu=64"), "micro-batch-oom-risk")
+    assert f.severity == "error"
+    [advice] = f.advice
+    assert advice.suggested == 14 and advice.override == f"{ACT}.ppo_micro_batch_size_per_gpu=14"
+    assert "Suggested: 14 (the largest value ≤ 15 that is a multiple of the rollout TP size 2" in (
+        f.message
+    )
+    assert f.message.count("Suggested") == 1
+    assert not re.search(r"\bA\d\b|A\d-safe", f.message + advice.rationale)  # no opaque labels
+    # no second value (12,000 ÷ 1600 = 7, or 6 as a TP multiple, as before)
+    assert not {"6", "7"} & _numbers(f.message) and "safe value" not in f.message
+    # the suggested value is the rule's: checking it again gives nothing to apply or fix
+    again = lint(*args, f"{ACT}.ppo_micro_batch_size_per_gpu=14")
+    assert all(
+        f.severity == "info" and not overrides_of(f) for f in named(again, "micro-batch-oom-risk")
+    )
+
+
+def test_ls501_above_12000_tokens_but_within_the_golden_formula_names_no_other_value():
+    # was: "The A1-safe value is 7" and "A1 alone asks for ≤ 6" in one finding
+    args = ["data.max_prompt_length=512", "data.max_response_length=1088"]
+    f = one(lint(*args, f"{ACT}.ppo_micro_batch_size_per_gpu=14"), "micro-batch-oom-risk")
+    assert f.severity == "info" and overrides_of(f) == []
+    assert "7" not in _numbers(f.message) and "6" not in _numbers(f.message)
+    assert "12,000" in f.message and "golden formula" in f.message
+
+
+def test_ls504_says_the_gpu_count_is_verls_default_when_unset():
+    f = one(lint("data.train_batch_size=500"), "batch-not-divisible-by-n")
+    assert "8 GPUs (verl's default" in f.message
+    f = one(
+        lint("data.train_batch_size=500", "trainer.n_gpus_per_node=8"), "batch-not-divisible-by-n"
+    )
+    assert "default" not in f.message and "8 GPUs" in f.message
+
+
+def test_counts_of_one_are_singular():
+    f = one(
+        lint("data.train_batch_size=12", f"{ACT}.ppo_mini_batch_size=8"), "mini-batch-not-divisor"
+    )
+    assert "1 full mini-batch uses 8 of 12" in f.message
+    assert "1 full mini-batches" not in f.message
+    f = one(
+        lint("data.train_batch_size=7", "trainer.n_gpus_per_node=2", f"{RO}.n=1"),
+        "batch-not-divisible-by-n",
+    )
+    assert "the 2 GPUs" in f.message
+    g = one(
+        lint(f"{RO}.response_length=201", "data.max_response_length=200"),
+        "response-length-mismatch",
+    )
+    assert "up to 1 generated token per response" in g.message
+
+
+def _applicable(finding) -> bool:
+    """An advice `--fix` could apply: an override that changes the current value."""
+    for advice in finding.advice:
+        if not advice.override:
+            continue
+        ov = parse_override(advice.override)
+        if ov.op == "delete" or finding.evidence.get("replaces"):
+            return True
+        current = advice.current
+        if isinstance(current, str):
+            from logscope.check.hydra import convert
+
+            current = convert(current)
+        if ov.value != current:
+            return True
+    return False
+
+
+def _fixable(reports) -> list[str]:
+    return [f"{f.code} {f.message}" for r in reports for f in r.findings if _applicable(f)]
+
+
+def _assert_fixed_point(*overrides: str) -> None:
+    [report] = check_command(["python3", "-m", "verl.trainer.main_ppo", *overrides])
+    fixed = fix_text(report)
+    assert _fixable(check_text(fixed)) == [], fixed
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        # the issue's: micro 64 on 7B, n odd, batch not a multiple of n
+        (
+            GRPO,
+            "data.train_batch_size=64",
+            "data.max_response_length=1024",
+            f"{ACT}.ppo_mini_batch_size=16",
+            f"{ACT}.ppo_micro_batch_size_per_gpu=64",
+            f"{RO}.n=5",
+            "actor_rollout_ref.model.path=/models/Qwen2.5-7B-Instruct",
+        ),
+        ("data.train_batch_size=2", f"{ACT}.ppo_mini_batch_size=2", "trainer.n_gpus_per_node=8"),
+        (GRPO, f"{RO}.n=3", "trainer.n_gpus_per_node=8", f"{ACT}.ppo_mini_batch_size=3"),
+        (f"{ACT}.ppo_micro_batch_size=64", "data.max_response_length=20000"),
+        (
+            "actor_rollout_ref.model.path=/m/Qwen2.5-72B",
+            f"{ACT}.use_kl_loss=true",
+            f"{ACT}.kl_loss_coef=0.0001",
+        ),
+        (
+            "actor_rollout_ref.model.path=/m/Qwen2.5-0.5B",
+            "algorithm.use_kl_in_reward=true",
+            "algorithm.kl_ctrl.kl_coef=0.01",
+        ),
+        (f"{RO}.max_num_batched_tokens=512", "data.max_response_length=2048"),
+    ],
+)
+def test_check_of_the_fixed_command_has_nothing_left_to_fix(overrides):
+    _assert_fixed_point(*overrides)
+
+
+from hypothesis import given  # noqa: E402
+from hypothesis import settings as hsettings  # noqa: E402
+from hypothesis import strategies as hst  # noqa: E402
+
+
+@hsettings(max_examples=15, deadline=None, derandomize=True)
+@given(
+    tbs=hst.integers(1, 1024),
+    n=hst.integers(1, 17),
+    mini=hst.integers(1, 512),
+    micro=hst.integers(1, 128),
+    gpus=hst.sampled_from([1, 2, 4, 6, 8]),
+    nodes=hst.sampled_from([1, 2]),
+    tp=hst.sampled_from([1, 2, 4]),
+    response=hst.sampled_from([256, 1024, 3000, 12_000]),
+    estimator=hst.sampled_from(["grpo", "gae"]),
+)
+def test_fix_reaches_a_fixed_point(tbs, n, mini, micro, gpus, nodes, tp, response, estimator):
+    _assert_fixed_point(
+        f"algorithm.adv_estimator={estimator}",
+        f"data.train_batch_size={tbs}",
+        f"data.max_response_length={response}",
+        f"{RO}.n={n}",
+        f"{ACT}.ppo_mini_batch_size={mini}",
+        f"{ACT}.ppo_micro_batch_size_per_gpu={micro}",
+        f"trainer.n_gpus_per_node={gpus}",
+        f"trainer.nnodes={nodes}",
+        f"{RO}.tensor_model_parallel_size={tp}",
+    )
+
+
+def test_fix_applies_the_smallest_set_of_changes():
+    # n 5 → 4 alone makes 64 a multiple of n and 16 × 4 ÷ 8 = 8 a multiple of the micro batch 4
+    report = lint(
+        GRPO,
+        "data.train_batch_size=64",
+        f"{ACT}.ppo_mini_batch_size=16",
+        f"{ACT}.ppo_micro_batch_size_per_gpu=4",
+        f"{RO}.n=5",
+        f"{RO}.log_prob_micro_batch_size_per_gpu=16",
+        "data.seed=1",
+        f"{ACT}.shuffle=true",
+        f"{RO}.gpu_memory_utilization=0.4",
+    )
+    advised = {f.code for f in report.findings if _applicable(f)}
+    assert {"LS503", "LS504", "LS516"} <= advised  # three findings, one cause
+    assert [fix.override for fix in plan_fixes(report)] == [f"{RO}.n=4"]

@@ -220,3 +220,31 @@ def test_arithmetic_expansion_and_command_substitution():
         "e=run_$(date +%Y%m%d-%H%M)",  # a substitution in a value stays one word
         "f=`hostname`",
     ]
+
+
+# ---- source positions (for `--fix`, which edits the script in place) ---------------------------
+
+
+def test_each_argument_knows_the_source_text_it_came_from():
+    text = (
+        "set -x\nexport A=1\nEXTRA='x=1 y=2'\n"
+        "python3 -m verl.trainer.main_ppo \\\n"
+        "    a.b=1 \\\n"
+        "    'c.d=two words' $EXTRA \\\n"
+        '    "$@" 2>&1 | tee verl.log\n'
+    )
+    cmd = only_verl(text)
+    assert cmd.args == ["a.b=1", "c.d=two words", "x=1", "y=2", "$@"]
+    raw = [text[s.start : s.end] for s in cmd.spans]
+    assert raw == ["a.b=1", "'c.d=two words'", "$EXTRA", "$EXTRA", '"$@"']
+    assert [s.solo for s in cmd.spans] == [True, True, False, False, True]
+    assert text[cmd.entry_span.start : cmd.entry_span.end] == "verl.trainer.main_ppo"
+
+
+def test_positions_inside_bash_dash_c_map_to_the_outer_text():
+    text = "bash -c 'python3 -m verl.trainer.main_ppo a=1 b=2'\n"
+    cmd = only_verl(text)
+    assert [text[s.start : s.end] for s in cmd.spans] == ["a=1", "b=2"]
+    assert cmd.quoting == "'"
+    double = only_verl('bash -c "python3 -m verl.trainer.main_ppo a=1"\n')
+    assert double.spans == [None]  # escapes shift offsets: not editable in place

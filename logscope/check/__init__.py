@@ -6,19 +6,23 @@
 
 Each returns one `Report` per verl command / config (kind "check"). The rules are the config-lint
 detectors (`logscope.detectors.config_lint`, LS501–LS516), the same ones `analyze` runs on a log.
-`fixed_overrides(report)` gives the overrides with every suggested value applied, for `--fix`.
+`--fix`: `plan_fixes(report)` finds the smallest set of advised changes that leaves nothing to
+fix; `fix_script` makes them in the script's text in place (`fix_text` without a script).
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from logscope import verl_config
 from logscope.check import hydra, shell
 from logscope.exceptions import ConfigParseError, LogscopeError
+from logscope.ingest._common import meta_from_config
 from logscope.model import ConfigSegment, Finding, Run, Source
 from logscope.report import Report
 
@@ -27,9 +31,13 @@ __all__ = [
     "check_path",
     "check_text",
     "check_yaml",
+    "fix_reports",
+    "fix_script",
     "fix_text",
     "fixed_overrides",
+    "fixes_of",
     "lint_run",
+    "plan_fixes",
     "run_from_config",
 ]
 
@@ -81,7 +89,7 @@ def run_from_config(
     hydra.resolve_interpolations(config)
     info: dict[str, Any] = {
         "verl_version": version,
-        "algorithm": verl_config.get(config, "algorithm.adv_estimator"),
+        "algorithm": meta_from_config(config).get("algorithm"),  # "ppo" for gae, as analyze
         "explicit_keys": explicit,
     }
     info.update(meta or {})
@@ -116,6 +124,8 @@ def _report_for(
         "hydra_flags": args.flags,
         "passthrough_args": args.passthrough,
     }
+    if base_is_local and base is not None:  # the user's own config file: its keys are theirs
+        meta["config_file_keys"] = sorted(hydra.explicit_keys(base))
     run_id = f"{Path(path).name}:{command.line}" if path != "<command>" else command.entry
     deleted = [o.key for o in args.overrides if o.op == "delete"]
     run = run_from_config(
@@ -285,21 +295,26 @@ def check_log(path: str | Path) -> list[Report]:
     return reports
 
 
+def read_script(path: str | Path) -> str:
+    """A script's text as `check` reads it (undecodable bytes replaced)."""
+    try:
+        return Path(path).read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise ConfigParseError(f"cannot read: {exc.strerror}", path=str(path)) from None
+
+
 def check_path(
     path: str | Path, *, version: str | None = None, env: dict[str, str] | None = None
 ) -> list[Report]:
     """Lint a launch script, a YAML config, or a log, by what the file is."""
     p = Path(path)
     if not p.exists():
-        raise ConfigParseError("no such file", path=str(p))
+        raise ConfigParseError(f"no such file: {p}")
     if p.is_dir():
         return check_log(p)
     if p.suffix.lower() in YAML_SUFFIXES:
         return check_yaml(p, version=version)
-    try:
-        text = p.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise ConfigParseError(f"cannot read: {exc.strerror}", path=str(p)) from None
+    text = read_script(p)
     is_script = p.suffix.lower() in SCRIPT_SUFFIXES
     if not is_script and _LOG_HINT.search(text[:2_000_000]):
         return check_log(p)
@@ -324,28 +339,172 @@ def check_path(
 # ---- --fix -------------------------------------------------------------------------------------
 
 
-def suggested_overrides(findings: list[Finding]) -> dict[str, str]:
-    """{key: override} advised by `findings` (the most severe finding's advice wins a key)."""
-    from logscope.model import SEVERITY_RANK
+@dataclass(frozen=True)
+class Fix:
+    """One change `--fix` makes: `override` sets (or, `~key`, deletes) `key`.
 
-    chosen: dict[str, str] = {}
-    for finding in sorted(findings, key=lambda f: -SEVERITY_RANK[f.severity]):
-        for advice in finding.advice:
-            key = _override_key(advice.override) if advice.override else None
-            if key is not None and key not in chosen:
-                chosen[key] = advice.override  # type: ignore[assignment]
-    return chosen
+    `replaces`: a misspelled key, as the user typed it, whose token the override takes over.
+    """
+
+    key: str
+    override: str
+    replaces: str | None = None
+
+    @property
+    def deletes(self) -> bool:
+        return self.override.startswith("~")
 
 
-def _override_key(text: str) -> str | None:
-    try:
-        return hydra.parse_override(text).key.split("@", 1)[0]
-    except ConfigParseError:
-        return None
+def fixes_of(finding: Finding) -> list[Fix]:
+    """The changes a finding's advice asks for; advice that keeps the current value is none."""
+    replaces = finding.evidence.get("replaces") if isinstance(finding.evidence, dict) else None
+    out = []
+    for advice in finding.advice:
+        if not advice.override:
+            continue
+        try:
+            ov = hydra.parse_override(advice.override)
+        except ConfigParseError:
+            continue
+        key = ov.key.split("@", 1)[0]
+        typo = replaces if isinstance(replaces, str) and replaces != key else None
+        if typo is None:
+            if ov.op == "delete" and advice.current is None:
+                continue  # nothing to delete
+            if ov.op != "delete" and _same(ov.value, advice.current):
+                continue
+        out.append(Fix(key, advice.override, typo))
+    return out
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal as config values (`"true"` and True, 16 and 16.0; never True and 1)."""
+
+    def norm(x: Any) -> tuple[str, Any]:
+        if isinstance(x, str):
+            x = hydra.convert(x.strip())
+        if isinstance(x, bool) or x is None:
+            return ("b", x)
+        if isinstance(x, (int, float)):
+            return ("n", float(x))
+        return ("o", x)
+
+    return norm(a) == norm(b)
+
+
+def plan_fixes(report: Report, rounds: int = 30) -> list[Fix]:
+    """The smallest set of changes found that leaves nothing `--fix` could apply.
+
+    Fixes interact (n 5 → 4 can make the train batch a multiple of n; a new mini batch changes
+    which micro batch divides it), so: apply the advice of the most severe finding that has
+    any, lint again, and repeat until no finding has advice to apply (at most `rounds` times,
+    stopping on a cycle). Then drop, latest first, each change whose removal brings back no
+    finding (so `n=4` alone stays when it also cleared the train-batch finding).
+    """
+    relint = _relinter(report)
+    plan: dict[str, Fix] = {}
+    current, seen = report, {()}
+    for _ in range(rounds):
+        step = _next_fixes(current, plan)
+        if not step:
+            break
+        for fix in step:
+            earlier = plan.get(fix.key)
+            typo = fix.replaces or (earlier.replaces if earlier else None)
+            plan[fix.key] = Fix(fix.key, fix.override, typo)
+        state = tuple(plan.values())
+        if state in seen:
+            break  # the rules disagree; stop where we are
+        seen.add(state)
+        current = relint(state)
+    fixes = list(plan.values())
+    target = _identities(relint(tuple(fixes)))
+    for fix in reversed(list(fixes)):
+        trial = tuple(f for f in fixes if f is not fix)
+        if _identities(relint(trial)) <= target:
+            fixes = list(trial)
+    return fixes
+
+
+def _next_fixes(report: Report, plan: dict[str, Fix]) -> list[Fix]:
+    """The changes of the most severe finding (report order) that are not applied yet."""
+    for finding in report.findings:
+        fresh = [f for f in fixes_of(finding) if not _applied(plan.get(f.key), f)]
+        if fresh:
+            return fresh
+    return []
+
+
+def _applied(earlier: Fix | None, fix: Fix) -> bool:
+    return (
+        earlier is not None
+        and earlier.override == fix.override
+        and fix.replaces in (None, earlier.replaces)
+    )
+
+
+def _identities(report: Report) -> set[tuple[Any, ...]]:
+    """What a finding is, numbers aside: rule, severity, title, keys advised, fixable or not."""
+    return {
+        (
+            f.code,
+            f.severity,
+            f.title,
+            tuple(sorted(a.parameter for a in f.advice)),
+            bool(fixes_of(f)),
+        )
+        for f in report.findings
+    }
+
+
+def _relinter(report: Report) -> Callable[[tuple[Fix, ...]], Report]:
+    """Lint the report's input again with fixes applied, the way `check` would (cached)."""
+    cache: dict[tuple[Fix, ...], Report] = {(): report}
+
+    def relint(fixes: tuple[Fix, ...]) -> Report:
+        if fixes not in cache:
+            cache[fixes] = _lint_with(report, list(fixes))
+        return cache[fixes]
+
+    return relint
+
+
+def _lint_with(report: Report, fixes: list[Fix]) -> Report:
+    """The report's input with `fixes`: a command through `_report_for` (so --config-name and
+    the user's keys are read as `check` reads them), a YAML reloaded, a log's config edited."""
+    run = report.run
+    command = run.meta.get("command")
+    version = run.meta.get("verl_version")
+    path = run.source.path or ""
+    if run.source.kind == "verl-command" and command:
+        args = _edit_args(list(command["args"]), fixes)
+        prefix = list(command["prefix"])
+        verl = shell.VerlCommand(
+            prefix + args,
+            str(run.meta.get("entry")),
+            prefix,
+            args,
+            dict(command["env"]),
+            int(run.meta.get("line") or 1),
+        )
+        base_dir = Path(path).parent if Path(path).is_file() else None
+        base, local = _config_from_flags(verl, base_dir)
+        return _report_for(verl, path, version, base, local)
+    if run.source.kind == "verl-yaml" and Path(path).is_file():
+        user = load_yaml_config(Path(path))
+        overrides = [hydra.parse_override(f"~{f.replaces}") for f in fixes if f.replaces]
+        overrides += [hydra.parse_override(f.override) for f in fixes]
+        deleted = [o.key for o in overrides if o.op == "delete"]
+        user = hydra.apply(user, overrides)
+        fixed = run_from_config(
+            user, kind="verl-yaml", path=path, run_id=run.id, version=version, deleted=deleted
+        )
+        return lint_run(fixed)
+    return _relint(run, [f.override for f in fixes])
 
 
 def _relint(run: Run, fixes: list[str]) -> Report:
-    """Lint the run's (last) config with `fixes` applied."""
+    """Lint the run's (last) config with `fixes` applied (a log's full config dump)."""
     overrides = [hydra.parse_override(f) for f in fixes]
     config = hydra.apply(run.config(), overrides)
     meta = dict(run.meta)
@@ -355,35 +514,77 @@ def _relint(run: Run, fixes: list[str]) -> Report:
     return lint_run(fixed)
 
 
-def fixed_overrides(report: Report, rounds: int = 5) -> list[str]:
-    """The run's overrides with every suggested value applied (in place, or appended).
+@functools.lru_cache(maxsize=4096)
+def _arg_key(arg: str) -> str | None:
+    """The dotted key an argument overrides (None for flags, `$@` and the unparseable)."""
+    if (arg.startswith("-") and not arg.startswith("~")) or (
+        arg.startswith("$") and "=" not in arg
+    ):
+        return None
+    try:
+        return hydra.parse_override(arg).key.split("@", 1)[0]
+    except ConfigParseError:
+        return None
 
-    Fixes can interact (a new train batch changes which mini batch divides it), so the fixed
-    config is linted again and new advice applied, up to `rounds` times.
-    """
-    applied: dict[str, str] = {}
-    findings = report.findings
-    for _ in range(rounds):
-        fresh = {k: v for k, v in suggested_overrides(findings).items() if applied.get(k) != v}
-        if not fresh:
-            break
-        applied.update(fresh)
-        findings = _relint(report.run, list(applied.values())).findings
-    command = report.run.meta.get("command")
-    original: list[str] = list(command["args"]) if command else []
-    out: list[str] = []
-    for arg in original:
-        key = _override_key(arg) if not arg.startswith("-") else None
-        if key is not None and key in applied:
-            out.append(applied.pop(key))
+
+def _token_for(original: str, fix: Fix) -> str:
+    """The new token for an override the user wrote: keeps their `+`/`++` (the key may need it)."""
+    try:
+        before = hydra.parse_override(original)
+        after = hydra.parse_override(fix.override)
+    except ConfigParseError:
+        return fix.override
+    if after.op == "set" and before.op in ("add", "force_add"):
+        return before.prefix + fix.override
+    return fix.override
+
+
+def _targets(keys: list[str | None], fix: Fix) -> list[int]:
+    """Indexes of the arguments a fix acts on (the misspelled key's, else its own key's)."""
+    target = fix.replaces or fix.key
+    return [i for i, k in enumerate(keys) if k == target]
+
+
+def _edit_args(args: list[str], fixes: list[Fix]) -> list[str]:
+    """`args` with fixes applied as `fix_script` applies them to the text: a changed value in
+    its token, a deletion drops the token, anything new after the last override."""
+    keys = [_arg_key(a) for a in args]
+    out, removed, new = list(args), set(), []
+    for fix in fixes:
+        where = _targets(keys, fix)
+        if fix.deletes and where:
+            removed.update(where)
+        elif where:
+            out[where[-1]] = _token_for(args[where[-1]], fix)
         else:
-            out.append(arg)
-    out.extend(applied.values())
+            new.append(fix.override)
+    anchor = max((i for i, k in enumerate(keys) if k and i not in removed), default=-1)
+    result = new if anchor < 0 else []
+    for i, arg in enumerate(out):
+        if i not in removed:
+            result.append(arg)
+        if i == anchor:
+            result.extend(new)
+    return result
+
+
+def fixed_overrides(report: Report) -> list[str]:
+    """The run's overrides after `plan_fixes` (a command's args edited; else the fixes alone)."""
+    fixes = plan_fixes(report)
+    command = report.run.meta.get("command")
+    if command:
+        return _edit_args(list(command["args"]), fixes)
+    out = []
+    for fix in fixes:
+        if fix.replaces:
+            out.append(f"~{fix.replaces}")
+        out.append(fix.override)
     return out
 
 
 def fix_text(report: Report) -> str:
-    """`--fix` output: the full command with fixes (a command/script), else the override list."""
+    """`--fix` output without the script's text: the full command (as continued lines), or the
+    override list for a YAML or a log."""
     command = report.run.meta.get("command")
     overrides = fixed_overrides(report)
     if not command:
@@ -392,3 +593,110 @@ def fix_text(report: Report) -> str:
     head = " ".join([*env, shell.join_command(command["prefix"])])
     lines = [head] + [f"    {shell.quote(a)}" for a in overrides]
     return " \\\n".join(lines)
+
+
+def fix_reports(reports: list[Report], text: str | None = None) -> str:
+    """`--fix` output for one input: its script edited in place when `text` is the script the
+    reports came from, else `fix_text` of each report."""
+    if text is not None and reports and all(r.run.source.kind == "verl-command" for r in reports):
+        return fix_script(text, reports)
+    return "\n\n".join(fix_text(r) for r in reports)
+
+
+def fix_script(text: str, reports: list[Report]) -> str:
+    """The script with each command's fixes made in place; every other byte is kept.
+
+    A changed value replaces its token, a deletion removes it, a new override goes right after
+    the command's last override (before a trailing `"$@"`, redirections and pipes), on its own
+    continued line when the command spans lines. A command that cannot be edited in place
+    (inside `bash -c "…"`) is added at the end, fixed and commented out.
+    """
+    commands = shell.verl_commands(text)
+    if len(commands) != len(reports):
+        return "\n\n".join(fix_text(r) for r in reports)
+    edits: list[tuple[int, int, str]] = []
+    leftovers = []
+    for command, report in zip(commands, reports, strict=True):
+        fixes = plan_fixes(report)
+        found = _text_edits(text, command, fixes) if fixes else []
+        if found is None:
+            leftovers.append(report)
+        else:
+            edits.extend(found)
+    out = text
+    for start, end, new in sorted(edits, key=lambda e: (e[0], e[1]), reverse=True):
+        out = out[:start] + new + out[end:]
+    for report in leftovers:
+        line = report.run.meta.get("line")
+        fixed = "\n".join(f"# {x}" for x in fix_text(report).splitlines())
+        out += f"\n# logscope --fix: the command on line {line} could not be edited in place:\n"
+        out += fixed + "\n"
+    return out
+
+
+def _text_edits(
+    text: str, command: shell.VerlCommand, fixes: list[Fix]
+) -> list[tuple[int, int, str]] | None:
+    """(start, end, replacement) edits of `text` making `fixes`; None when positions are unknown.
+
+    Same effect as `_edit_args`; a token that is not a word of its own (inside `$EXTRA`) is
+    overridden by a new argument after it instead of edited.
+    """
+    spans = command.spans
+    if len(spans) != len(command.args) or command.entry_span is None:
+        return None
+    keys = [_arg_key(a) for a in command.args]
+    solo = [s if s is not None and s.solo else None for s in spans]
+    edits, removed, new = [], set(), []
+    for fix in fixes:
+        where = _targets(keys, fix)
+        own = [solo[i] for i in where]
+        if fix.deletes and where and all(own):
+            removed.update(where)
+            edits.extend(_removal(text, span) for span in own if span)
+        elif where and not fix.deletes and own[-1]:
+            token = _token_for(command.args[where[-1]], fix)
+            edits.append((own[-1].start, own[-1].end, shell.quote(token, command.quoting)))
+        else:
+            new.append(shell.quote(fix.override, command.quoting))
+    if new:
+        last = [spans[i] for i, k in enumerate(keys) if k and i not in removed]
+        anchor = last[-1] if last else command.entry_span
+        if anchor is None:
+            return None
+        edits.append((anchor.end, anchor.end, _insertion(text, command, anchor, new)))
+    return edits
+
+
+def _removal(text: str, span: shell.Span) -> tuple[int, int, str]:
+    """Remove a word with the blanks and line continuations before it (so no line is left
+    holding only a `\\`, and the last argument's line does not end in one)."""
+    j = span.start
+    while j > 0:
+        if text[j - 1] in " \t":
+            j -= 1
+        elif text[j - 1] == "\n" and j >= 2 and text[j - 2] == "\\":
+            j -= 2
+        else:
+            break
+    return (j, span.end, "")
+
+
+def _insertion(text: str, command: shell.VerlCommand, anchor: shell.Span, tokens: list[str]) -> str:
+    """New arguments after `anchor`: one per continued line when the command spans lines."""
+    ends = [s.end for s in command.spans if s is not None]
+    start = command.entry_span.start if command.entry_span else anchor.start
+    if "\\\n" not in text[start : max(ends, default=anchor.end)]:
+        return "".join(f" {t}" for t in tokens)
+    indent = _indent(text, command, anchor)
+    return "".join(f" \\\n{indent}{t}" for t in tokens)
+
+
+def _indent(text: str, command: shell.VerlCommand, anchor: shell.Span) -> str:
+    """The indentation of the anchor's line, else of any argument that starts a line."""
+    for span in [anchor, *(s for s in command.spans if s is not None)]:
+        line_start = text.rfind("\n", 0, span.start) + 1
+        before = text[line_start : span.start]
+        if not before.strip():
+            return before
+    return "    "

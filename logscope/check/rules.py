@@ -178,16 +178,77 @@ def _actor_micro(v: ConfigView) -> tuple[int | None, str]:
     return None, MICRO
 
 
-# ---- A1/A2/A3 ----------------------------------------------------------------------------------
+# ---- micro batch: OOM risk (A1–A3), TP multiple (A4), verl's per-GPU division -------------------
+
+GOLDEN_BUDGET = 24 * 1024  # tokens: the golden formula's budget (seed:grpo-pitfalls §1.2)
+RULE_TOKENS = "above 12,000 tokens per GPU per micro-step"
+RULE_GOLDEN = "above the golden formula floor(24·1024 / (prompt + response))"
+
+
+def plural(count: int, word: str, many: str | None = None) -> str:
+    """`1 GPU`, `8 GPUs`; `many` for irregular plurals."""
+    return f"{fmt(count)} {word if count == 1 else many or word + 's'}"
+
+
+def divisors(n: int) -> list[int]:
+    """The divisors of n ≥ 1, ascending; O(√n)."""
+    small, large = [], []
+    d = 1
+    while d * d <= n:
+        if n % d == 0:
+            small.append(d)
+            if d * d != n:
+                large.append(n // d)
+        d += 1
+    return small + large[::-1]
+
+
+def normalized_mini(v: ConfigView) -> int | None:
+    """verl's per-GPU mini-batch `ppo_mini_batch_size × n ÷ (GPUs ÷ SP)`, when verl checks it
+    (before a run, without dynamic batch size); None otherwise."""
+    if not v.preflight or v.flag(DYNAMIC):
+        return None
+    mini, gpus = v.int_(MINI), v.n_gpus()
+    n = v.int_(N) or 1
+    sp = v.int_(f"{ACT}.ulysses_sequence_parallel_size") or 1
+    if mini is None or not gpus or sp <= 0 or gpus < sp:
+        return None
+    return mini * n // (gpus // sp)
+
+
+def best_micro(v: ConfigView, limit: int) -> int:
+    """The largest micro batch ≤ `limit` that divides verl's per-GPU mini-batch (when verl
+    checks it), preferring multiples of the rollout TP size: the one value that satisfies the
+    micro-batch rules together where one exists."""
+    limit = max(1, limit)
+    tp = max(1, v.int_(TP) or 1)
+    normalized = normalized_mini(v)
+    if not normalized or normalized <= 0:
+        return _round_to_multiple(limit, tp) if limit >= tp else limit
+    fitting = [d for d in divisors(normalized) if d <= limit]
+    return max([d for d in fitting if d % tp == 0] or fitting)
+
+
+def _golden_bound(v: ConfigView) -> int | None:
+    """The golden formula's value when the OOM rule applies (sequence length known)."""
+    _, _, length = _seq_len(v)
+    if length is None or v.flag(DYNAMIC):
+        return None
+    return max(1, GOLDEN_BUDGET // length)
 
 
 def micro_batch_oom_risk(
     v: ConfigView,
     token_limit: int = 12_000,
-    budget_tokens: int = 24 * 1024,
+    budget_tokens: int = GOLDEN_BUDGET,
     memory_factor: float = 2.5,
 ) -> list[Hit]:
-    """A1 (tokens per GPU per micro-step > 12,000), A2's suggested value, A3's estimate."""
+    """Tokens per GPU per micro-step above 12,000; the golden formula's value as the suggestion.
+
+    Error (with one suggested value) when the micro batch is above the golden formula; info
+    (nothing to change) when only the 12,000-token limit is passed, so that `check` of the
+    suggested value never asks for another one.
+    """
     if v.flag(DYNAMIC):
         return []
     micro, key = _actor_micro(v)
@@ -202,12 +263,14 @@ def micro_batch_oom_risk(
     if tokens <= token_limit:
         return []
     golden = max(1, budget_tokens // length)
-    tp = v.int_(TP) or 1
-    a1 = (
-        f"the 12,000-token rule (A1, {SEED_GRPO} §1.3): {fmt(micro)} × ({prompt} + {response}) = "
-        f"{fmt(tokens)} tokens per GPU per micro-step > {fmt(token_limit)}"
+    size, hidden = v.model_size(), verl_config.hidden_size(v.config)
+    model = f" for a {size:g}B model" if size is not None else ""
+    product = (
+        f"{fmt(micro)} × ({prompt} + {response}) = {fmt(tokens)} tokens per GPU per micro-step"
     )
-    a2 = f"the golden formula (A2, {SEED_GRPO} §1.2): floor(24·1024 / {length}) = {golden}"
+    limit = f"the {fmt(token_limit)}-token limit"
+    formula = f"the golden formula floor(24·1024 / {length}) = {golden}"
+    source = f"{SEED_GRPO} §1.2–1.3"
     evidence: dict[str, Any] = {
         "ppo_micro_batch_size_per_gpu": micro,
         "max_prompt_length": prompt,
@@ -216,64 +279,73 @@ def micro_batch_oom_risk(
         "token_limit": token_limit,
         "golden_micro_batch": golden,
     }
-    if micro > golden:
-        severity: Severity = "error"
-        suggested = golden
-        evidence["rules_fired"] = ["A1 12,000-token rule", "A2 golden formula"]
-        verdict = f"Both rules say it is too large: {a1}; {a2}, so at most {golden}."
-        if golden * length > token_limit:
-            verdict += (
-                f" ({golden} still gives {fmt(golden * length)} tokens, above A1's limit: the two "
-                f"rules disagree for sequences this long; the article recommends 8–16 here.)"
-            )
-    else:
-        severity = "warning"
-        suggested = max(1, token_limit // length)
-        evidence["rules_fired"] = ["A1 12,000-token rule"]
-        verdict = (
-            f"Only {a1} fires; {a2} still allows {micro}, so this is borderline (the two rules "
-            f"disagree for sequences this long). The A1-safe value is {suggested}."
-        )
-    if tp > 1 and suggested >= tp and suggested % tp:
-        suggested = _round_to_multiple(suggested, tp)  # keep A4 (multiple of TP) satisfied
-    evidence["suggested_micro_batch"] = suggested
-    size, hidden = v.model_size(), verl_config.hidden_size(v.config)
-    a3 = ""
     if size is not None:
         evidence["model_size_b"] = size
+    if micro <= golden:
+        evidence["rules_fired"] = [RULE_TOKENS]
+        message = (
+            f"Actor micro batch {micro}{model}: {product} is above {limit} but within {formula}, "
+            f"the value logscope suggests ({source}); the two heuristics disagree for sequences "
+            f"this long. "
+            f"If the first update runs out of GPU memory, lower the micro batch (gradient "
+            f"accumulation keeps ppo_mini_batch_size) or set {DYNAMIC}=True."
+        )
+        return [Hit("info", message, evidence, [], [f"{SEED_GRPO} §1.1–1.3"])]
+    suggested = best_micro(v, golden)
+    evidence["rules_fired"] = [RULE_TOKENS, RULE_GOLDEN]
+    evidence["suggested_micro_batch"] = suggested
+    message = (
+        f"Actor micro batch {micro}{model} risks GPU OOM in the PPO update: {product}, above "
+        f"{limit} and above {formula} ({source}). Suggested: "
+        f"{suggested}{_lowered(v, golden, suggested)}."
+    )
+    if suggested * length > token_limit:
+        message += (
+            f" ({suggested} × {length} = {fmt(suggested * length)} tokens is still above "
+            f"{fmt(token_limit)}: the two heuristics disagree for sequences this long; for "
+            f"512 + 1024 tokens the article recommends 8–16.)"
+        )
     if hidden is not None:
         estimate = micro * length * hidden * memory_factor
         evidence["hidden_size"] = hidden
-        evidence["a3_estimate"] = estimate
-        evidence["a3_estimate_at_suggested"] = suggested * length * hidden * memory_factor
-        a3 = (
-            f" A3's estimate micro × tokens × hidden_size × 2.5 = {fmt(micro)} × {length} × "
-            f"{hidden} × 2.5 ≈ {estimate:.3g} ({fmt(suggested)} would be "
-            f"{micro / suggested:.1f}× less)."
+        evidence["memory_estimate"] = estimate
+        evidence["memory_estimate_at_suggested"] = suggested * length * hidden * memory_factor
+        message += (
+            f" The same article's memory estimate (§1.1) micro × tokens × hidden_size × 2.5 = "
+            f"{fmt(micro)} × {length} × {hidden} × 2.5 ≈ {estimate:.3g}, "
+            f"{micro / suggested:.1f}× less at {suggested}."
         )
-    model = f" for a {size:g}B model" if size is not None else ""
-    message = f"Actor micro batch {micro}{model} risks GPU OOM in the PPO update. {verdict}{a3}"
-    advice = v.advice(
+    advice = _micro_advice(
+        v,
         key,
         suggested,
-        f"Tokens per GPU per micro-step decide activation memory in the update. "
-        f"{a2[0].upper()}{a2[1:]} "
-        f"(24 GB as the safe budget on A100-40G/H100-80G); the article's case (7B, 512+1024, "
-        f"micro 64) peaks above 38 GB on an A100-40G and recommends 8–16.",
+        "Tokens per GPU per micro-step decide activation memory in the update; the golden formula "
+        "floor(24·1024 / (prompt + response)) keeps them within a 24 GB budget (A100-40G, "
+        "H100-80G). The article's case (7B, 512 + 1024, micro 64) peaks above 38 GB on an "
+        "A100-40G.",
         f"{SEED_GRPO} §1.2",
     )
-    if severity == "warning":
-        # Only A1 fires and A2 (the source of suggested values) accepts the current value:
-        # show A1's bound, but give no override, so `--fix` does not fight the golden formula.
-        advice = Advice(
-            key,
-            micro,
-            suggested,
-            None,
-            advice.rationale + f" A1 alone asks for ≤ {suggested}.",
-            f"{SEED_GRPO} §1.3",
-        )
-    return [Hit(severity, message, evidence, [advice], [f"{SEED_GRPO} §1.1–1.3"])]
+    return [Hit("error", message, evidence, [advice], [f"{SEED_GRPO} §1.1–1.3"])]
+
+
+def _lowered(v: ConfigView, golden: int, suggested: int) -> str:
+    """Why the suggestion is below the golden value (TP multiple, verl's per-GPU division)."""
+    if suggested == golden:
+        return ""
+    reasons = []
+    tp = v.int_(TP) or 1
+    if tp > 1 and suggested % tp == 0:
+        reasons.append(f"a multiple of the rollout TP size {tp}")
+    normalized = normalized_mini(v)
+    if normalized:
+        reasons.append(f"a divisor of each GPU's mini-batch of {plural(normalized, 'sample')}")
+    return f" (the largest value ≤ {golden} that is {' and '.join(reasons)})" if reasons else ""
+
+
+def _micro_advice(v: ConfigView, key: str, per_gpu: int, rationale: str, source: str) -> Advice:
+    """Advice on the actor's per-GPU micro batch (also when the user set the legacy global key:
+    verl then asks to remove that one, which the next round of `--fix` does)."""
+    return v.advice(MICRO if key == LEGACY_MICRO else key, per_gpu, rationale, source)
 
 
 def _both_set(v: ConfigView, legacy: str, per_gpu: str) -> Hit:
@@ -300,10 +372,7 @@ def _both_set(v: ConfigView, legacy: str, per_gpu: str) -> Hit:
 
 
 def _actor_micro_unset(v: ConfigView, length: int | None, budget_tokens: int) -> Hit:
-    golden = max(1, budget_tokens // length) if length else 8
-    tp = v.int_(TP) or 1
-    if tp > 1 and golden >= tp:
-        golden = _round_to_multiple(golden, tp)
+    golden = best_micro(v, max(1, budget_tokens // length) if length else 8)
     return Hit(
         "error",
         f"{MICRO} is not set (nor ppo_micro_batch_size, nor use_dynamic_bsz): verl refuses to "
@@ -327,34 +396,68 @@ def _actor_micro_unset(v: ConfigView, length: int | None, budget_tokens: int) ->
 
 
 def micro_batch_tp_mismatch(v: ConfigView) -> list[Hit]:
-    """A4: the actor micro batch is not a multiple of the rollout's tensor-parallel size."""
+    """A4: the actor micro batch is not a multiple of the rollout's tensor-parallel size.
+
+    The suggestion also keeps the other micro-batch rules satisfied (at most the golden value,
+    a divisor of verl's per-GPU mini-batch); when no multiple of TP does, nothing is suggested.
+    """
     if v.flag(DYNAMIC):
         return []  # the micro batch is not used
     micro, key = _actor_micro(v)
     tp = v.int_(TP)
     if micro is None or tp is None or tp <= 1 or micro % tp == 0:
         return []
-    suggested = _round_to_multiple(micro, tp)
+    suggested = _tp_multiple(v, micro, tp)
     message = (
         f"Actor micro batch {micro} is not a multiple of rollout.tensor_model_parallel_size "
-        f"{tp} ({micro} % {tp} = {micro % tp}). The article reports vLLM tensor-split errors "
+        f"{tp} ({micro} % {tp} = {micro % tp}). The GRPO article reports vLLM tensor-split errors "
         f"(`Expected all tensors to be on the same device`) for this; verl itself does not check it."
     )
-    advice = v.advice(
-        key,
-        suggested,
-        f"A multiple of the TP size ({tp}) at or below the current value.",
-        f"{SEED_GRPO} §1.2",
-    )
+    advice = []
+    if suggested is None:
+        message += (
+            f" No multiple of {tp} also fits the other micro-batch rules here (a divisor of "
+            f"each GPU's mini-batch of {plural(normalized_mini(v) or 0, 'sample')}, within the "
+            f"golden formula); change ppo_mini_batch_size or the TP size instead."
+        )
+    else:
+        where = "at or below" if suggested < micro else "just above"
+        advice.append(
+            _micro_advice(
+                v,
+                key,
+                suggested,
+                f"The multiple of the TP size ({tp}) {where} the current value that still "
+                f"divides each GPU's mini-batch and stays within the golden formula.",
+                f"{SEED_GRPO} §1.2",
+            )
+        )
     return [
         Hit(
             "warning",
             message,
             {"ppo_micro_batch_size_per_gpu": micro, "tensor_model_parallel_size": tp},
-            [advice],
+            advice,
             [f"{SEED_GRPO} §1.2"],
         )
     ]
+
+
+def _tp_multiple(v: ConfigView, micro: int, tp: int) -> int | None:
+    """The largest multiple of `tp` ≤ micro that fits the other micro-batch rules, else the
+    smallest one above it; None when none fits."""
+    golden = _golden_bound(v)
+    normalized = normalized_mini(v)
+    ceiling = max(micro, tp) if golden is None else golden
+    if normalized and normalized > 0:
+        fitting = [d for d in divisors(normalized) if d % tp == 0 and d <= ceiling]
+    else:
+        top = min(micro, ceiling)
+        fitting = [m for m in (top // tp * tp, tp) if 0 < m <= ceiling]
+    below = [m for m in fitting if m <= micro]
+    if below:
+        return max(below)
+    return min(fitting) if fitting else None
 
 
 # ---- A5 ---------------------------------------------------------------------------------------
@@ -380,27 +483,27 @@ def grpo_group_size(v: ConfigView, minimum: int = 4, costly: int = 16) -> list[H
     elif n < minimum:
         severity = "warning"
         why = (
-            f"rollout.n={n}: too few samples per prompt for a stable group baseline (the article: "
+            f"rollout.n={n}: too few samples per prompt for a stable group baseline (the GRPO article: "
             f"ranking statistics unreliable, KL estimate noisy); it asks for n ≥ {minimum}, even."
         )
         suggested = minimum
     elif n >= costly:
         severity = "warning"
         why = (
-            f"rollout.n={n}: costly for little gain — the article measures +47% step time at "
+            f"rollout.n={n}: costly for little gain — the GRPO article measures +47% step time at "
             f"n=16 (reward std 0.09 vs 0.11 at n=8) and reports vLLM engine hangs in rollout."
         )
         suggested = 8
     elif n % 2:
         severity = "warning"
-        why = f"rollout.n={n} is odd; the article asks for an even n ≥ {minimum} (4 or 8)."
+        why = f"rollout.n={n} is odd; the GRPO article asks for an even n ≥ {minimum} (4 or 8)."
         suggested = 4 if n < 6 else 8
     else:
         return []
     advice = v.advice(
         N,
         suggested,
-        "The article recommends n=4 on a tight budget and n=8 for reasoning tasks (GSM8K, "
+        "The GRPO article recommends n=4 on a tight budget and n=8 for reasoning tasks (GSM8K, "
         "Qwen2-7B: n=4 reward std 0.18 / 1200 steps to converge; n=8 std 0.11 / 950 steps).",
         f"{SEED_GRPO} §2.2",
     )
@@ -411,7 +514,7 @@ def grpo_group_size(v: ConfigView, minimum: int = 4, costly: int = 16) -> list[H
             v.advice(
                 TBS,
                 _batch_for(tbs, suggested, v.n_gpus() or 1),
-                f"Keep data.train_batch_size a multiple of rollout.n={suggested} (A6).",
+                f"Keep data.train_batch_size a multiple of rollout.n={suggested}.",
                 f"{SEED_GRPO} §2.3",
             )
         )
@@ -432,26 +535,39 @@ def _batch_for(tbs: int, n: int, gpus: int) -> int:
     return max(step, tbs // step * step)
 
 
+def gpus_phrase(v: ConfigView, gpus: int) -> str:
+    """`8 GPUs`, saying so when the count is verl's default because the user did not set it."""
+    text = plural(gpus, "GPU")
+    per_node, nodes = "trainer.n_gpus_per_node", "trainer.nnodes"
+    if v.explicit is None or v.is_set(per_node):
+        return text
+    default = f"verl's default {per_node}={fmt(v.get(per_node))}"
+    if v.is_set(nodes):
+        return f"{text} ({nodes}={fmt(v.get(nodes))} × {default}, which you did not set)"
+    return f"{text} ({default} × {nodes}={fmt(v.get(nodes))}; you did not set them)"
+
+
 def batch_not_divisible_by_n(v: ConfigView) -> list[Hit]:
-    """A6 (`train_batch_size % n`) and verl's `real_train_batch_size % n_gpus` check."""
+    """A6 (`train_batch_size % n`) and verl's `real_train_batch_size % n_gpus` check.
+
+    Both suggest the same value: the largest train batch ≤ the current one that satisfies both.
+    """
     tbs, n, gpus = v.int_(TBS), v.int_(N), v.n_gpus()
     if tbs is None or n is None or n < 1:
         return []
     hits = []
+    suggested = _batch_for(tbs, n, gpus or 1)
     strategy = str(v.get(f"{ACT}.strategy") or "fsdp")
     if v.preflight and gpus and not v.flag(DYNAMIC) and strategy.startswith("fsdp"):
         real = tbs * n
         if real % gpus:
-            suggested = (
-                _batch_for(tbs, 1, gpus) if tbs % n == 0 or n == 1 else _batch_for(tbs, n, gpus)
-            )
             hits.append(
                 Hit(
                     "error",
                     f"verl will refuse to start: real_train_batch_size = train_batch_size × "
-                    f"rollout.n = {tbs} × {n} = {real} is not divisible by the {gpus} GPUs "
-                    f"(verl: `real_train_batch_size ({real}) must be divisible by minimal possible "
-                    f"batch size ({gpus})`).",
+                    f"rollout.n = {tbs} × {n} = {real} is not divisible by the "
+                    f"{gpus_phrase(v, gpus)} (verl: `real_train_batch_size ({real}) must be "
+                    f"divisible by minimal possible batch size ({gpus})`).",
                     {
                         "train_batch_size": tbs,
                         "rollout_n": n,
@@ -462,8 +578,9 @@ def batch_not_divisible_by_n(v: ConfigView) -> list[Hit]:
                         v.advice(
                             TBS,
                             suggested,
-                            f"The largest train batch at or below {tbs} whose × n is divisible "
-                            f"by {gpus} GPUs.",
+                            f"The largest train batch at or below {tbs} (or the smallest above, "
+                            f"when none is) that is a multiple of n={n} and whose × n divides by "
+                            f"{plural(gpus, 'GPU')}.",
                             SRC_CONFIG,
                         )
                     ],
@@ -472,7 +589,6 @@ def batch_not_divisible_by_n(v: ConfigView) -> list[Hit]:
                 )
             )
     if n > 1 and tbs % n:
-        suggested = _batch_for(tbs, n, gpus or 1)
         hits.append(
             Hit(
                 "warning",
@@ -485,7 +601,8 @@ def batch_not_divisible_by_n(v: ConfigView) -> list[Hit]:
                     v.advice(
                         TBS,
                         suggested,
-                        f"A multiple of n={n} at or below {tbs}.",
+                        f"A multiple of n={n} at or below {tbs} whose × n also divides by "
+                        f"{plural(gpus or 1, 'GPU')}.",
                         f"{SEED_GRPO} §2.3",
                     )
                 ],
@@ -505,19 +622,22 @@ def mini_batch_not_divisor(v: ConfigView) -> list[Hit]:
         return []
     rem = tbs % mini
     used = (tbs - rem) / tbs
-    suggested = divisor_at_most(tbs, mini)
+    suggested = mini_for(v, tbs, mini)
+    full = tbs // mini
     message = (
         f"data.train_batch_size {tbs} is not a multiple of actor.ppo_mini_batch_size {mini}: "
-        f"{tbs // mini} full mini-batches use {tbs - rem} of {tbs} prompts per step "
+        f"{plural(full, 'full mini-batch', 'full mini-batches')} use{'s' if full == 1 else ''} "
+        f"{tbs - rem} of {tbs} prompts per step "
         f"({used:.1%}); the remaining {rem} ({rem / tbs:.1%}) form a short mini-batch that the "
-        f"article reports as dropped (it measured 92% → 99.7% data use after fixing). verl checks "
+        f"PPO article reports as dropped (it measured 92% → 99.7% data use after fixing). verl checks "
         f"only train_batch_size ≥ ppo_mini_batch_size."
     )
     advice = v.advice(
         MINI,
         suggested,
-        f"The largest divisor of {tbs} at or below {mini}, so every step splits into equal "
-        f"mini-batches (or make train_batch_size a multiple of {mini}).",
+        f"The largest divisor of {tbs} at or below {mini} (that still gives each GPU a "
+        f"sample), so every step splits into equal mini-batches (or make train_batch_size a "
+        f"multiple of {mini}).",
         f"{SEED_PPO} §5.1",
     )
     evidence = {
@@ -555,17 +675,30 @@ def mini_batch_larger_than_batch(v: ConfigView) -> list[Hit]:
     ]
 
 
+def mini_for(v: ConfigView, tbs: int, limit: int) -> int:
+    """The largest divisor of `tbs` ≤ limit that leaves verl's per-GPU mini-batch above 0 (when
+    verl checks it); else the smallest divisor that does; else the largest divisor ≤ limit."""
+    floor = 1
+    gpus, n = v.n_gpus(), v.int_(N) or 1
+    sp = v.int_(f"{ACT}.ulysses_sequence_parallel_size") or 1
+    if v.preflight and not v.flag(DYNAMIC) and gpus and sp > 0 and gpus >= sp:
+        floor = -(-(gpus // sp) // max(1, n))
+    fitting = [d for d in divisors(max(1, tbs)) if d >= floor]
+    below = [d for d in fitting if d <= limit]
+    if below:
+        return max(below)
+    return min(fitting) if fitting else divisor_at_most(tbs, limit)
+
+
 def normalized_mini_batch_mismatch(v: ConfigView) -> list[Hit]:
     """verl's worker check: ppo_mini_batch_size × n ÷ (GPUs ÷ SP) must be a multiple of micro."""
-    if not v.preflight or v.flag(DYNAMIC):
-        return []
+    normalized = normalized_mini(v)
     mini, micro, gpus = v.int_(MINI), v.int_(MICRO), v.n_gpus()
+    if normalized is None or mini is None or micro is None or not gpus or micro <= 0:
+        return []
     n = v.int_(N) or 1
     sp = v.int_(f"{ACT}.ulysses_sequence_parallel_size") or 1
-    if mini is None or micro is None or not gpus or micro <= 0 or sp <= 0 or gpus < sp:
-        return []
     dp = gpus // sp
-    normalized = mini * n // dp
     legacy = v.version is not None and (0, 3) <= verl_config._version_tuple(v.version) < (0, 8)
     severity: Severity = "error" if legacy else "warning"
     where = (
@@ -581,35 +714,40 @@ def normalized_mini_batch_mismatch(v: ConfigView) -> list[Hit]:
         "ppo_micro_batch_size_per_gpu": micro,
     }
     refs = ["verl:workers/fsdp_workers.py"]
+    ranks = plural(dp, "data-parallel rank")
     if normalized <= 0:
-        suggested = -(-dp // n)
-        return [
-            Hit(
-                severity,
-                f"ppo_mini_batch_size {mini} × n {n} ÷ {dp} data-parallel ranks = {normalized}: "
-                f"{where} (`ppo_mini_batch_size {normalized} should be larger than 0 after "
-                f"normalization`).",
-                evidence,
-                [v.advice(MINI, suggested, f"At least {dp} ÷ n prompts per mini-batch.", refs[0])],
-                refs,
+        tbs = v.int_(TBS)
+        message = (
+            f"ppo_mini_batch_size {mini} × n {n} ÷ {ranks} = {normalized}: {where} "
+            f"(`ppo_mini_batch_size {normalized} should be larger than 0 after normalization`)."
+        )
+        advice = []
+        if tbs is None or tbs * n >= dp:
+            least = -(-dp // n)
+            suggested = mini_for(v, tbs, least) if tbs is not None else least
+            advice.append(
+                v.advice(MINI, suggested, f"At least {dp} ÷ n prompts per mini-batch.", refs[0])
             )
-        ]
+        else:
+            message += f" Even the whole train batch ({tbs} × n {n}) is below {ranks}."
+        return [Hit(severity, message, evidence, advice, refs)]
     if normalized % micro == 0:
         return []
-    suggested = divisor_at_most(normalized, micro)
+    suggested = best_micro(v, micro)
     return [
         Hit(
             severity,
-            f"Each GPU's mini-batch is ppo_mini_batch_size {mini} × n {n} ÷ {dp} data-parallel "
-            f"ranks = {normalized} samples, which micro batches of {micro} do not divide: {where} "
-            f"(`normalized ppo_mini_batch_size {normalized} should be divisible by "
+            f"Each GPU's mini-batch is ppo_mini_batch_size {mini} × n {n} ÷ {ranks} = "
+            f"{plural(normalized, 'sample')}, which micro batches of {micro} do not divide: "
+            f"{where} (`normalized ppo_mini_batch_size {normalized} should be divisible by "
             f"ppo_micro_batch_size_per_gpu {micro}`).",
             evidence,
             [
                 v.advice(
                     MICRO,
                     suggested,
-                    f"The largest divisor of {normalized} at or below {micro}.",
+                    f"The largest divisor of {normalized} at or below {micro} (a multiple of the "
+                    f"rollout TP size where one divides).",
                     refs[0],
                 )
             ],
@@ -652,7 +790,7 @@ def kl_coef_zero(v: ConfigView) -> list[Hit]:
             v.advice(
                 KL_LOSS_COEF,
                 target,
-                "0.001 is verl's default, tuned for ~7B models; the article starts smaller "
+                "0.001 is verl's default, tuned for ~7B models; the GRPO article starts smaller "
                 "models at 0.0005 and calibrates so actor/kl_loss sits in 0.01–0.03.",
                 f"{SEED_GRPO} §3.1–3.2",
             )
@@ -661,7 +799,7 @@ def kl_coef_zero(v: ConfigView) -> list[Hit]:
             severity: Severity = "error"
             message = (
                 "actor.use_kl_loss=True with actor.kl_loss_coef=0: the KL term is switched off, "
-                "so nothing keeps the policy near the reference (the article: the policy drifts "
+                "so nothing keeps the policy near the reference (the GRPO article: the policy drifts "
                 "into gibberish and repetition)."
             )
         else:
@@ -670,7 +808,7 @@ def kl_coef_zero(v: ConfigView) -> list[Hit]:
             message = (
                 "actor.kl_loss_coef=0 (and actor.use_kl_loss=False): there is no KL loss"
                 + ("" if in_reward else " and no in-reward KL either, so no KL constraint at all")
-                + ". The article warns that without a KL constraint the policy drifts "
+                + ". The GRPO article warns that without a KL constraint the policy drifts "
                 "(gibberish, repetition)."
             )
             if grpo and not in_reward:
@@ -721,11 +859,12 @@ def kl_coef_scale_mismatch(v: ConfigView, small_b: float = 3.0, large_b: float =
         coef = v.num(key)
         if coef is None or coef <= 0:
             continue
+        # the suggestion is the starting value by model size, which this rule accepts
         if size <= small_b and coef >= 0.001:
-            suggested = verl_config.round_sig(coef / 2)
+            suggested = suggested_kl_coef(size, small_b, large_b)
             direction = f"smaller models want less: the default over-constrains a {size:g}B policy"
         elif size >= large_b and coef <= 0.001:
-            suggested = verl_config.round_sig(coef * 2)
+            suggested = suggested_kl_coef(size, small_b, large_b)
             direction = f"larger models want more: the default lets a {size:g}B policy diverge"
         else:
             continue
@@ -737,13 +876,13 @@ def kl_coef_scale_mismatch(v: ConfigView, small_b: float = 3.0, large_b: float =
             )
         message = (
             f"{key.rsplit('.', 1)[-1]}={fmt(coef)} for a {size:g}B model: the default 0.001 is "
-            f"tuned for ~7B models and {direction} (the article).{note}"
+            f"tuned for ~7B models and {direction} (the GRPO article).{note}"
         )
         advice = v.advice(
             key,
             suggested,
-            "A starting point, not a measured optimum: the article gives the direction only "
-            "(its PPO run on Qwen2.5-0.5B lowered kl_coef 0.001 → 0.0005). Then calibrate "
+            "A starting point, not a measured optimum: the GRPO article gives the direction "
+            "only (the PPO article's run on Qwen2.5-0.5B lowered kl_coef 0.001 → 0.0005). Then calibrate "
             "against the KL to the reference (target 0.01–0.03) and keep it fixed for the run.",
             f"{SEED_GRPO} §3.1; {SEED_PPO} §4.2",
         )
@@ -839,13 +978,13 @@ def shuffle_mismatch(v: ConfigView) -> list[Hit]:
         return []
     touched = v.explicit is not None and (v.is_set("data.shuffle") or v.is_set(f"{ACT}.shuffle"))
     message = (
-        f"data.shuffle={data} but actor.shuffle={actor}. The article says they must match or "
+        f"data.shuffle={data} but actor.shuffle={actor}. The GRPO article says they must match or "
         f"responses and prompts get misaligned. (verl's own defaults differ: data.shuffle=True, "
         f"actor.shuffle=False; actor.shuffle only reorders samples inside an update, so treat "
-        f"this as the article's advice, not a verl error.)"
+        f"this as the GRPO article's advice, not a verl error.)"
     )
     advice = v.advice(
-        f"{ACT}.shuffle", data, "Match data.shuffle, as the article asks.", f"{SEED_GRPO} §5.1"
+        f"{ACT}.shuffle", data, "Match data.shuffle, as the GRPO article asks.", f"{SEED_GRPO} §5.1"
     )
     return [
         Hit(
@@ -865,7 +1004,7 @@ def seed_unset(v: ConfigView, seed: int = 42) -> list[Hit]:
             return []
     message = (
         "No seed is set (data.seed / trainer.seed). verl seeds its data sampler with 1 when "
-        "data.seed is absent, so the data order is repeatable, but the article asks for an "
+        "data.seed is absent, so the data order is repeatable, but the GRPO article asks for an "
         "explicit, recorded seed so that runs can be compared and reproduced."
     )
     advice = v.advice(
@@ -899,14 +1038,15 @@ def response_length_mismatch(v: ConfigView) -> list[Hit]:
     gap = abs(rollout - data)
     if rollout > data:
         detail = (
-            f"vLLM generates up to {rollout} tokens but training keeps {data}: up to {gap} "
-            f"generated tokens per response are computed and thrown away"
+            f"vLLM generates up to {plural(rollout, 'token')} but training keeps {data}: up to "
+            f"{plural(gap, 'generated token')} per response "
+            f"{'is' if gap == 1 else 'are'} computed and thrown away"
         )
         key, suggested = RESPONSE, rollout
     else:
         detail = (
-            f"vLLM stops at {rollout} tokens although the data allows {data}: responses are cut "
-            f"{gap} tokens short (watch response_length/clip_ratio)"
+            f"vLLM stops at {plural(rollout, 'token')} although the data allows {data}: responses are cut "
+            f"{plural(gap, 'token')} short (watch response_length/clip_ratio)"
         )
         key, suggested = RO_RESPONSE, data
     message = (
@@ -916,7 +1056,7 @@ def response_length_mismatch(v: ConfigView) -> list[Hit]:
     advice = v.advice(
         key,
         suggested,
-        "Make the two equal (the article set both to 256; response_length/clip_ratio went to 0).",
+        "Make the two equal (the PPO article set both to 256; response_length/clip_ratio went to 0).",
         f"{SEED_PPO} §5.2",
     )
     return [
@@ -994,8 +1134,10 @@ def rollout_batching_mismatch(v: ConfigView, small_model_b: float = 1.5) -> list
         )
     default_tokens = verl_config.default_for(MAX_TOKENS, v.version)
     default_seqs = verl_config.default_for(MAX_SEQS, v.version)
-    if v.explicit is not None and v.is_set(MAX_TOKENS) != v.is_set(MAX_SEQS):
-        changed, other = (MAX_TOKENS, MAX_SEQS) if v.is_set(MAX_TOKENS) else (MAX_SEQS, MAX_TOKENS)
+    # "changed": away from verl's default (setting a key to its default changes nothing)
+    moved_tokens, moved_seqs = tokens != default_tokens, seqs != default_seqs
+    if v.explicit is not None and moved_tokens != moved_seqs:
+        changed, other = (MAX_TOKENS, MAX_SEQS) if moved_tokens else (MAX_SEQS, MAX_TOKENS)
         if changed == MAX_SEQS:
             suggested = round(8192 * seqs / 1024)
         else:
@@ -1004,7 +1146,7 @@ def rollout_batching_mismatch(v: ConfigView, small_model_b: float = 1.5) -> list
             Hit(
                 "info",  # a throughput recipe, not a correctness problem
                 f"Only {changed.rsplit('.', 1)[-1]} was changed ({fmt(v.get(changed))}); "
-                f"{other.rsplit('.', 1)[-1]} stays at verl's default {fmt(v.get(other))}. The "
+                f"{other.rsplit('.', 1)[-1]} stays at verl's default {fmt(v.get(other))}. The PPO "
                 f"article changes the two together (8192/1024 → 16384/1896: +22% throughput).",
                 evidence,
                 [
@@ -1029,7 +1171,7 @@ def rollout_batching_mismatch(v: ConfigView, small_model_b: float = 1.5) -> list
         hits.append(
             Hit(
                 "info",
-                f"Rollout batching at verl's defaults ({tokens}/{seqs}) for a {size:g}B model: the "
+                f"Rollout batching at verl's defaults ({tokens}/{seqs}) for a {size:g}B model: the PPO "
                 f"article raised both to {ARTICLE_TOKENS}/{ARTICLE_SEQS} with "
                 f"gpu_memory_utilization 0.65 (+22% throughput; response_length/clip_ratio "
                 f"0.012 → 0.003 on GSM8K). Its stated reason (tokens per sequence near the mean "
@@ -1038,10 +1180,13 @@ def rollout_batching_mismatch(v: ConfigView, small_model_b: float = 1.5) -> list
                 evidence,
                 [
                     v.advice(
-                        MAX_TOKENS, ARTICLE_TOKENS, "The article's tuned value.", f"{SEED_PPO} §2.2"
+                        MAX_TOKENS,
+                        ARTICLE_TOKENS,
+                        "The PPO article's tuned value.",
+                        f"{SEED_PPO} §2.2",
                     ),
                     v.advice(
-                        MAX_SEQS, ARTICLE_SEQS, "The article's tuned value.", f"{SEED_PPO} §2.2"
+                        MAX_SEQS, ARTICLE_SEQS, "The PPO article's tuned value.", f"{SEED_PPO} §2.2"
                     ),
                 ],
                 [f"{SEED_PPO} §2.2"],
@@ -1085,13 +1230,13 @@ def log_prob_micro_batch(v: ConfigView, best: int = 16, padding_above: int = 20)
         if value < best:
             severity: Severity = "info"
             message = (
-                f"{key}={value}: the article measured 16 faster than 8 (perf/throughput "
+                f"{key}={value}: the PPO article measured 16 faster than 8 (perf/throughput "
                 f"1176 → 1320 tokens/s, fewer small forward passes)."
             )
         elif value > padding_above:
             severity = "info"
             message = (
-                f"{key}={value}: above {padding_above} the article saw padding overhead "
+                f"{key}={value}: above {padding_above} the PPO article saw padding overhead "
                 f"slow the log-prob pass down."
             )
         else:
@@ -1105,7 +1250,7 @@ def log_prob_micro_batch(v: ConfigView, best: int = 16, padding_above: int = 20)
                     v.advice(
                         key,
                         best,
-                        "The article's measured best; if "
+                        "The PPO article's measured best; if "
                         "perf/max_memory_allocated_gb rises > 10%, lower "
                         "rollout.gpu_memory_utilization.",
                         f"{SEED_PPO} §2.3",

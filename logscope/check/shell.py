@@ -45,6 +45,7 @@ class _Word:
     pieces: list[_Piece]
     line: int
     raw: str  # the word's source text, for error messages
+    start: int = 0  # offset of `raw` in the lexed text
 
     def is_assignment(self) -> bool:
         first = self.pieces[0] if self.pieces else None
@@ -187,7 +188,7 @@ class _Lexer:
             lit.append(c)
             self.i += 1
         flush()
-        return _Word(pieces, line, self.s[start : self.i])
+        return _Word(pieces, line, self.s[start : self.i], start)
 
     def _double_quoted(self, pieces: list[_Piece], start: int) -> None:
         self.i += 1
@@ -283,13 +284,30 @@ _CLOSERS = {"fi", "done", "esac", "}"}
 _DECLARE = {"export", "declare", "typeset", "local", "readonly"}
 
 
+@dataclass(frozen=True)
+class Span:
+    """Where an argument came from in the script: its word's offsets, and whether the word
+    expanded to this argument alone (`$EXTRA` holding `a=1 b=2` does not)."""
+
+    start: int
+    end: int
+    solo: bool = True
+
+    def shifted(self, offset: int) -> Span:
+        return Span(self.start + offset, self.end + offset, self.solo)
+
+
 @dataclass
 class Command:
-    """One simple command after expansion: its words, its env prefix, where it starts."""
+    """One simple command after expansion: its words, its env prefix, where it starts.
+
+    `spans`: per argv entry, the source word it came from (empty for a command given as argv).
+    """
 
     argv: list[str]
     env: dict[str, str] = field(default_factory=dict)
     line: int = 1
+    spans: list[Span] = field(default_factory=list)
 
 
 def parse_script(
@@ -345,15 +363,19 @@ def _simple_command(
         variables.update(env)
         return None
     argv: list[str] = []
+    spans: list[Span] = []
     for word in words[i:]:
-        argv.extend(_expand(word, variables))
+        fields = _expand(word, variables)
+        argv.extend(fields)
+        end = word.start + len(word.raw)
+        spans.extend(Span(word.start, end, len(fields) == 1) for _ in fields)
     if argv and argv[0] in _DECLARE:
         for word in words[i + 1 :]:
             if word.is_assignment():
                 name, value = _expand_assignment(word, variables)
                 variables[name] = value
         return None
-    return Command(argv=argv, env=env, line=line)
+    return Command(argv=argv, env=env, line=line, spans=spans)
 
 
 def _literal(word: _Word) -> str | None:
@@ -485,7 +507,13 @@ _NOT_TRAINERS = {"main_generation", "main_eval", "main_generation_server", "fsdp
 
 @dataclass
 class VerlCommand:
-    """A verl trainer invocation: what runs it, the entry (module or script), and its args."""
+    """A verl trainer invocation: what runs it, the entry (module or script), and its args.
+
+    `spans[i]`: where `args[i]` is in the script (None when unknown: a command given as argv,
+    or inside a `bash -c "…"` whose escapes shift offsets); `entry_span`: the entry's word.
+    `quoting`: `'` when the command sits inside a single-quoted `bash -c '…'` (so an edit must
+    not use single quotes).
+    """
 
     argv: list[str]
     entry: str
@@ -493,6 +521,9 @@ class VerlCommand:
     args: list[str]  # everything after the entry: Hydra overrides and flags
     env: dict[str, str]
     line: int
+    spans: list[Span | None] = field(default_factory=list)
+    entry_span: Span | None = None
+    quoting: str = ""
 
 
 def is_verl_module(name: str) -> bool:
@@ -524,16 +555,28 @@ def find_verl(command: Command) -> VerlCommand | None:
     argv = command.argv
     for i, arg in enumerate(argv):
         if arg == "-m" and i + 1 < len(argv) and is_verl_module(argv[i + 1]):
-            return VerlCommand(
-                argv, argv[i + 1], argv[: i + 2], argv[i + 2 :], command.env, command.line
-            )
+            return _verl_at(command, argv[i + 1], i + 2)
         if arg.startswith("-m") and len(arg) > 2 and is_verl_module(arg[2:]):
-            return VerlCommand(
-                argv, arg[2:], argv[: i + 1], argv[i + 1 :], command.env, command.line
-            )
+            return _verl_at(command, arg[2:], i + 1)
         if is_verl_script(arg):
-            return VerlCommand(argv, arg, argv[: i + 1], argv[i + 1 :], command.env, command.line)
+            return _verl_at(command, arg, i + 1)
     return None
+
+
+def _verl_at(command: Command, entry: str, n_prefix: int) -> VerlCommand:
+    """The VerlCommand whose prefix is `command.argv[:n_prefix]`."""
+    argv = command.argv
+    spans: list[Span | None] = list(command.spans) or [None] * len(argv)
+    return VerlCommand(
+        argv,
+        entry,
+        argv[:n_prefix],
+        argv[n_prefix:],
+        command.env,
+        command.line,
+        spans[n_prefix:],
+        spans[n_prefix - 1],
+    )
 
 
 _SHELLS = {"bash", "sh", "zsh", "dash"}
@@ -553,10 +596,33 @@ def verl_commands(
         if argv and os.path.basename(argv[0]) in _SHELLS and "-c" in argv[1:]:
             k = argv.index("-c")
             if k + 1 < len(argv):
+                offset = _literal_offset(text, command, k + 1)
                 for inner in verl_commands(argv[k + 1], env, path):
                     inner.line = command.line
+                    _move(inner, offset)
                     found.append(inner)
     return found
+
+
+def _literal_offset(text: str, command: Command, k: int) -> int | None:
+    """Offset of argv[k]'s text in `text` when its word is one plain `'…'` (else None)."""
+    if k >= len(command.spans):
+        return None
+    span = command.spans[k]
+    if span.solo and text[span.start : span.end] == f"'{command.argv[k]}'":
+        return span.start + 1
+    return None
+
+
+def _move(inner: VerlCommand, offset: int | None) -> None:
+    """Positions of a `bash -c` command, from its own text to the script's (or unknown)."""
+    if offset is None:
+        inner.spans = [None] * len(inner.args)
+        inner.entry_span = None
+        return
+    inner.spans = [s.shifted(offset) if s else None for s in inner.spans]
+    inner.entry_span = inner.entry_span.shifted(offset) if inner.entry_span else None
+    inner.quoting = "'"
 
 
 def join_command(argv: list[str]) -> str:
@@ -564,12 +630,15 @@ def join_command(argv: list[str]) -> str:
     return " ".join(quote(a) for a in argv)
 
 
-def quote(arg: str) -> str:
-    """Quote only what a shell would change; keep `$VAR` expandable."""
+def quote(arg: str, inside: str = "") -> str:
+    """Quote only what a shell would change; keep `$VAR` expandable.
+
+    `inside="'"`: the word goes inside a single-quoted `bash -c '…'`, so never use `'`.
+    """
     if arg and re.fullmatch(r"[\w@%+=:,./\-]+", arg):
         return arg
     if re.fullmatch(r"~[\w.]+(=[\w.\-]*)?", arg):  # Hydra delete `~key`: no user named so
         return arg
-    if "$" in arg:
+    if "$" in arg or inside == "'":
         return '"' + re.sub(r'(["\\`])', r"\\\1", arg) + '"'
     return "'" + arg.replace("'", "'\"'\"'") + "'"

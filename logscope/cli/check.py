@@ -45,8 +45,8 @@ def check(
         bool,
         typer.Option(
             "--fix",
-            help="Print the command (or override list) with every suggested value applied. "
-            "Never edits your file.",
+            help="Print the script (or command) with the fewest suggested changes that clear "
+            "the findings, made in place; for a YAML or log, the overrides. Never edits your file.",
         ),
     ] = False,
     verl_version: Annotated[
@@ -61,9 +61,10 @@ def check(
     Examples: logscope check run_grpo.sh;
     logscope check -- python3 -m verl.trainer.main_ppo data.train_batch_size=512 …
     """
-    from logscope.check import check_command, check_path, fix_text
+    from logscope.check import check_command, check_path, fix_reports, read_script
 
     args = list(target or []) + list(ctx.args)
+    text = None  # the script's text, for --fix to edit in place
     with user_errors():
         args, late = _own_options(args)
         fix = fix or bool(late.get("fix"))
@@ -81,20 +82,31 @@ def check(
 
             from logscope.check import check_text
 
-            reports = check_text(sys.stdin.read(), path="<stdin>", version=verl_version)
-        elif len(args) == 1 and Path(args[0]).exists():
+            text = sys.stdin.read()
+            reports = check_text(text, path="<stdin>", version=verl_version)
+        elif len(args) == 1 and (Path(args[0]).exists() or _names_a_file(args[0])):
             if output is not None and same_file(output, Path(args[0])):
                 raise LogscopeError(f"--output {output} is the input; refusing to overwrite it")
-            reports = check_path(args[0], version=verl_version)
+            reports = check_path(args[0], version=verl_version)  # a missing file: "no such file"
+            if fix and Path(args[0]).is_file():
+                text = read_script(args[0])
         else:
             reports = check_command(args, version=verl_version)
         if fix:
-            text = "\n\n".join(fix_text(r) for r in reports)
-            write_output(text, output)
+            write_output(fix_reports(reports, text), output)
         else:
             emit_reports(reports, format, output)
     if any(r.fails(fail_on.value) for r in reports):
         raise typer.Exit(1)
+
+
+def _names_a_file(arg: str) -> bool:
+    """One word that is not a verl invocation: the user meant a file (which may be missing)."""
+    from logscope.check import shell
+
+    if any(c.isspace() for c in arg):
+        return False  # a whole command line in one argument
+    return shell.find_verl(shell.Command(argv=[arg])) is None
 
 
 _LATE_OPTIONS = {
