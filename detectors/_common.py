@@ -19,6 +19,7 @@ from typing import Any
 from logscope import verl_config
 from logscope.advice import SEED_GRPO, SEED_PPO, advise, current_value
 from logscope.model import Advice, Run
+from logscope.sources import cite
 from logscope.verl_config import ACT, RO
 
 ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -261,8 +262,8 @@ def env_advice(name: str, suggested: Any, why: str, source: str) -> Advice:
         current=None,
         suggested=suggested,
         override=None,
-        rationale=why,
-        source=source,
+        rationale=cite(why),
+        source=cite(source),
     )
 
 
@@ -299,7 +300,7 @@ def grad_clip_advice(run: Run, role: str, why: str) -> Advice | None:
     advice = advise(
         run,
         key,
-        f"{why} A tighter clip bounds each update (seed: grad_clip 1.0 → 0.5 took grad_norm 7.16 → 4.2–4.8).",
+        f"{why} A tighter clip bounds each update (the PPO article: grad_clip 1.0 → 0.5 took grad_norm 7.16 → 4.2–4.8).",
         f"{SEED_PPO} §3.2",
         suggest=0.5 if run.config_segments else None,
         rule="0.5 (verl's default is 1.0)",
@@ -314,7 +315,7 @@ def non_finite_advice(run: Run, role: str = "actor") -> list[Advice]:
     out: list[Advice] = []
     mem = gpu_memory_advice(
         run,
-        "NaN/inf losses often follow a too-large vLLM memory share (A9): FSDP is starved and "
+        "NaN/inf losses often follow a too-large vLLM memory share: FSDP is starved and "
         "falls back to CPU offload or fails mid-computation.",
         always=False,
     )

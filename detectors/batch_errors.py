@@ -10,6 +10,7 @@ from logscope import verl_config
 from logscope.advice import SEED_GRPO, SEED_PPO, advise, current_value
 from logscope.check.rules import divisor_at_most
 from logscope.model import Advice, Finding, Run
+from logscope.sources import cite_all
 from logscope.verl_config import ACT, RO
 
 from ._common import (
@@ -36,7 +37,7 @@ class BatchSizeDivisibilityError(SignatureDetector):
     """verl refused the batch sizes: they do not divide as its checks require.
 
     What it detects:
-        verl's batch-size checks (verl_formats.md §6): `real_train_batch_size (X) must be
+        verl's batch-size checks: `real_train_batch_size (X) must be
         divisible by minimal possible batch size (Y)` (0.4+), `... must be divisible by total
         n_gpus (N).` (0.2–0.3), `only support equal chunk. Got size of DataProto X and chunk Y`,
         `train_batch_size (X) must be >= actor.ppo_mini_batch_size (Y)`, `normalized
@@ -61,7 +62,7 @@ class BatchSizeDivisibilityError(SignatureDetector):
         GPU count, or the chunk count): the nearest `data.train_batch_size` at or below the
         current one that makes the product divisible. For the mini/micro checks: a
         `ppo_micro_batch_size_per_gpu` that divides the normalized mini batch, or a larger
-        `ppo_mini_batch_size`. For the article's message: a train batch that is a multiple of
+        `ppo_mini_batch_size`. For the GRPO article's message: a train batch that is a multiple of
         `rollout.n`.
 
     Known false positives:
@@ -71,7 +72,7 @@ class BatchSizeDivisibilityError(SignatureDetector):
     References:
         verl:trainer/ppo/ray_trainer.py (`_validate_config`), verl:utils/config.py,
         verl:workers/fsdp_workers.py, verl:protocol.py (`DataProto.chunk`);
-        seed:grpo-pitfalls §2.3; tuning_knowledge.md A6, C6.
+        seed:grpo-pitfalls §2.3.
     """
 
     code = "LS015"
@@ -107,7 +108,7 @@ class BatchSizeDivisibilityError(SignatureDetector):
             message,
             evidence=evidence,
             advice=advice,
-            references=["verl:trainer/ppo/ray_trainer.py", f"{SEED_GRPO} §2.3"],
+            references=cite_all(["verl:trainer/ppo/ray_trainer.py", f"{SEED_GRPO} §2.3"]),
         )
 
     def _advice(
@@ -168,7 +169,7 @@ class BatchSizeDivisibilityError(SignatureDetector):
                     run,
                     f"{ACT}.ppo_mini_batch_size",
                     f"A mini batch cannot be larger than the train batch ({train} prompts); a "
-                    f"divisor of it also avoids silently dropped samples (A7).",
+                    f"divisor of it also avoids the short mini-batch left over at the end of each step.",
                     source,
                     suggest=train,
                 ),
@@ -271,7 +272,7 @@ class PromptTooLong(SignatureDetector):
         None known: the message is only raised for this.
 
     References:
-        verl_formats.md §6 (`data.max_prompt_length`, verl utils/dataset/rl_dataset.py).
+        verl:utils/dataset/rl_dataset.py (`data.max_prompt_length`, `data.truncation`).
     """
 
     code = "LS019"
@@ -311,7 +312,7 @@ class PromptTooLong(SignatureDetector):
             message,
             evidence={"prompt_length": longest, "max_prompt_length": limit},
             advice=advice,
-            references=["verl:utils/dataset/rl_dataset.py"],
+            references=cite_all(["verl:utils/dataset/rl_dataset.py"]),
         )
 
 
@@ -336,14 +337,14 @@ class MaxNumBatchedTokensTooSmall(SignatureDetector):
     Advice:
         Set `actor_rollout_ref.rollout.max_num_batched_tokens` to at least
         `data.max_prompt_length + data.max_response_length` (rounded up to a multiple of 1024),
-        and keep `max_num_seqs` in step with it (seed: 8192/1024 → 16384/1896 gave +22%
+        and keep `max_num_seqs` in step with it (the PPO article: 8192/1024 → 16384/1896 gave +22%
         throughput on GSM8K).
 
     Known false positives:
         None known.
 
     References:
-        verl_formats.md §6 (0.5 vLLM rollout); seed:ppo-tuning §2.2.
+        verl:workers/rollout/vllm_rollout (the check, verl 0.5); seed:ppo-tuning §2.2.
     """
 
     code = "LS020"
@@ -380,5 +381,9 @@ class MaxNumBatchedTokensTooSmall(SignatureDetector):
             )
         ]
         return self.signature_finding(
-            hits, message, evidence=evidence, advice=advice, references=[f"{SEED_PPO} §2.2"]
+            hits,
+            message,
+            evidence=evidence,
+            advice=advice,
+            references=cite_all([f"{SEED_PPO} §2.2"]),
         )

@@ -8,7 +8,9 @@ from logscope.advice import advise, current_value
 from logscope.check.rules import divisor_at_most
 from logscope.detector import Detector
 from logscope.model import Advice, Finding, Run
+from logscope.sources import cite, cite_all
 from logscope.verl_config import RO
+from logscope.words import plural
 
 from ._common import LogLine, env_advice, quote
 from ._crash_story import CrashStory, crash_story
@@ -18,6 +20,9 @@ SIGNALS = {"Killed": "SIGKILL", "Segmentation fault": "SIGSEGV", "Aborted": "SIG
 # Kinds whose message is worth quoting after the signature's own wording.
 QUOTED_KINDS = ("vllm-engine", "hydra", "tp-world", "sglang", "device-mismatch")
 RAY_LOGS = "/tmp/ray/session_latest/logs"
+
+#: Ray tracebacks (`RayTaskError(...)`) and where each worker's log is.
+RAY_DEBUG_DOC = "ray:ray-observability/user-guides/debug-apps/debug-failures"
 
 
 class RunCrashed(Detector):
@@ -65,8 +70,9 @@ class RunCrashed(Detector):
         the run survived, reads as a crash.
 
     References:
-        verl_formats.md §1.4 (Ray traceback shape) and §6 (where config errors surface);
-        Ray docs, "Debugging failures" (worker logs).
+        ray:ray-observability/user-guides/debug-apps/debug-failures (Ray tracebacks, worker
+        logs); verl:utils/config.py (config checks, raised inside the TaskRunner before verl
+        0.9).
     """
 
     code = "LS017"
@@ -108,7 +114,7 @@ class RunCrashed(Detector):
                 step=line.step,
                 evidence=self._evidence(run, story, line),
                 advice=advice,
-                references=["verl_formats.md §1.4"],
+                references=cite_all([RAY_DEBUG_DOC]),
             )
         ]
 
@@ -183,7 +189,7 @@ class RunCrashed(Detector):
                 "dmesg -T | grep -iE 'killed process|out of memory'",
                 "The kernel log says whether the OOM killer sent the signal, and how much memory "
                 "the process held.",
-                "linux:oom-killer",
+                "linux:admin-guide/mm/concepts#oom-killer",
             )
         ]
         return self.finding(
@@ -203,7 +209,7 @@ class RunCrashed(Detector):
                 "cause_kind": "killed",
             },
             advice=advice if signal == "SIGKILL" else [],
-            references=["verl_formats.md §1.4"],
+            references=cite_all([RAY_DEBUG_DOC]),
         )
 
 
@@ -246,7 +252,7 @@ def _tp_advice(run: Run, text: str) -> Advice:
     current = current_value(run, key)
     tp = current if isinstance(current, int) and current > 0 else tp
     suggested = divisor_at_most(world, tp) if world and tp else None
-    detail = f" ({world} GPUs here)" if world else ""
+    detail = f" ({plural(world, 'GPU')} here)" if world else ""
     return advise(
         run,
         key,
@@ -260,7 +266,14 @@ def _tp_advice(run: Run, text: str) -> Advice:
 
 def _sglang_override(key: str, why: str) -> Advice:
     parameter = f"{RO}.engine_kwargs.sglang.{key}"
-    return Advice(parameter, None, True, f"++{parameter}=True", why, "sglang:server_arguments")
+    return Advice(
+        parameter,
+        None,
+        True,
+        f"++{parameter}=True",
+        why,
+        cite("sglang:advanced_features/server_arguments"),
+    )
 
 
 def _sglang_advice(story: CrashStory) -> list[Advice]:

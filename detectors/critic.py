@@ -13,7 +13,9 @@ from logscope.detector import Detector
 from logscope.exceptions import BadDetectorParameters
 from logscope.health import REFERENCES, WARMUP_STEPS, grad_clip, recent_level, values_by_step
 from logscope.model import Advice, Finding, Run
+from logscope.sources import cite_all
 from logscope.verl_config import RO
+from logscope.words import plural
 
 from ._common import grad_clip_advice
 from ._signal import best_split, binned, clean_series, concept_series, moving_average
@@ -130,7 +132,7 @@ class CriticValueError(Detector):
     References:
         seed:ppo-tuning §4, §4.1 (vf_loss > 0.1 for long or advantages mean off 0 → larger critic
         micro batches); verl:trainer/ppo/core_algos.py (GAE, value loss);
-        verl:trainer/ppo/metric_utils.py (vf_explained_var); tuning_knowledge.md B8.
+        verl:trainer/ppo/metric_utils.py (vf_explained_var).
     """
 
     code = "LS210"
@@ -276,7 +278,7 @@ class CriticValueError(Detector):
                 end_step=max(steps),
                 evidence=evidence,
                 advice=advice,
-                references=[f"{SEED_PPO} §4.1", "verl:trainer/ppo/metric_utils.py"],
+                references=cite_all([f"{SEED_PPO} §4.1", "verl:trainer/ppo/metric_utils.py"]),
             )
         ]
 
@@ -337,7 +339,7 @@ class CriticValueError(Detector):
         before = f"; before: {vf_name} ≈ {fmt(vf_before)}" if vf_before is not None and a else ""
         msg = (
             f"The critic is not fitting the returns from step {step} to {end} "
-            f"({end - step + 1} steps): " + ", ".join(parts) + before + "."
+            f"({plural(end - step + 1, 'step')}): " + ", ".join(parts) + before + "."
         )
         advice: list[Advice] = []
         for key in (
@@ -354,7 +356,7 @@ class CriticValueError(Detector):
                     "memory (the critic forward is lighter than the actor's).",
                     f"{SEED_PPO} §4.1",
                     suggest=lambda cur: int(cur) * 2,
-                    rule="double the current value (4 → 8 in the article)",
+                    rule="double the current value (4 → 8 in the PPO article)",
                 )
             )
         advice.append(
@@ -385,7 +387,7 @@ class CriticValueError(Detector):
             end_step=end,
             evidence=evidence,
             advice=advice,
-            references=[f"{SEED_PPO} §4.1", "verl:trainer/ppo/core_algos.py"],
+            references=cite_all([f"{SEED_PPO} §4.1", "verl:trainer/ppo/core_algos.py"]),
         )
 
 
@@ -428,7 +430,7 @@ class AdvantageCollapse(Detector):
 
     References:
         seed:grpo-pitfalls §2 (rollout.n: n=1 degenerates, ≥ 4 and even);
-        verl:trainer/ppo/core_algos.py (compute_grpo_outcome_advantage); tuning_knowledge.md A5.
+        verl:trainer/ppo/core_algos.py (compute_grpo_outcome_advantage).
     """
 
     code = "LS211"
@@ -531,7 +533,7 @@ class AdvantageCollapse(Detector):
                     "judged_on": "every logged step (too few for the stretch test)",
                 },
                 advice=advice,
-                references=[f"{SEED_GRPO} §2", "verl:trainer/ppo/core_algos.py"],
+                references=cite_all([f"{SEED_GRPO} §2", "verl:trainer/ppo/core_algos.py"]),
             )
         ]
 
@@ -615,7 +617,7 @@ class AdvantageCollapse(Detector):
         before = size[:a]
         msg = (
             f"critic/advantages/max and /min are ~0 from step {start} to {end} "
-            f"({b - a} logged steps; largest |advantage| {fmt(float(size[a:b].max()))}, typical "
+            f"({plural(b - a, 'logged step')}; largest |advantage| {fmt(float(size[a:b].max()))}, typical "
             f"{fmt(float(np.median(before)) if len(before) else typical)} before)"
         )
         if spread is not None and spread > 1e-6:
@@ -644,5 +646,5 @@ class AdvantageCollapse(Detector):
             end_step=end,
             evidence=evidence,
             advice=advice,
-            references=[f"{SEED_GRPO} §2", "verl:trainer/ppo/core_algos.py"],
+            references=cite_all([f"{SEED_GRPO} §2", "verl:trainer/ppo/core_algos.py"]),
         )

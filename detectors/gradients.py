@@ -1,4 +1,4 @@
-"""Gradient norm held far above the clip value for the whole run (seed 003 §3.2, B6)."""
+"""Gradient norm held far above the clip value for the whole run (the PPO article §3.2)."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import numpy as np
 
 from logscope.detector import Detector
 from logscope.model import Finding, Run
+from logscope.sources import cite_all
 
 from ._common import _num, grad_clip_advice, grad_clip_key
 from ._stats import finite, rolling_median
@@ -34,9 +35,9 @@ class GradNormAboveClip(Detector):
         with actor_rollout_ref.actor.grad_clip=1.0 in the config dump.
 
     Advice:
-        The article lowered `actor_rollout_ref.actor.grad_clip` 1.0 → 0.5 (grad_norm 7.16 →
-        4.2–4.8, clipfrac → 0). A noisy loss (B7) is the other lever: a larger micro/mini batch
-        lowers gradient noise.
+        The PPO article lowered `actor_rollout_ref.actor.grad_clip` 1.0 → 0.5 (grad_norm 7.16 →
+        4.2–4.8, clipfrac → 0). A noisy loss is the other lever: a larger micro/mini batch
+        lowers gradient noise (the PPO article §3.1).
 
     Known false positives:
         Large models and long sequences have large raw gradient norms by nature; if the run
@@ -44,8 +45,8 @@ class GradNormAboveClip(Detector):
         against verl's default clip (1.0).
 
     References:
-        seed:ppo-tuning §3.2; verl: dp_actor `clip_grad_norm_` returns the pre-clip norm logged as
-        actor/grad_norm.
+        seed:ppo-tuning §3.1–3.2; verl:workers/actor/dp_actor.py (`clip_grad_norm_` returns the
+        pre-clip norm, logged as actor/grad_norm).
     """
 
     code = "LS131"
@@ -115,6 +116,6 @@ class GradNormAboveClip(Detector):
                 end_step=int(tail_steps[-1]),
                 evidence=evidence,
                 advice=[advice] if advice else [],
-                references=["seed:ppo-tuning §3.2"],
+                references=cite_all(["seed:ppo-tuning §3.2"]),
             )
         ]

@@ -7,6 +7,7 @@ import re
 from typing import Any
 
 from logscope.model import Advice, Finding, Run
+from logscope.sources import cite, cite_all
 
 from ._common import Hit, context, env_advice, quote, where
 from ._crash_story import crash_story
@@ -111,8 +112,9 @@ class HydraConfigError(SignatureDetector):
         A config error raised and caught by custom code would still be reported.
 
     References:
-        Hydra docs, "Override grammar" and "Config in struct mode"; OmegaConf docs, "Structured
-        configs"; verl_formats.md §6.
+        hydra:advanced/override_grammar/basic; omegaconf:usage#struct-flag (struct mode);
+        omegaconf:structured_config; verl:trainer/config/ppo_trainer.yaml (the keys a verl
+        release accepts).
     """
 
     code = "LS024"
@@ -160,7 +162,7 @@ class HydraConfigError(SignatureDetector):
             message,
             evidence=evidence,
             advice=self._advice(what, full or bad, value, closest),
-            references=[HYDRA_DOC],
+            references=cite_all([HYDRA_DOC]),
         )
 
     @staticmethod
@@ -219,14 +221,14 @@ class HydraConfigError(SignatureDetector):
         if closest:
             override = f"{closest}={value}" if value is not None else None
             why = f"'{key}' is not in the config; '{closest}' is, and is probably what was meant."
-            return [Advice(closest, None, value, override, why, HYDRA_DOC)]
+            return [Advice(closest, None, value, override, why, cite(HYDRA_DOC))]
         if what == "append" and key:
             override = f"{key}={value}" if value is not None else None
             why = "The key exists already: override it without the leading `+` (or with `++`)."
-            return [Advice(key, None, value, override, why, HYDRA_DOC)]
+            return [Advice(key, None, value, override, why, cite(HYDRA_DOC))]
         if what == "missing" and key:
             why = "A mandatory value (`???`) that nothing set: give it on the command line."
-            return [Advice(key, None, None, None, why, HYDRA_DOC)]
+            return [Advice(key, None, None, None, why, cite(HYDRA_DOC))]
         why = (
             "Check the key's spelling and section against this verl version's config "
             "(`python -m verl.trainer.main_ppo --cfg job` prints it); keys and dataclass "
@@ -234,4 +236,4 @@ class HydraConfigError(SignatureDetector):
         )
         if key is None:
             return [env_advice("hydra-override", None, why, HYDRA_DOC)]
-        return [Advice(key, None, None, None, why, HYDRA_DOC)]
+        return [Advice(key, None, None, None, why, cite(HYDRA_DOC))]

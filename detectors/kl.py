@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
@@ -17,7 +17,9 @@ from logscope.detector import Detector
 from logscope.exceptions import BadDetectorParameters
 from logscope.health import REFERENCES, consecutive_jump, recent_level
 from logscope.model import Advice, Finding, Run
+from logscope.sources import cite_all
 from logscope.verl_config import ACT
+from logscope.words import plural
 
 from ._common import halve_advice
 from ._policy_signals import (
@@ -35,7 +37,7 @@ from ._policy_signals import (
 )
 from ._stats import fmt
 
-#: the article's calibration step (×0.7 / ×1.5 per round), applied in the direction the
+#: the GRPO article's calibration step (×0.7 / ×1.5 per round), applied in the direction the
 #: mechanics give: a larger KL coefficient pulls the policy back toward the reference.
 KL_COEF_STEP = 1 / 0.7
 #: in a run too short for changepoints, a rise to this many times the step before is a jump
@@ -127,10 +129,19 @@ def _window_medians(x: np.ndarray, width: int) -> np.ndarray:
     return np.median(sliding_window_view(x, width), axis=1)
 
 
+class _Shift(NamedTuple):
+    """A judged level change, in the analysis domain (log values on a log scale)."""
+
+    before: float
+    after: float
+    z: float
+    spread: float  # one σ of the same change taken elsewhere in the series
+
+
 def _shift(
     x: np.ndarray, meds: np.ndarray, width: int, onset: int, end: int, floor: float = 0.0
-) -> tuple[float, float, float] | None:
-    """(level before, level after, z) of a change of `x` starting at `onset`, complete at `end`.
+) -> _Shift | None:
+    """(level before, level after, z, spread) of a change of `x` from `onset`, complete at `end`.
 
     `meds` are `_window_medians(x, width)`. The levels are medians of the `width` points
     before `onset` and from `end`. z is their difference against the same difference taken
@@ -152,7 +163,21 @@ def _shift(
         return None
     centre = float(np.median(elsewhere))
     scale = max(float(median_abs_deviation(elsewhere, scale="normal")), floor, 1e-12)
-    return lb, la, (la - lb - centre) / scale
+    return _Shift(lb, la, (la - lb - centre) / scale, scale)
+
+
+def _spread_evidence(spread: float, log_scale: bool) -> dict[str, float]:
+    """One unit of z on the levels' own scale: a factor on a log scale (`spread_factor` 1.2:
+    the change varies by ×1.2 elsewhere), the metric's units on a linear one (`spread`)."""
+    if log_scale:
+        return {"spread_factor": round(math.exp(spread), 3)}
+    return {"spread": sig(spread)}
+
+
+def _spread_text(spread: float, log_scale: bool) -> str:
+    if log_scale:
+        return f"×{math.exp(spread):.3g} on the log scale"
+    return fmt(spread)
 
 
 def _tail_sigma(x: np.ndarray, window: int = 31) -> float:
@@ -197,8 +222,8 @@ def _raise_kl_coef(run: Run, metric: str, why: str) -> Advice:
             run,
             "algorithm.kl_ctrl.target_kl",
             f"{why} With the adaptive controller the coefficient follows target_kl (it grows "
-            "while KL is above the target), so the target is what to lower (×0.7; seed 003 "
-            "§4.2 went 0.1 → 0.05).",
+            "while KL is above the target), so the target is what to lower (×0.7; the PPO "
+            "article, §4.2, went 0.1 → 0.05).",
             f"{SEED_PPO} §4.2",
             suggest=lambda c: verl_config.round_sig(float(c) * 0.7),
             rule="×0.7",
@@ -207,9 +232,9 @@ def _raise_kl_coef(run: Run, metric: str, why: str) -> Advice:
         run,
         key,
         f"{why} The penalty pulls the policy toward the reference: a larger coefficient lowers "
-        "the KL. Raise it one step (×1.4, the inverse of seed 000's ×0.7 round) and re-check "
-        "after ~20 steps. Seed 000 §3.2 reports the opposite direction (lower the coefficient "
-        "when KL is high); by the mechanics that lets KL grow further.",
+        "the KL. Raise it one step (×1.4, the inverse of the GRPO article's ×0.7 round) and "
+        "re-check after ~20 steps. The GRPO article (§3.2) reports the opposite direction "
+        "(lower the coefficient when KL is high); by the mechanics that lets KL grow further.",
         f"{SEED_GRPO} §3.1-3.2",
         suggest=lambda c: verl_config.round_sig(float(c) * KL_COEF_STEP) if c else 0.001,
         rule="×1.4 per round until KL sits in 0.01–0.03 (0.001 when it is 0)",
@@ -234,7 +259,7 @@ class KLJump(Detector):
         autocorrelated series that wanders 2× sets its own bar. The rise must
         also matter to training: the level after at least `min_ratio` (2) times the level
         before — `min_ppo_kl_ratio` (3) for `ppo_kl`, whose noise alone wanders 2× — and higher
-        by at least `min_ppo_kl_rise` (1e-4, the size seed 003 calls too small to move the
+        by at least `min_ppo_kl_rise` (1e-4, the size the PPO article calls too small to move the
         policy) for `ppo_kl` or `min_kl_rise` (0.01 nat, half the 0.01–0.03 band) for KL to the
         reference, both at the least a `.3f` print's rounding allows, and at least half a
         `window` of steps logged after the rise. Short spikes (a few
@@ -251,7 +276,7 @@ class KLJump(Detector):
 
     Why it matters:
         `actor/ppo_kl` measures how far one update moved the policy from the one that generated
-        the batch; a jump (seed 003: 0.0001 → 0.003) is a destabilising update, often followed by
+        the batch; a jump (the PPO article: 0.0001 → 0.003) is a destabilising update, often followed by
         clip-fraction spikes and entropy collapse. A jump in KL to the reference means the policy
         suddenly left the region the penalty was keeping it in.
 
@@ -265,8 +290,9 @@ class KLJump(Detector):
         `actor_rollout_ref.actor.clip_ratio` (×0.75), which bounds each update directly; for KL
         to the reference raise its coefficient one step (`actor.kl_loss_coef` or
         `algorithm.kl_ctrl.kl_coef`, ×1.4). When a config segment (a restart) changed the LR or
-        a KL coefficient just before the jump, the finding says so: undo that change first (A16).
-        Seed 003 §4.2 says to lower `kl_coef` and `target_kl`; `ppo_kl` is governed by the LR and
+        a KL coefficient just before the jump, the finding says so: undo that change first
+        (a coefficient changed mid-run breaks gradient consistency, the GRPO article §3.3).
+        The PPO article §4.2 says to lower `kl_coef` and `target_kl`; `ppo_kl` is governed by the LR and
         clip range rather than by a KL-to-reference coefficient, so logscope does not.
 
     Known false positives:
@@ -283,8 +309,8 @@ class KLJump(Detector):
         carries no update size and is not read.
 
     References:
-        seed:ppo-tuning §4.2; seed:grpo-pitfalls §3.3 (A16, mid-run coefficient changes);
-        verl:trainer/ppo/core_algos.py (ppo_kl, clip_ratio); tuning_knowledge.md B3 and Caveat.
+        seed:ppo-tuning §4.2; seed:grpo-pitfalls §3.3 (mid-run coefficient changes);
+        verl:trainer/ppo/core_algos.py (ppo_kl, clip_ratio).
     """
 
     code = "LS101"
@@ -364,7 +390,7 @@ class KLJump(Detector):
         x, floor, inv = domain(s, log_scale)
         width = int(np.clip(len(s) // 8, 8, self.window))
         meds = _window_medians(x, width)
-        cands: list[tuple[Change, float]] = []
+        cands: list[tuple[Change, float, float]] = []  # (change, ratio, the noise z counts)
         # each changepoint on its own: a slow healthy rise before a jump must not merge into it
         for c in level_shifts(s, log_scale, +1, merge_slope_ratio=1.0):
             if c.end - c.onset > self.max_rise_steps:
@@ -372,9 +398,9 @@ class KLJump(Detector):
             judged = _shift(x, meds, width, c.onset, c.end, floor)
             if judged is None or judged[2] < self.z_threshold:
                 continue
-            c = replace(c, before=inv(judged[0]), after=inv(judged[1]), z=judged[2])
+            c = replace(c, before=inv(judged.before), after=inv(judged.after), z=judged.z)
             if self._matters(c, concept, log_scale, s.resolution):
-                cands.append((c, self._ratio(c, log_scale, s.resolution)))
+                cands.append((c, self._ratio(c, log_scale, s.resolution), judged.spread))
         # Short spikes only on a log scale: near 0 (or in a .3f log printing mostly 0.000) a
         # single heavy-tailed point has no meaningful noise scale to be judged against.
         spikes = spike_changes(s, log_scale, self.spike_z) if log_scale else []
@@ -383,14 +409,14 @@ class KLJump(Detector):
             z = c.z * c.sigma / max(tail, c.sigma)
             if z < self.spike_z:
                 continue
-            if any(abs(c.onset - o.onset) <= self.max_rise_steps for o, _ in cands):
+            if any(abs(c.onset - o.onset) <= self.max_rise_steps for o, _, _ in cands):
                 continue
             c = replace(c, z=z)
             if self._matters(c, concept, log_scale, s.resolution):
-                cands.append((c, self._ratio(c, log_scale, s.resolution)))
+                cands.append((c, self._ratio(c, log_scale, s.resolution), max(tail, c.sigma)))
         cands.sort(key=lambda cr: -cr[0].z)
         top = cands[: self.max_findings]
-        return [self._finding(run, s, c, r, width, log_scale) for c, r in top]
+        return [self._finding(run, s, c, r, width, log_scale, u) for c, r, u in top]
 
     def _matters(self, c: Change, concept: str, log_scale: bool, res: float | None) -> bool:
         """Large enough to matter to training: relative (`min_ratio`) and absolute rise, both
@@ -443,7 +469,7 @@ class KLJump(Detector):
                 end_step=end,
                 evidence=evidence,
                 advice=self._advice(run, metric),
-                references=[f"{SEED_PPO} §4.2", f"{SEED_GRPO} §3.2"],
+                references=cite_all([f"{SEED_PPO} §4.2", f"{SEED_GRPO} §3.2"]),
             )
         ]
 
@@ -456,9 +482,18 @@ class KLJump(Detector):
         return (c.after - res) / max(base, 1e-12)
 
     def _finding(
-        self, run: Run, s: Series, c: Change, ratio: float, width: int, log_scale: bool
+        self,
+        run: Run,
+        s: Series,
+        c: Change,
+        ratio: float,
+        width: int,
+        log_scale: bool,
+        spread: float,
     ) -> Finding:
+        """`spread`: what one unit of z is, in the analysis domain (log units on a log scale)."""
         step = s.step_at(c.onset)
+        unit = _spread_text(spread, log_scale)
         end = s.step_at(c.end)
         keys = (
             f"{ACT}.optim.lr",
@@ -474,15 +509,16 @@ class KLJump(Detector):
         if c.kind == "spike":
             message = (
                 f"{s.metric} spiked from {fmt(c.before)} to {fmt(c.after)} ({times}; "
-                f"{c.z:.0f} noise units, the noise scale allowing for the series' heavy tails) "
-                f"at step {step}, back by step {end}."
+                f"{c.z:.0f} noise units of {unit}, the noise scale allowing for the series' "
+                f"heavy tails) at step {step}, back by step {end}."
             )
         else:
             message = (
                 f"{s.metric} jumped from a median of {fmt(c.before)} over the {width} steps "
                 f"before step {step} to {fmt(c.after)} over the {width} steps after the rise "
                 f"({times}); 90% of the rise reached by step {end}. That change is "
-                f"{c.z:.0f}× the spread of the same {width}-step change elsewhere in the run."
+                f"{c.z:.0f}× the spread of the same {width}-step change elsewhere in the run "
+                f"(one spread: {unit})."
             )
         if change:
             changed = ", ".join(f"{k} {v[0]} → {v[1]}" for k, v in change.items() if k != "at_step")
@@ -497,6 +533,7 @@ class KLJump(Detector):
             "ratio": round(ratio, 2),
             "z": round(c.z, 1),
             "z_against": "heavy-tail-aware noise" if c.kind == "spike" else "the run's wander",
+            **_spread_evidence(spread, log_scale),
             "window_steps": width,
             "scale": "log" if log_scale else "linear",
             "thresholds": {
@@ -517,7 +554,9 @@ class KLJump(Detector):
             end_step=end,
             evidence=evidence,
             advice=self._advice(run, s.metric),
-            references=[f"{SEED_PPO} §4.2", f"{SEED_GRPO} §3.3", "verl:trainer/ppo/core_algos.py"],
+            references=cite_all(
+                [f"{SEED_PPO} §4.2", f"{SEED_GRPO} §3.3", "verl:trainer/ppo/core_algos.py"]
+            ),
         )
 
     def _advice(self, run: Run, metric: str) -> list[Advice]:
@@ -536,7 +575,7 @@ class KLJump(Detector):
                     run,
                     f"{ACT}.clip_ratio",
                     "The PPO clip range bounds how far the policy ratio may move in one update; "
-                    "a tighter range limits ppo_kl directly. (Seed 003 §4.2 suggests lowering "
+                    "a tighter range limits ppo_kl directly. (The PPO article, §4.2, suggests lowering "
                     "kl_coef/target_kl instead; those act on KL to the reference, not on "
                     "ppo_kl.)",
                     "verl:trainer/ppo/core_algos.py",
@@ -557,14 +596,14 @@ class KLOutOfBand(Detector):
 
     What it detects:
         After the first `warmup_steps` steps, the KL smoothed by a running median staying above
-        `high_threshold` (0.05, seed 000's "too high") for at least `min_fraction` of the
+        `high_threshold` (0.05, the GRPO article's "too high") for at least `min_fraction` of the
         remaining steps (and at least `min_steps` logged steps) → warning, located where the KL
         left the band (crossed `band_high`) on its way there. KL staying below `low_threshold` (0.005) for most of the run after
         warm-up → info. Both are reported against the 0.01–0.03 target band.
 
     Why it matters:
         High KL to the reference means the policy has drifted far from the model it started
-        from: reward hacking, gibberish and repetition follow (seed 000 §3.1, §3.3). Low KL
+        from: reward hacking, gibberish and repetition follow (the GRPO article §3.1, §3.3). Low KL
         means the policy has barely moved: early in a run this is just warm-up; if it stays
         low and reward stalls, the penalty (or a small LR) is holding the policy back.
 
@@ -575,9 +614,9 @@ class KLOutOfBand(Detector):
     Advice:
         High KL: raise `actor_rollout_ref.actor.kl_loss_coef` (or `algorithm.kl_ctrl.kl_coef`
         for in-reward KL) by one step of ×1.4 from its current value, and/or halve the LR.
-        Seed 000 §3.2 prescribes ×0.7 for high KL (its example: step 10 KL 0.082 → coef
+        The GRPO article §3.2 prescribes ×0.7 for high KL (its example: step 10 KL 0.082 → coef
         0.00035 → step 20 KL 0.021); by the mechanics a smaller coefficient lets KL grow, so
-        logscope follows the mechanics and quotes the article. Low KL: nothing during warm-up;
+        logscope follows the mechanics and quotes the GRPO article. Low KL: nothing during warm-up;
         if it persists, lower the coefficient one step (×0.7).
 
     Known false positives:
@@ -586,8 +625,7 @@ class KLOutOfBand(Detector):
         `.3f`-rounded logs where KL below 0.0005 prints as 0.000 (still correctly "low").
 
     References:
-        seed:grpo-pitfalls §3.1-3.3; verl:workers/actor/dp_actor.py (kl_loss);
-        tuning_knowledge.md B1, B2 and Caveat.
+        seed:grpo-pitfalls §3.1-3.3; verl:workers/actor/dp_actor.py (kl_loss).
     """
 
     code = "LS102"
@@ -696,7 +734,7 @@ class KLOutOfBand(Detector):
                 "warmup_steps": self.warmup_steps,
             },
             advice=advice,
-            references=[f"{SEED_GRPO} §3.2", "verl:workers/actor/dp_actor.py"],
+            references=cite_all([f"{SEED_GRPO} §3.2", "verl:workers/actor/dp_actor.py"]),
         )
 
     def _low(
@@ -706,7 +744,8 @@ class KLOutOfBand(Detector):
         level = float(np.median(s.values[post]))
         rounded = s.resolution is not None and level < s.resolution
         message = (
-            f"{s.metric} stays below {fmt(self.low_threshold)} on {count} of {n_post} steps after "
+            f"{s.metric} stays below {fmt(self.low_threshold)} on {count} of "
+            f"{plural(n_post, 'step')} after "
             f"warm-up (median {fmt(level)}"
             + (", printed as 0.000 by a .3f log" if rounded else "")
             + f"), under the {fmt(self.band_low)}–{fmt(self.band_high)} band: the policy has "
@@ -718,8 +757,8 @@ class KLOutOfBand(Detector):
                 _kl_coef_key(run, s.metric),
                 "Nothing to do while the run warms up. If KL stays this low and reward stalls, "
                 "the penalty is holding the policy back: lower the coefficient one step (×0.7). "
-                "Seed 000 §3.2 prescribes ×1.5 for low KL; by the mechanics that pushes KL "
-                "further down.",
+                "The GRPO article (§3.2) prescribes ×1.5 for low KL; by the mechanics that "
+                "pushes KL further down.",
                 f"{SEED_GRPO} §3.1-3.2",
                 suggest=lambda c: verl_config.round_sig(float(c) * 0.7) if c else None,
                 rule="×0.7 if KL stays low after warm-up",
@@ -743,7 +782,7 @@ class KLOutOfBand(Detector):
                 "value_resolution": s.resolution,
             },
             advice=advice,
-            references=[f"{SEED_GRPO} §3.2"],
+            references=cite_all([f"{SEED_GRPO} §3.2"]),
         )
 
 
@@ -758,7 +797,7 @@ class PPOKLTooLow(Detector):
         where the LR is at least `min_lr_share` of its peak are judged (the LR warm-up and the
         tail of a decay are not evidence of timid updates). Either the running median of
         ppo_kl × (peak LR / LR)² — allowing the most the schedule can explain — stays below
-        `threshold` (1e-4, seed 003) for a stretch of at least `min_fraction` of the judged
+        `threshold` (1e-4, the PPO article) for a stretch of at least `min_fraction` of the judged
         steps (and at least `min_steps`), or ppo_kl × (peak LR / LR) falls abruptly (a
         KernelCPD level shift down to at most 1/`min_drop_ratio` of the level before, and
         `drop_z` times the series' own wander) and ppo_kl stays below `threshold`, right away
@@ -777,7 +816,7 @@ class PPOKLTooLow(Detector):
     Why it matters:
         `ppo_kl` is the KL between the policy that generated the batch and the one being
         updated. Near zero means the optimizer steps are too timid to change the policy: GPU
-        hours spent generating rollouts that teach nothing (seed 003: < 0.0001 before tuning,
+        hours spent generating rollouts that teach nothing (the PPO article: < 0.0001 before tuning,
         0.0003–0.0008 after).
 
     Example:
@@ -785,9 +824,9 @@ class PPOKLTooLow(Detector):
         step:201 - actor/ppo_kl:2.7e-05 - actor/pg_clipfrac:0.0 - actor/lr:1e-06 - ...
 
     Advice:
-        Raise the learning rate (`actor_rollout_ref.actor.optim.lr`, ×1.5; seed 003 §3.3 went
+        Raise the learning rate (`actor_rollout_ref.actor.optim.lr`, ×1.5; the PPO article §3.3 went
         1e-6 → 2e-6 "with care") — the LR governs the size of each update. When a KL penalty is
-        active, the article's advice to lower its coefficient (0.001 → 0.0005) loosens the same
+        active, the PPO article's advice to lower its coefficient (0.001 → 0.0005) loosens the same
         brake and is given too — unless KL to the reference is already above 0.03. When entropy
         has collapsed meanwhile (below 0.02 nat, or ≥ 80 % below its early level), small updates
         are a consequence of the collapse: no LR advice is given, the message points to
@@ -802,8 +841,7 @@ class PPOKLTooLow(Detector):
         config, recognised by the data signature.
 
     References:
-        seed:ppo-tuning §4.2, §3.3; verl:trainer/ppo/core_algos.py (ppo_kl);
-        tuning_knowledge.md B3 and Caveat.
+        seed:ppo-tuning §4.2, §3.3; verl:trainer/ppo/core_algos.py (ppo_kl).
     """
 
     code = "LS103"
@@ -982,7 +1020,7 @@ class PPOKLTooLow(Detector):
             severity="info",
             message=(
                 f"Cannot judge: rounded. {names} print ≥ 0.001 on {count} of the "
-                f"{last - first + 1} steps from step {step} to step {end}{since}: ppo_kl "
+                f"{plural(last - first + 1, 'step')} from step {step} to step {end}{since}: ppo_kl "
                 f"fell below {res:g} there, but the .3f log cannot show whether it is below "
                 f"{fmt(self.threshold)}."
             ),
@@ -1001,7 +1039,7 @@ class PPOKLTooLow(Detector):
                 "judged": False,
             },
             advice=[],
-            references=[f"{SEED_PPO} §4.2"],
+            references=cite_all([f"{SEED_PPO} §4.2"]),
         )
 
     def _finding(
@@ -1020,7 +1058,8 @@ class PPOKLTooLow(Detector):
         prior = float(np.median(before)) if len(before) >= 3 else None
         message = (
             f"{s.metric} has a median of {fmt(level)} from step {step} to step {end} "
-            f"({last - first + 1} logged steps; {n_judged} steps were judged), below "
+            f"({plural(last - first + 1, 'logged step')}; {plural(n_judged, 'step')} of the run "
+            f"{'was' if n_judged == 1 else 'were'} judged), below "
             f"{fmt(self.threshold)}: the updates barely move the policy."
         )
         evidence: dict[str, Any] = {}
@@ -1064,7 +1103,7 @@ class PPOKLTooLow(Detector):
                     run,
                     f"{ACT}.optim.lr",
                     "The learning rate sets the size of each update; ppo_kl this small means "
-                    "the steps are too timid (seed 003 §3.3 raised it 1e-6 → 2e-6, with care).",
+                    "the steps are too timid (the PPO article, §3.3, raised it 1e-6 → 2e-6, with care).",
                     f"{SEED_PPO} §3.3",
                     suggest=lambda c: verl_config.round_sig(float(c) * 1.5),
                     rule="×1.5",
@@ -1080,8 +1119,8 @@ class PPOKLTooLow(Detector):
                 advise(
                     run,
                     key,
-                    "The KL penalty also brakes the update; seed 003 §4.2 lowered it 0.001 → "
-                    "0.0005 to get ppo_kl from < 0.0001 to 0.0003–0.0008.",
+                    "The KL penalty also brakes the update; the PPO article (§4.2) lowered it "
+                    "0.001 → 0.0005 to get ppo_kl from < 0.0001 to 0.0003–0.0008.",
                     f"{SEED_PPO} §4.2",
                     suggest=lambda c: verl_config.round_sig(float(c) * 0.5) if c else None,
                     rule="×0.5",
@@ -1105,5 +1144,5 @@ class PPOKLTooLow(Detector):
                 "min_lr_share": self.min_lr_share,
             },
             advice=advice,
-            references=[f"{SEED_PPO} §4.2", "verl:trainer/ppo/core_algos.py"],
+            references=cite_all([f"{SEED_PPO} §4.2", "verl:trainer/ppo/core_algos.py"]),
         )

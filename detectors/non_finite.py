@@ -12,6 +12,8 @@ from logscope.aliases import LOSS_LIKE_PREFIXES
 from logscope.detector import Detector
 from logscope.exceptions import BadDetectorParameters
 from logscope.model import SEVERITY_RANK, Finding, Run, Severity
+from logscope.sources import cite_all
+from logscope.words import plural
 
 from ._common import Hit, iter_windows, non_finite_advice, occurrences, where
 from ._signatures import GRAD_NORM_KEYS, GRAD_NORM_RE, SignatureDetector
@@ -99,8 +101,8 @@ class NonFiniteMetric(Detector):
 
     References:
         seed:grpo-pitfalls §4.1 (too high gpu_memory_utilization → inf/nan loss);
-        seed:ppo-tuning §3.2 (grad_clip 1.0 → 0.5); verl workers/actor/dp_actor.py
-        (`grad_norm is not finite`, optimizer step skipped); tuning_knowledge.md B11.
+        seed:ppo-tuning §3.2 (grad_clip 1.0 → 0.5); verl:workers/actor/dp_actor.py
+        (`grad_norm is not finite`, optimizer step skipped).
     """
 
     code = "LS001"
@@ -251,13 +253,15 @@ class NonFiniteMetric(Detector):
             else "never finite before"
         )
         tail = (
-            f"still non-finite at the last logged step ({lead['trailing']} steps in a row)"
+            f"still non-finite at the last logged step "
+            f"({plural(lead['trailing'], 'step')} in a row)"
             if lead["at_end"]
             else f"finite again after step {lead['last_step']}"
         )
         message = (
             f"{metric} is {lead['first_value']} from step {lead['first_step']}: "
-            f"{lead['count']} of {lead['steps_logged']} logged steps non-finite; {before}; {tail}."
+            f"{lead['count']} of {plural(lead['steps_logged'], 'logged step')} non-finite; "
+            f"{before}; {tail}."
         )
         others = [s["metric"] for s in items[1:]]
         if others:
@@ -299,7 +303,7 @@ class NonFiniteMetric(Detector):
             end_step=max(s["last_step"] for s in items),
             evidence=evidence,
             advice=non_finite_advice(run, role),
-            references=[f"{SEED_GRPO} §4.1", "verl:workers/actor/dp_actor.py"],
+            references=cite_all([f"{SEED_GRPO} §4.1", "verl:workers/actor/dp_actor.py"]),
         )
 
 
@@ -333,8 +337,8 @@ class GradNormNotFiniteStepSkipped(SignatureDetector):
         normal there.
 
     References:
-        verl workers/actor/dp_actor.py (step skipped on a non-finite grad norm);
-        seed:grpo-pitfalls §4.1; tuning_knowledge.md B11.
+        verl:workers/actor/dp_actor.py (step skipped on a non-finite grad norm);
+        seed:grpo-pitfalls §4.1.
     """
 
     code = "LS016"
@@ -373,10 +377,13 @@ class GradNormNotFiniteStepSkipped(SignatureDetector):
             count = counted
             many = True if counted >= 2 * self.error_steps else many
         if steps:
-            span = f"on {len(steps)} step(s) (step hints {steps[0]}–{steps[-1]}, longest run {longest})"
+            span = (
+                f"on {plural(len(steps), 'step')} (step hints {steps[0]}–{steps[-1]}, "
+                f"longest run {longest})"
+            )
         else:
-            span = f"{len(hits)} time(s)"
-        message = f"verl skipped optimizer steps because grad_norm was {'/'.join(values)}: {count} warning line(s) {span}, first at {where(hits[0])}."
+            span = plural(len(hits), "time")
+        message = f"verl skipped optimizer steps because grad_norm was {'/'.join(values)}: {plural(count, 'warning line')} {span}, first at {where(hits[0])}."
         role = "critic" if any("critic" in h.text.lower() for h in hits) else "actor"
         return self.signature_finding(
             hits,
@@ -390,5 +397,5 @@ class GradNormNotFiniteStepSkipped(SignatureDetector):
                 **extra,
             },
             advice=non_finite_advice(run, role),
-            references=["verl:workers/actor/dp_actor.py", f"{SEED_GRPO} §4.1"],
+            references=cite_all(["verl:workers/actor/dp_actor.py", f"{SEED_GRPO} §4.1"]),
         )

@@ -12,7 +12,9 @@ from logscope.advice import SEED_GRPO, SEED_PPO, advise, current_value
 from logscope.aliases import resolve
 from logscope.exceptions import BadDetectorParameters
 from logscope.model import Advice, Finding, Run
+from logscope.sources import cite_all
 from logscope.verl_config import ACT, REF, RO
+from logscope.words import plural
 
 from ._common import (
     Hit,
@@ -88,8 +90,8 @@ class CudaOom(SignatureDetector):
     References:
         seed:grpo-pitfalls §1.2–1.3 (micro batch, golden formula), §4.1 (gpu_memory_utilization);
         seed:ppo-tuning §7.3 (KV-cache leak: memory climbing 45 → 48 GB, then OOM);
-        PyTorch docs, "CUDA memory management" (expandable_segments);
-        tuning_knowledge.md C1, A1, A2, A9, B10.
+        pytorch:notes/cuda#optimizing-memory-usage-with-pytorch-cuda-alloc-conf
+        (expandable_segments).
     """
 
     code = "LS010"
@@ -154,7 +156,7 @@ class CudaOom(SignatureDetector):
         message = f"CUDA out of memory{where_phase} at {where(first)}"
         if "tried_to_allocate" in evidence:
             message += f", trying to allocate {evidence['tried_to_allocate']}"
-        message += f"; printed {occurrences(hits)} time(s)."
+        message += f"; printed {plural(occurrences(hits), 'time')}."
         if _fragmented(evidence):
             message += (
                 f" {evidence['reserved_unallocated']} was reserved by PyTorch but unallocated: "
@@ -173,7 +175,7 @@ class CudaOom(SignatureDetector):
             message,
             evidence=evidence,
             advice=advice,
-            references=[f"{SEED_GRPO} §1.2", f"{SEED_GRPO} §4.1", f"{SEED_PPO} §7.3"],
+            references=cite_all([f"{SEED_GRPO} §1.2", f"{SEED_GRPO} §4.1", f"{SEED_PPO} §7.3"]),
         )
 
     def _advice(self, run: Run, phase: str | None, leak: dict[str, float] | None) -> list[Advice]:
@@ -331,8 +333,9 @@ class HostOomWorkerKilled(SignatureDetector):
         printed the per-task usage.
 
     References:
-        Ray docs, "Out-Of-Memory Prevention" (memory monitor, RAY_memory_usage_threshold);
-        verl config `actor_rollout_ref.*.fsdp_config.*_offload`.
+        ray:ray-core/scheduling/ray-oom-prevention (memory monitor,
+        RAY_memory_usage_threshold); verl:trainer/config/ppo_trainer.yaml
+        (`actor_rollout_ref.*.fsdp_config.*_offload`).
     """
 
     code = "LS011"
@@ -372,9 +375,9 @@ class HostOomWorkerKilled(SignatureDetector):
             values = values[np.isfinite(values)]
             if len(values):
                 evidence["peak_cpu_memory_used_gb"] = float(values.max())
-        message = f"Ray killed worker(s) for lack of host memory at {where(hits[0])}"
+        message = f"Ray killed a worker for lack of host memory at {where(hits[0])}"
         if killed:
-            message += f"; {killed} worker(s) killed in total"
+            message += f"; {plural(killed, 'worker')} killed in total"
         if "node_memory_used_gb" in evidence:
             message += (
                 f"; node memory {evidence['node_memory_used_gb']} / "
@@ -382,7 +385,11 @@ class HostOomWorkerKilled(SignatureDetector):
             )
         message += "."
         return self.signature_finding(
-            hits, message, evidence=evidence, advice=self._advice(run), references=[RAY_OOM_DOC]
+            hits,
+            message,
+            evidence=evidence,
+            advice=self._advice(run),
+            references=cite_all([RAY_OOM_DOC]),
         )
 
     def _advice(self, run: Run) -> list[Advice]:
@@ -457,7 +464,8 @@ class VllmKvCacheNoMemory(SignatureDetector):
         produces the same message; `nvidia-smi` tells.
 
     References:
-        verl_formats.md §6 (`.rollout.gpu_memory_utilization`); seed:grpo-pitfalls §4
+        verl:trainer/config/ppo_trainer.yaml (`rollout.gpu_memory_utilization`, default
+        0.5); seed:grpo-pitfalls §4
         (advised ranges); seed:ppo-tuning §5.3 (tensor parallel rollout).
     """
 
@@ -514,5 +522,8 @@ class VllmKvCacheNoMemory(SignatureDetector):
             message += f"; gpu_memory_utilization is {current}"
         message += "."
         return self.signature_finding(
-            hits, message, advice=advice, references=["verl_formats.md §6", f"{SEED_GRPO} §4"]
+            hits,
+            message,
+            advice=advice,
+            references=cite_all(["verl:trainer/config/ppo_trainer.yaml", f"{SEED_GRPO} §4"]),
         )

@@ -25,7 +25,9 @@ from logscope.health import (
     values_by_step,
 )
 from logscope.model import Advice, Finding, Run
+from logscope.sources import cite_all
 from logscope.verl_config import ACT, RO
+from logscope.words import plural
 
 from ._common import grad_clip_advice, halve_advice
 from ._policy_signals import (
@@ -214,6 +216,16 @@ def _others(s: Series, spikes_found: list[Change], c: Change, limit: int = 8) ->
     )
 
 
+def _halving(s: Series, onset: int, half_at: int) -> str:
+    """When the (smoothed) entropy reached half its earlier level, said truly when that was
+    at the onset itself (an abrupt fall) or before the knee the onset was moved to."""
+    if half_at <= onset:
+        return f"it was already below half its earlier level at step {s.step_at(half_at)}"
+    return (
+        f"it halved by step {s.step_at(half_at)} ({plural(half_at - onset, 'logged step')} later)"
+    )
+
+
 def _p_value(z: float) -> float:
     from scipy import stats
 
@@ -346,10 +358,11 @@ class EntropyCollapse(Detector):
                 continue
             falling = self._still_falling(s, c) if c is drops[-1] else None
             if c.ratio <= self.max_ratio or c.after < near_zero or falling is not None:
-                cands.append((c, int(halved[0]), falling))
+                cands.append((c, int(halved[0]), falling))  # points from the onset to half
         if not cands:
             return []
         c, half, falling = cands[0]  # the first collapse is the one to act on
+        half_at = c.onset + half
         # a fall that follows a healthy early decline: the flat-then-straight knee leans on the
         # decline and comes early; a two-slope fit from before it finds where the steep part starts
         x = np.log(np.maximum(s.values, floor))
@@ -361,13 +374,13 @@ class EntropyCollapse(Detector):
         rounded = s.resolution is not None and c.after < s.resolution
         message = (
             f"{s.metric} fell from {fmt(c.before)} to {fmt(c.after)} ({c.ratio:.0%} of its level) "
-            f"starting at step {step}; it halved within {half} logged steps and 90% of the fall "
+            f"starting at step {step}; {_halving(s, c.onset, half_at)} and 90% of the fall "
             f"(log scale) was done by step {end}"
             + (" (printed as 0.000)" if rounded else "")
             + f". Last value level {fmt(final)}"
             + (
                 f"; still falling at the end of the log ({falling[0]:.0%} lost over the last "
-                f"{falling[1]} logged steps)."
+                f"{plural(falling[1], 'logged step')})."
                 if falling is not None and c.ratio > self.max_ratio
                 else "."
             )
@@ -386,6 +399,7 @@ class EntropyCollapse(Detector):
                     c,
                     final_level=sig(final),
                     steps_to_half=half,
+                    halved_by_step=s.step_at(half_at),
                     still_falling=None
                     if falling is None
                     else {"lost": round(falling[0], 3), "over_last_steps": falling[1]},
@@ -397,7 +411,9 @@ class EntropyCollapse(Detector):
                     },
                 ),
                 advice=self._advice(run),
-                references=["verl:workers/actor/dp_actor.py", "verl:trainer/ppo/core_algos.py"],
+                references=cite_all(
+                    ["verl:workers/actor/dp_actor.py", "verl:trainer/ppo/core_algos.py"]
+                ),
             )
         ]
 
@@ -426,7 +442,7 @@ class EntropyCollapse(Detector):
         message = (
             f"{level.metric} is {shown} {level.where()}, below {ref.alarm_low:g} nats per token: "
             "the policy is almost deterministic (entropy collapse). The log holds "
-            f"{n} training step(s) with entropy, too few to see the fall; the level alone says "
+            f"{plural(n, 'training step')} with entropy, too few to see the fall; the level alone says "
             "exploration is gone."
         )
         return [
@@ -444,7 +460,9 @@ class EntropyCollapse(Detector):
                     "range_source": ref.source,
                 },
                 advice=self._advice(run),
-                references=["verl:workers/actor/dp_actor.py", "verl:trainer/ppo/core_algos.py"],
+                references=cite_all(
+                    ["verl:workers/actor/dp_actor.py", "verl:trainer/ppo/core_algos.py"]
+                ),
             )
         ]
 
@@ -570,7 +588,9 @@ class EntropyBlowup(Detector):
                     "rollout_temperature": temperature,
                 },
                 advice=self._advice(run),
-                references=["verl:workers/actor/dp_actor.py", "verl:trainer/ppo/core_algos.py"],
+                references=cite_all(
+                    ["verl:workers/actor/dp_actor.py", "verl:trainer/ppo/core_algos.py"]
+                ),
             )
         ]
 
@@ -642,7 +662,7 @@ class ClipRatioSpike(Detector):
 
     Advice:
         Truncation: raise `data.max_response_length` (×1.5, rounded up to a multiple of 64) and
-        keep `actor_rollout_ref.rollout.response_length` equal to it (A12, seed 003 §5.2).
+        keep `actor_rollout_ref.rollout.response_length` equal to it (the PPO article §5.2).
         PPO clipping: halve the learning rate and clip gradients at 0.5 (`actor.grad_clip`, seed
         003 §3.2: 1.0 → 0.5 brought pg_clipfrac to ~0).
 
@@ -655,7 +675,7 @@ class ClipRatioSpike(Detector):
 
     References:
         seed:ppo-tuning §2.2, §3.2, §5.2; verl:trainer/ppo/metric_utils.py (clip_ratio);
-        verl:trainer/ppo/core_algos.py (pg_clipfrac); tuning_knowledge.md B5, B6, A12.
+        verl:trainer/ppo/core_algos.py (pg_clipfrac).
     """
 
     code = "LS120"
@@ -772,7 +792,7 @@ class ClipRatioSpike(Detector):
             end_step=s.step_at(c.end),
             evidence=evidence,
             advice=truncation_advice(run) if truncation else self._clip_advice(run),
-            references=(
+            references=cite_all(
                 [f"{SEED_PPO} §2.2", f"{SEED_PPO} §5.2", "verl:trainer/ppo/metric_utils.py"]
                 if truncation
                 else [f"{SEED_PPO} §3.2", "verl:trainer/ppo/core_algos.py"]
@@ -806,7 +826,7 @@ def truncation_advice(run: Run) -> list[Advice]:
             run,
             "data.max_response_length",
             "Responses are cut at this length; a truncated answer gets the wrong reward and "
-            "teaches the policy to be cut (seed 003: tuning took clip_ratio 0.012 → 0.003).",
+            "teaches the policy to be cut (the PPO article: tuning took clip_ratio 0.012 → 0.003).",
             f"{SEED_PPO} §5.2",
             suggest=raise_cap,
             rule="×1.5, rounded up to a multiple of 64",
@@ -819,7 +839,7 @@ def truncation_advice(run: Run) -> list[Advice]:
             advise(
                 run,
                 f"{RO}.response_length",
-                "Must equal data.max_response_length (A12): vLLM generates up to this length "
+                "Must equal data.max_response_length: vLLM generates up to this length "
                 "and the data side truncates at the other.",
                 f"{SEED_PPO} §5.2",
                 suggest=raise_cap(cap) if isinstance(cap, (int, float)) else None,
@@ -854,7 +874,7 @@ class GradNormSpike(Detector):
     Why it matters:
         verl clips the gradient to `grad_clip` after measuring it, so a spike is an update whose
         direction came from one bad batch; repeated spikes precede loss divergence, and a
-        lasting rise means the optimisation is unstable (seed 003: grad_norm 7.16 before
+        lasting rise means the optimisation is unstable (the PPO article: grad_norm 7.16 before
         tuning, 4.2–4.8 after).
 
     Example:
@@ -864,7 +884,7 @@ class GradNormSpike(Detector):
 
     Advice:
         Clip gradients at 0.5 (`actor_rollout_ref.actor.grad_clip`, `actor.optim.clip_grad` in
-        verl ≥ 0.8; seed 003 §3.2: 1.0 → 0.5) and halve the learning rate; the critic's keys for
+        verl ≥ 0.8; the PPO article §3.2: 1.0 → 0.5) and halve the learning rate; the critic's keys for
         `critic/grad_norm`.
 
     Known false positives:
@@ -874,8 +894,7 @@ class GradNormSpike(Detector):
         the running median is within a healthy run's own tail and is not reported.
 
     References:
-        seed:ppo-tuning §3.2, §3.3; verl:workers/actor/dp_actor.py (clip_grad_norm_);
-        tuning_knowledge.md B6.
+        seed:ppo-tuning §3.2, §3.3; verl:workers/actor/dp_actor.py (clip_grad_norm_).
     """
 
     code = "LS130"
@@ -962,7 +981,7 @@ class GradNormSpike(Detector):
                     "judged_on": "consecutive steps (too few for a running median)",
                 },
                 advice=advice,
-                references=[f"{SEED_PPO} §3.2", "verl:workers/actor/dp_actor.py"],
+                references=cite_all([f"{SEED_PPO} §3.2", "verl:workers/actor/dp_actor.py"]),
             )
         ]
 
@@ -1038,7 +1057,7 @@ class GradNormSpike(Detector):
             end_step=s.step_at(c.end),
             evidence=evidence,
             advice=advice,
-            references=[f"{SEED_PPO} §3.2", "verl:workers/actor/dp_actor.py"],
+            references=cite_all([f"{SEED_PPO} §3.2", "verl:workers/actor/dp_actor.py"]),
         )
 
 
@@ -1070,15 +1089,14 @@ class ResponseLengthCollapse(Detector):
     Advice:
         Collapse: check the reward for a short-answer loophole, halve the LR. Explosion to the
         cap: raise `data.max_response_length` (×1.5, to a multiple of 64) with
-        `actor_rollout_ref.rollout.response_length` kept equal (A12).
+        `actor_rollout_ref.rollout.response_length` kept equal.
 
     Known false positives:
         A deliberate switch to a task with shorter answers, or a length penalty switched on; a
         task whose answer is a single token (a label), judged from an excerpt.
 
     References:
-        seed:ppo-tuning §5.2 (A12); verl:trainer/ppo/metric_utils.py (response_length/*);
-        tuning_knowledge.md B5.
+        seed:ppo-tuning §5.2; verl:trainer/ppo/metric_utils.py (response_length/*).
     """
 
     code = "LS140"
@@ -1140,7 +1158,7 @@ class ResponseLengthCollapse(Detector):
                         f"{SEED_PPO} §3.3",
                     )
                 ],
-                references=["verl:trainer/ppo/metric_utils.py", f"{SEED_PPO} §5.2"],
+                references=cite_all(["verl:trainer/ppo/metric_utils.py", f"{SEED_PPO} §5.2"]),
             )
         ]
 
@@ -1212,7 +1230,7 @@ class ResponseLengthCollapse(Detector):
                     f"{SEED_PPO} §3.3",
                 )
             ],
-            references=["verl:trainer/ppo/metric_utils.py"],
+            references=cite_all(["verl:trainer/ppo/metric_utils.py"]),
         )
 
     def _to_cap(self, run: Run, s: Series, c: Change, cap: float) -> Finding:
@@ -1235,7 +1253,7 @@ class ResponseLengthCollapse(Detector):
                 thresholds={"cap_fraction": self.cap_fraction, "z": self.z_threshold},
             ),
             advice=truncation_advice(run),
-            references=[f"{SEED_PPO} §5.2", "verl:trainer/ppo/metric_utils.py"],
+            references=cite_all([f"{SEED_PPO} §5.2", "verl:trainer/ppo/metric_utils.py"]),
         )
 
 
@@ -1277,8 +1295,7 @@ class ResponseLengthClipped(Detector):
 
     References:
         seed:ppo-tuning §2.2, §5.2 (clip_ratio 0.012 → 0.003 after tuning);
-        verl:trainer/ppo/metric_utils.py (clip_ratio); verl#7817 (V1 clip_ratio);
-        tuning_knowledge.md A12, B5.
+        verl:trainer/ppo/metric_utils.py (clip_ratio); verl#7817 (V1 clip_ratio).
     """
 
     code = "LS141"
@@ -1378,7 +1395,7 @@ class ResponseLengthClipped(Detector):
             end_step=steps[-1],
             evidence=evidence,
             advice=cap_advice(run, limit, inferred),
-            references=[f"{SEED_PPO} §5.2", "verl:trainer/ppo/metric_utils.py"],
+            references=cite_all([f"{SEED_PPO} §5.2", "verl:trainer/ppo/metric_utils.py"]),
         )
 
 
@@ -1393,7 +1410,7 @@ def cap_advice(run: Run, cap: float | None, inferred: bool) -> list[Advice]:
     new = _double_cap(cap) if cap else None
     rationale = (
         "Responses are cut at this length; a cut answer gets the wrong reward and teaches the "
-        "policy to be cut (seed 003: tuning took clip_ratio 0.012 → 0.003). Keep "
+        "policy to be cut (the PPO article: tuning took clip_ratio 0.012 → 0.003). Keep "
         f"{RO}.response_length equal to it and {RO}.max_model_len at least prompt + response."
     )
     if inferred:
@@ -1414,7 +1431,7 @@ def cap_advice(run: Run, cap: float | None, inferred: bool) -> list[Advice]:
             advise(
                 run,
                 f"{RO}.response_length",
-                "Must equal data.max_response_length (A12): vLLM generates up to this length "
+                "Must equal data.max_response_length: vLLM generates up to this length "
                 "and the data side truncates at the other.",
                 f"{SEED_PPO} §5.2",
                 suggest=new,

@@ -16,6 +16,7 @@ from logscope.detector import Detector
 from logscope.exceptions import BadDetectorParameters
 from logscope.health import values_by_step
 from logscope.model import Advice, Finding, Run
+from logscope.sources import cite_all
 from logscope.verl_config import ACT
 
 from ._signal import (
@@ -132,8 +133,7 @@ class RewardSawtooth(Detector):
 
     References:
         seed:grpo-pitfalls §3.3 (changing kl_loss_coef mid-run makes the reward saw-toothed);
-        seed:ppo-tuning §3.3 (lr 2e-6 oscillates on Qwen2.5-0.5B; 1.5e-6 best);
-        tuning_knowledge.md A16, B4.
+        seed:ppo-tuning §3.3 (lr 2e-6 oscillates on Qwen2.5-0.5B; 1.5e-6 best).
     """
 
     code = "LS201"
@@ -351,9 +351,11 @@ class RewardSawtooth(Detector):
                     f"The KL coefficient changed mid-run ({ch['from']} → {ch['to']} at step "
                     f"{ch['step']}); a coefficient that changes during training breaks gradient "
                     "consistency and saw-tooths the reward. Calibrate it once, then keep it "
-                    "constant for the whole run.",
+                    "constant for the whole run: relaunch with one value from the first step "
+                    "(here the one it was changed to).",
                     f"{SEED_GRPO} §3.3",
-                    suggest=lambda cur: cur,
+                    suggest=ch["to"],
+                    step=max(int(ch["step"]) - 1, 0),  # current: the value before the change
                     rule="keep the KL coefficient constant for the whole run",
                 )
             )
@@ -362,7 +364,7 @@ class RewardSawtooth(Detector):
                 lr_advice(
                     run,
                     "A regular oscillation of the reward with no change of the KL coefficient "
-                    "points at a learning rate too high for the model: the article saw 2e-6 "
+                    "points at a learning rate too high for the model: the PPO article saw 2e-6 "
                     "oscillate on Qwen2.5-0.5B while 1.5e-6 trained best (1e-6 for 1.5B).",
                 )
             )
@@ -384,7 +386,7 @@ class RewardSawtooth(Detector):
             end_step=int(steps[-1]),
             evidence=evidence,
             advice=advice,
-            references=[f"{SEED_GRPO} §3.3", f"{SEED_PPO} §3.3"],
+            references=cite_all([f"{SEED_GRPO} §3.3", f"{SEED_PPO} §3.3"]),
         )
 
 
@@ -599,7 +601,7 @@ class RewardPlateau(Detector):
                 end_step=last_step,
                 evidence=evidence,
                 advice=advice,
-                references=["verl:trainer/ppo/ray_trainer.py", f"{SEED_PPO} §6"],
+                references=cite_all(["verl:trainer/ppo/ray_trainer.py", f"{SEED_PPO} §6"]),
             )
         ]
 
@@ -639,7 +641,7 @@ class RewardPlateau(Detector):
                     "judged_on": "every logged step (too few for the plateau fit)",
                 },
                 advice=reward_fires_advice(run),
-                references=["verl:trainer/ppo/metric_utils.py", f"{SEED_GRPO} §2"],
+                references=cite_all(["verl:trainer/ppo/metric_utils.py", f"{SEED_GRPO} §2"]),
             )
         ]
 
@@ -891,7 +893,7 @@ class ValidationDrop(Detector):
             lr_advice(
                 run,
                 "Validation falling while training reward rises is over-fitting, often from a "
-                "learning rate too high for the model (the article's best validation accuracy "
+                "learning rate too high for the model (the PPO article's best validation accuracy "
                 "came at 1.5e-6, with 2e-6 oscillating, on Qwen2.5-0.5B).",
             ),
             advise(
@@ -931,7 +933,7 @@ class ValidationDrop(Detector):
             end_step=int(xa[-1]),
             evidence=evidence,
             advice=advice,
-            references=[f"{SEED_PPO} §3.3", "verl:trainer/ppo/metric_utils.py"],
+            references=cite_all([f"{SEED_PPO} §3.3", "verl:trainer/ppo/metric_utils.py"]),
         )
 
     def _turn(self, x: np.ndarray, y: np.ndarray) -> int | None:

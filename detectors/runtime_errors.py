@@ -7,7 +7,9 @@ from typing import Any
 
 from logscope.advice import SEED_GRPO, SEED_PPO, advise, current_value
 from logscope.model import Finding, Run
+from logscope.sources import cite_all
 from logscope.verl_config import ACT, RO
+from logscope.words import plural
 
 from ._common import (
     Hit,
@@ -68,8 +70,8 @@ class RayWorkerRegistrationFailed(SignatureDetector):
         the same line; it is then reported at info.
 
     References:
-        seed:ppo-tuning §7.1; tuning_knowledge.md C2; Ray docs, "Logging" (session directory,
-        raylet.out).
+        seed:ppo-tuning §7.1; ray:ray-observability/user-guides/configure-logging (session
+        directory, raylet.out).
     """
 
     code = "LS012"
@@ -130,7 +132,7 @@ class RayWorkerRegistrationFailed(SignatureDetector):
             message,
             evidence={"end_of_file": eof, "no_such_file": no_socket},
             advice=advice,
-            references=[f"{SEED_PPO} §7.1"],
+            references=cite_all([f"{SEED_PPO} §7.1"]),
         )
 
 
@@ -159,7 +161,7 @@ class VllmModelInspectionFailed(SignatureDetector):
         above it in the log then show the model's own exception.
 
     References:
-        seed:ppo-tuning §7.2; tuning_knowledge.md C3.
+        seed:ppo-tuning §7.2.
     """
 
     code = "LS013"
@@ -177,7 +179,7 @@ class VllmModelInspectionFailed(SignatureDetector):
             env_advice(
                 "vllm",
                 'pip install "vllm==0.6.3.post1" "transformers>=4.41.0"',
-                "The article's stable pin for Qwen2 models with verl 0.2; with a newer "
+                "The PPO article's stable pin for Qwen2 models with verl 0.2; with a newer "
                 "verl, install the vLLM version that release pins instead.",
                 f"{SEED_PPO} §7.2",
             )
@@ -187,7 +189,7 @@ class VllmModelInspectionFailed(SignatureDetector):
             message,
             evidence={"architectures": archs},
             advice=advice,
-            references=[f"{SEED_PPO} §7.2"],
+            references=cite_all([f"{SEED_PPO} §7.2"]),
         )
 
 
@@ -221,8 +223,7 @@ class NcclError(SignatureDetector):
         report NCCL errors; the NCCL error is then a consequence.
 
     References:
-        seed:grpo-pitfalls §4.1 (FSDP buffers starved → NCCL operation failed);
-        tuning_knowledge.md C4.
+        seed:grpo-pitfalls §4.1 (FSDP buffers starved → NCCL operation failed).
     """
 
     code = "LS014"
@@ -245,7 +246,7 @@ class NcclError(SignatureDetector):
         oom = find_lines(run, CUDA_OOM_RE, CUDA_OOM_KEYS)
         evidence["cuda_oom_logged"] = bool(oom)
         what = "NCCL collective timed out" if timeout else "NCCL operation failed"
-        message = f"{what} at {where(hits[0])}; printed {occurrences(hits)} time(s)."
+        message = f"{what} at {where(hits[0])}; printed {plural(occurrences(hits), 'time')}."
         if oom:
             message += (
                 f" A CUDA OOM is logged too (line {oom[0].line_no}): probably the root cause."
@@ -260,7 +261,7 @@ class NcclError(SignatureDetector):
             message,
             evidence=evidence,
             advice=[mem] if mem else [],
-            references=[f"{SEED_GRPO} §4.1"],
+            references=cite_all([f"{SEED_GRPO} §4.1"]),
         )
 
 
@@ -272,8 +273,8 @@ class TensorsOnDifferentDevices(SignatureDetector):
         least two devices, cuda:0 and cpu!` anywhere in the log. Evidence names the devices.
 
     Why it matters:
-        The run stops at the op. The seed article ties it to an actor micro batch that is not a
-        multiple of the rollout tensor-parallel size (A4); other causes are CPU offload of
+        The run stops at the op. The GRPO article ties it to an actor micro batch that is not a
+        multiple of the rollout tensor-parallel size; other causes are CPU offload of
         parameters meeting GPU inputs, or custom reward/model code that forgets `.to(device)`.
 
     Example:
@@ -282,16 +283,16 @@ class TensorsOnDifferentDevices(SignatureDetector):
 
     Advice:
         Make `actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu` a multiple of
-        `actor_rollout_ref.rollout.tensor_model_parallel_size` (the article's rule; verl does not
+        `actor_rollout_ref.rollout.tensor_model_parallel_size` (the GRPO article's rule; verl does not
         enforce it). If it already is, look at offload settings and custom code in the
         traceback.
 
     Known false positives:
         The message comes from any device mix-up, many unrelated to batch sizes; the advice is
-        the article's, for the case it describes.
+        the GRPO article's, for the case it describes.
 
     References:
-        seed:grpo-pitfalls §1.2; tuning_knowledge.md A4, C5.
+        seed:grpo-pitfalls §1.2.
     """
 
     code = "LS021"
@@ -329,5 +330,9 @@ class TensorsOnDifferentDevices(SignatureDetector):
             )
         ]
         return self.signature_finding(
-            hits, message, evidence=evidence, advice=advice, references=[f"{SEED_GRPO} §1.2"]
+            hits,
+            message,
+            evidence=evidence,
+            advice=advice,
+            references=cite_all([f"{SEED_GRPO} §1.2"]),
         )

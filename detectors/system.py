@@ -15,7 +15,9 @@ from logscope.aliases import resolve
 from logscope.detector import Detector
 from logscope.exceptions import BadDetectorParameters
 from logscope.model import Advice, Finding, Run
+from logscope.sources import cite_all
 from logscope.verl_config import RO, model_size_b, n_gpus
+from logscope.words import plural
 
 from ._common import gpu_memory_advice, gpu_memory_bound
 from ._signal import (
@@ -377,7 +379,7 @@ class MemoryLeak(Detector):
 
     References:
         seed:ppo-tuning §7.3 (reserved memory creeping 45 → 48 GB → OOM; free_cache_engine,
-        enforce_eager); seed:grpo-pitfalls §4 (gpu_memory_utilization); tuning_knowledge.md B10.
+        enforce_eager); seed:grpo-pitfalls §4 (gpu_memory_utilization).
     """
 
     code = "LS301"
@@ -583,7 +585,7 @@ class MemoryLeak(Detector):
             end_step=last_step,
             evidence=evidence,
             advice=advice,
-            references=[f"{SEED_PPO} §7.3", f"{SEED_GRPO} §4"],
+            references=cite_all([f"{SEED_PPO} §7.3", f"{SEED_GRPO} §4"]),
         )
 
     def _refine(self, steps: np.ndarray, values: np.ndarray, approx: float, span: float) -> int:
@@ -656,7 +658,7 @@ class RolloutBottleneck(Detector):
     References:
         seed:ppo-tuning §2, §2.1, §2.2, §5.3 (gpu_memory_utilization 0.4 → 0.65,
         max_num_seqs/max_num_batched_tokens, TP=2); seed:grpo-pitfalls §4.2 (ranges by GPU
-        count); tuning_knowledge.md A9, A13, A15, B9.
+        count).
     """
 
     code = "LS302"
@@ -777,7 +779,7 @@ class RolloutBottleneck(Detector):
         varying = None
         if rounds == "inferred" and len(jumps) + 1 < self.round_window:
             varying = (
-                f" Only {len(jumps) + 1} steps after it: too few to tell a slow rollout from "
+                f" Only {plural(len(jumps) + 1, 'step')} after it: too few to tell a slow rollout from "
                 "repeated rounds."
             )
         elif rounds == "inferred" and float(np.mean(jumps > math.log(1.3))) >= 0.1:
@@ -960,7 +962,7 @@ class RolloutBottleneck(Detector):
             advise(
                 run,
                 tp_key,
-                "Tensor parallelism splits generation over GPUs (the article: TP=2 on two GPUs "
+                "Tensor parallelism splits generation over GPUs (the PPO article: TP=2 on two GPUs "
                 "cut gen time 3.21 → 2.45 s), if the model supports it.",
                 f"{SEED_PPO} §5.3",
                 suggest=suggest_tp,
@@ -979,7 +981,7 @@ class RolloutBottleneck(Detector):
             "model_size_b": size,
         }
         if short is not None:
-            evidence["judged_on"] = f"{short} step(s) without validation or checkpointing"
+            evidence["judged_on"] = f"{plural(short, 'step')} without validation or checkpointing"
         if one_round is not None:
             evidence["gen_share_fewest_rounds"] = one_round
         return self.finding(
@@ -990,7 +992,7 @@ class RolloutBottleneck(Detector):
             end_step=end,
             evidence=evidence,
             advice=advice,
-            references=[f"{SEED_PPO} §2", f"{SEED_GRPO} §4.2"],
+            references=cite_all([f"{SEED_PPO} §2", f"{SEED_GRPO} §4.2"]),
         )
 
 
@@ -1348,7 +1350,7 @@ class ThroughputDrop(Detector):
             end_step=end,
             evidence=evidence,
             advice=advice,
-            references=["verl:trainer/ppo/metric_utils.py", f"{SEED_PPO} §2"],
+            references=cite_all(["verl:trainer/ppo/metric_utils.py", f"{SEED_PPO} §2"]),
         )
 
     def _phase_growth(self, run: Run, step: int, window: int = 20) -> list[dict[str, Any]]:

@@ -6,6 +6,7 @@ from typing import Any
 
 from logscope.detector import Detector
 from logscope.model import Advice, Finding, Run
+from logscope.sources import cite_all
 
 from ._common import Hit, LogLine, env_advice, find_lines, log_lines, quote
 from ._crash_story import CrashStory, crash_story
@@ -58,8 +59,8 @@ class VllmError(Detector):
         reward function is reported here too; the quoted exception tells.
 
     References:
-        verl_formats.md §6 (vLLM rollout); vLLM docs, "Troubleshooting" (engine core errors,
-        VLLM_USE_V1).
+        verl:workers/rollout/vllm_rollout (vLLM rollout); vllm:docs/usage/troubleshooting
+        (engine core errors); vllm:docs/usage/v1_guide (VLLM_USE_V1).
     """
 
     code = "LS023"
@@ -122,7 +123,9 @@ class VllmError(Detector):
             step=first.step,
             evidence=evidence,
             advice=_advice(cause.message if cause else None),
-            references=["verl_formats.md §6"],
+            references=cite_all(
+                ["verl:workers/rollout/vllm_rollout", "vllm:docs/usage/troubleshooting"]
+            ),
         )
 
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from logscope.model import Advice, Finding, Run
+from logscope.sources import cite_all
 
 from ._common import Hit, context, env_advice, quote, where
 from ._crash_story import crash_story
@@ -133,8 +134,9 @@ class RayActorDied(SignatureDetector):
         survived (an idle worker Ray restarted).
 
     References:
-        Ray docs, "Fault tolerance: actors" and "Debugging failures" (exit types, worker logs);
-        verl_formats.md §1.4.
+        ray:ray-core/fault_tolerance/actors (exit types);
+        ray:ray-observability/user-guides/debug-apps/debug-failures (worker logs);
+        ray:ray-observability/user-guides/configure-logging (the `(Name pid=…)` prefix).
     """
 
     code = "LS022"
@@ -164,7 +166,7 @@ class RayActorDied(SignatureDetector):
             severity=severity,
             evidence=evidence,
             advice=self._advice(run, exit_, phase, host_oom),
-            references=["ray:ray-core/fault_tolerance/actors"],
+            references=cite_all(["ray:ray-core/fault_tolerance/actors"]),
         )
 
     @staticmethod
@@ -224,7 +226,7 @@ class RayActorDied(SignatureDetector):
                     "dmesg -T | grep -iE 'killed process|out of memory'",
                     "A process that vanishes without a Python exception is most often killed by "
                     "the kernel's OOM killer (host or cgroup memory); the kernel log says so.",
-                    "linux:oom-killer",
+                    "linux:admin-guide/mm/concepts#oom-killer",
                 )
             )
         if host_oom or exit_.vanished or exit_.signal == "SIGKILL" or exit_.cut:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from logscope import verl_config
 from logscope.model import Advice, Run
+from logscope.sources import cite
 
-# Sources, as cited in tuning_knowledge.md.
+# The two articles' short ids (`logscope.sources.ARTICLES`); `advise` resolves them.
 SEED_GRPO = "seed:grpo-pitfalls"
 SEED_PPO = "seed:ppo-tuning"
 
@@ -42,8 +44,10 @@ def advise(
 
     `suggest` is a value, or a function of the current value returning the suggested one.
     When the config is unknown (or the function cannot compute a value) the suggestion is
-    the `rule` text and no override is given.
+    the `rule` text and no override is given. `source` (and any citation in `rationale`) is a
+    short id, resolved here into what a user can open (`logscope.sources.cite`).
     """
+    rationale, source = cite(rationale), cite(source)
     current = current_value(run, parameter, step)
     suggested: Any
     if callable(suggest):
@@ -66,3 +70,9 @@ def advise(
         rationale=rationale,
         source=source,
     )
+
+
+def cited(advice: Advice) -> Advice:
+    """`advice` with its source (and any citation in its rationale) resolved, for Advice built
+    without `advise` (the config rules)."""
+    return replace(advice, rationale=cite(advice.rationale), source=cite(advice.source))

@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from logscope.aliases import VALIDATION_PREFIXES, resolve
+from logscope.sources import cite
 
 if TYPE_CHECKING:
     from logscope.model import Run
@@ -79,6 +80,9 @@ class Reference:
     rule: str = ""
     source: str = ""
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "source", cite(self.source))
+
     def healthy_range(self, algorithm: str | None = None) -> Range:
         return self.by_algorithm.get(algorithm or "", self.healthy)
 
@@ -111,8 +115,9 @@ REFERENCES: dict[str, Reference] = {
             rule="above the band the policy drifts from the reference (raise the KL coefficient "
             "or lower the LR); 0.3 nat or more (6× the band's top), or 10× the step before and "
             "above the band: a jump; a low KL early is warm-up",
-            source="seed:grpo-pitfalls §3.2 (target 0.01–0.03, above 0.05 too far); verl's "
-            "adaptive controller default algorithm.kl_ctrl.target_kl=0.1 (PPO)",
+            source="seed:grpo-pitfalls §3.2 (target 0.01–0.03, above 0.05 too far); "
+            "verl:trainer/config/ppo_trainer.yaml (adaptive controller default "
+            "algorithm.kl_ctrl.target_kl=0.1, PPO)",
         ),
         Reference(
             "ppo_kl",
@@ -124,7 +129,7 @@ REFERENCES: dict[str, Reference] = {
             rule="above 0.02 one update moved the policy far (2× PPO's adaptive-KL target "
             "0.01); 0.1 or more, or 10× the step before and above 0.02: a jump; ≈0 is normal "
             "for on-policy single-epoch updates",
-            source="seed:ppo-tuning §4.2 (0.0003–0.0008 tuned); PPO paper (d_targ = 0.01)",
+            source="seed:ppo-tuning §4.2 (0.0003–0.0008 tuned); paper:ppo (d_targ = 0.01)",
         ),
         Reference(
             "pg_clipfrac",
@@ -205,7 +210,7 @@ REFERENCES: dict[str, Reference] = {
             alarm_high=0.6,
             rule="0.6 or more, and ≥ 2× the slowest other phase: rollout is the bottleneck "
             "(steps that also ran validation or saved a checkpoint are left out)",
-            source="seed:ppo-tuning §2 (B9); verl#3116 (timing_s/step includes testing)",
+            source="seed:ppo-tuning §2; verl#3116 (timing_s/step includes testing)",
         ),
         Reference(
             "vf_explained_var",
@@ -241,7 +246,8 @@ REFERENCES: dict[str, Reference] = {
             "lr",
             "",
             rule="shown only; 0.000 in a `.3f` log is a rounded small LR, not 0",
-            source="verl_formats §1.2 (actor/lr:0.000 for lr 1e-6)",
+            source="verl:utils/logger/aggregate_logger.py (`.3f` values before verl 0.5: "
+            "actor/lr:0.000 for lr 1e-6); verl#2303 (full precision from 0.5)",
         ),
         Reference(
             "num_preempted",
@@ -268,6 +274,9 @@ class Trap:
     source: str
     note: str = ""  # the meaning in a few words, for the health table
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "source", cite(self.source))
+
 
 TRAPS: tuple[Trap, ...] = (
     Trap(
@@ -276,7 +285,7 @@ TRAPS: tuple[Trap, ...] = (
         NOT_MEASURED,
         "verl's FLOPs counter returns 0 for an unknown model type (and an unknown GPU has "
         "infinite peak FLOPs): not an idle GPU",
-        "verl:utils/flops_counter.py; verl#4025, verl#7412; verl_metrics §6",
+        "verl:utils/flops_counter.py; verl#4025, verl#7412",
         "0 = not measured (unknown model or GPU)",
     ),
     Trap(
@@ -292,7 +301,7 @@ TRAPS: tuple[Trap, ...] = (
         "== -1",
         NOT_MEASURED,
         "the rollout engine does not report preemptions",
-        "verl:experimental/agent_loop/agent_loop.py; verl_metrics §5",
+        "verl:experimental/agent_loop/agent_loop.py (num_preempted)",
         "-1 = not available",
     ),
     Trap(
@@ -300,7 +309,7 @@ TRAPS: tuple[Trap, ...] = (
         "rounded zero",
         ROUNDED,
         "`.3f` logs print 0.000 for |x| < 5e-4 (actor/lr:0.000 for lr 1e-6): not zero",
-        "verl_formats §1.2, §1.8",
+        "verl:utils/logger/aggregate_logger.py (`.3f` values before verl 0.5)",
         "printed 0.000: |x| < 5e-4",
     ),
     Trap(
@@ -308,7 +317,7 @@ TRAPS: tuple[Trap, ...] = (
         "step 0",
         NO_RANGE,
         "a step:0 line holds only the validation before training: not a training step",
-        "verl_formats §1.3",
+        "verl:trainer/ppo/ray_trainer.py (validation before training is logged as step 0)",
         "validation only",
     ),
 )

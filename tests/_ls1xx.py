@@ -55,16 +55,20 @@ def nearest(findings: list[Finding], name: str, step: int) -> Finding | None:
     return min(same, key=lambda f: abs(f.step - step)) if same else None
 
 
+#: How a cited article or verl source reads once resolved (`logscope.sources.cite`).
+CITED = ('Article "', "verl source: https://")
+
+
 def check_finding_shape(det: Detector, f: Finding) -> None:
     """What every LS1xx finding must carry."""
     assert f.code == det.code and f.name == det.name
     assert f.step is not None and f.end_step is not None and f.end_step >= f.step
     assert f.metric and f.message and any(ch.isdigit() for ch in f.message)
     assert f.evidence and f.references
-    assert all(r.startswith(("seed:", "verl:")) for r in f.references), f.references
+    assert all(r.startswith(CITED) for r in f.references), f.references
     for a in f.advice:
         assert a.parameter.count(".") >= 1
-        assert a.source.startswith(("seed:", "verl:")), a.source
+        assert a.source.startswith(CITED), a.source
         if a.override is not None:
             assert HYDRA_OVERRIDE.match(a.override), a.override
             assert a.override.startswith(a.parameter + "=")

@@ -79,7 +79,7 @@ def check_advice(finding: Finding, config_known: bool = True) -> None:
     for advice in finding.advice:
         assert "." in advice.parameter
         assert advice.rationale and advice.source
-        assert advice.source.startswith(("seed:", "verl:")), advice.source
+        assert advice.source.startswith(('Article "', "verl source: https://")), advice.source
         if advice.override is not None:
             assert HYDRA_OVERRIDE.match(advice.override), advice.override
             assert advice.override.startswith(advice.parameter + "=")

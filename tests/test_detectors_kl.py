@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from logscope.detectors.kl import KLJump, KLOutOfBand, PPOKLTooLow
 
+import logscope.synthetic as synthetic
 from logscope.exceptions import BadDetectorParameters
 from tests._ls1xx import (
     check_finding_shape,
@@ -21,8 +22,6 @@ from tests._ls1xx import (
     with_gaps,
 )
 from tests.helpers import make_run
-
-import logscope.synthetic as synthetic
 
 Injection, simulate = synthetic.Injection, synthetic.simulate
 
@@ -399,3 +398,22 @@ def test_rounded_log_reads_the_clip_fraction_and_the_config_lr_schedule():
     (f,) = PPOKLTooLow().detect(run)
     assert f.severity == "info" and "actor/pg_clipfrac" in f.message
     assert abs(f.step - sim.truth[0].step) <= STEP_TOLERANCE
+
+
+@pytest.mark.parametrize("algorithm", ["grpo", "ppo"])
+def test_kl_jump_evidence_states_its_noise_on_the_levels_scale(algorithm):
+    """z counts spreads of the same change elsewhere; the spread is given on the levels' own
+    scale (a factor for a log-scale series), so levels, z and spread agree by arithmetic."""
+    sim = simulate(300, algorithm, seed=0, inject=[Injection("kl-jump", 150, 1.0)])
+    findings = [f for f in KLJump().detect(sim.to_run()) if f.evidence["kind"] == "level shift"]
+    assert findings
+    for f in findings:
+        e = f.evidence
+        assert not any("sigma" in key for key in e)  # no bare σ of an unnamed scale
+        if e["scale"] == "log":
+            rise = np.log(e["level_after"] / e["level_before"])
+            assert rise == pytest.approx(e["z"] * np.log(e["spread_factor"]), rel=0.1)
+            assert f"×{e['spread_factor']:.3g}" in f.message
+        else:
+            rise = e["level_after"] - e["level_before"]
+            assert rise == pytest.approx(e["z"] * e["spread"], rel=0.1)

@@ -62,9 +62,16 @@ def test_memory_leak_rate_and_projection():
     expected = 800 + (cap - f.evidence["level_now_gb"]) / f.evidence["rate_gb_per_step"]
     assert oom == pytest.approx(expected, abs=2)
     assert "estimate" in f.message
+    # the simulated config already has free_cache_engine and enforce_eager True: no `True → True`
     keys = {a.parameter for a in f.advice}
-    assert "actor_rollout_ref.rollout.free_cache_engine" in keys
-    assert "actor_rollout_ref.rollout.enforce_eager" in keys
+    assert keys == {"actor_rollout_ref.rollout.gpu_memory_utilization"}
+    run = sim.to_run()
+    rollout = run.config_segments[0].config["actor_rollout_ref"]["rollout"]
+    rollout["free_cache_engine"] = rollout["enforce_eager"] = False
+    (f,) = named(MemoryLeak().detect(run), "memory-leak")
+    advised = {a.parameter: a.suggested for a in f.advice}
+    assert advised["actor_rollout_ref.rollout.free_cache_engine"] is True
+    assert advised["actor_rollout_ref.rollout.enforce_eager"] is True
 
 
 def test_one_level_jump_is_not_a_leak():
