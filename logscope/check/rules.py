@@ -16,6 +16,7 @@ from logscope import verl_config
 from logscope.advice import SEED_GRPO, SEED_PPO
 from logscope.model import Advice, Severity
 from logscope.verl_config import ACT, REF, RO
+from logscope.words import plural
 
 TBS = "data.train_batch_size"
 PROMPT = "data.max_prompt_length"
@@ -183,11 +184,6 @@ def _actor_micro(v: ConfigView) -> tuple[int | None, str]:
 GOLDEN_BUDGET = 24 * 1024  # tokens: the golden formula's budget (seed:grpo-pitfalls §1.2)
 RULE_TOKENS = "above 12,000 tokens per GPU per micro-step"
 RULE_GOLDEN = "above the golden formula floor(24·1024 / (prompt + response))"
-
-
-def plural(count: int, word: str, many: str | None = None) -> str:
-    """`1 GPU`, `8 GPUs`; `many` for irregular plurals."""
-    return f"{fmt(count)} {word if count == 1 else many or word + 's'}"
 
 
 def divisors(n: int) -> list[int]:
