@@ -81,12 +81,12 @@ class MicroBatchOomRisk(ConfigRule):
     What it detects:
         `actor.ppo_micro_batch_size_per_gpu × (data.max_prompt_length + data.max_response_length)`
         above 12,000 tokens per GPU per micro-step. Error when the micro batch is also above the
-        article's golden formula `floor(24·1024 / (prompt + response))`, with one suggested
+        GRPO article's golden formula `floor(24·1024 / (prompt + response))`, with one suggested
         value; info, with nothing to change, when only the 12,000-token limit is passed (the
         golden formula, which gives the suggested value, allows it: the two heuristics disagree
         for long sequences), so checking the suggested value never asks for another. When the
         model is known from `actor_rollout_ref.model.path` (e.g. `Qwen2.5-7B-Instruct` → 7B),
-        the message adds the article's memory estimate `micro × tokens × hidden_size × 2.5`.
+        the message adds the GRPO article's memory estimate `micro × tokens × hidden_size × 2.5`.
         Skipped with `actor.use_dynamic_bsz=True`.
 
     Why it matters:
@@ -96,7 +96,7 @@ class MicroBatchOomRisk(ConfigRule):
     Example:
         Qwen2-7B-Instruct, `data.max_prompt_length=512 data.max_response_length=1024
         actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=64`: 64 × 1536 = 98,304 tokens;
-        floor(24·1024/1536) = 16 → suggest 16. The article reports a peak above 38 GB on an
+        floor(24·1024/1536) = 16 → suggest 16. The GRPO article reports a peak above 38 GB on an
         A100-40G for this case.
 
     Advice:
@@ -108,12 +108,12 @@ class MicroBatchOomRisk(ConfigRule):
 
     Known false positives:
         GPUs with much more than 40 GB, gradient checkpointing, offloading or sequence
-        parallelism make larger micro batches fit. The memory estimate is the article's
-        heuristic: it does not reproduce the article's own 38 GB (it is shown as a relative
+        parallelism make larger micro batches fit. The memory estimate is the GRPO
+        article's heuristic: it does not reproduce that article's own 38 GB (it is shown as a relative
         size only).
 
     References:
-        seed:grpo-pitfalls §1.1–1.3; tuning_knowledge.md A1–A3.
+        seed:grpo-pitfalls §1.1–1.3 (golden formula, 12,000-token limit, memory estimate).
     """
 
     code = "LS501"
@@ -217,11 +217,11 @@ class BatchNotDivisibleByN(ConfigRule):
     What it detects:
         Before a run: verl's own check, `real_train_batch_size = data.train_batch_size ×
         rollout.n` not divisible by the GPU count (error; FSDP, no dynamic batch size). Always:
-        `data.train_batch_size % rollout.n != 0` (warning; rule A6, the article's).
+        `data.train_batch_size % rollout.n != 0` (warning; the GRPO article's rule).
 
     Why it matters:
         verl stops at start-up with `real_train_batch_size (X) must be divisible by minimal
-        possible batch size (Y)`; the article's divisibility keeps groups whole.
+        possible batch size (Y)`; the GRPO article's divisibility keeps groups whole.
 
     Example:
         `data.train_batch_size=500 actor_rollout_ref.rollout.n=8` on 8 GPUs: 500 % 8 = 4 →
@@ -234,12 +234,11 @@ class BatchNotDivisibleByN(ConfigRule):
         user set no `trainer.n_gpus_per_node`), the message says so.
 
     Known false positives:
-        The article's error text `batch_size must be divisible by n` is not verl's; verl
+        The GRPO article's error text `batch_size must be divisible by n` is not verl's; verl
         accepts a train batch that is not a multiple of n when the product divides.
 
     References:
-        seed:grpo-pitfalls §2.3; verl:utils/config.py; verl:trainer/ppo/ray_trainer.py;
-        tuning_knowledge.md A6.
+        seed:grpo-pitfalls §2.3; verl:utils/config.py; verl:trainer/ppo/ray_trainer.py.
     """
 
     code = "LS504"

@@ -35,19 +35,6 @@ OPAQUE = re.compile(
 SOURCE_ID = re.compile(r"[a-z]+:[A-Za-z_][\w/.#-]+")
 OPENABLE = re.compile(r"https://\S+|Article \"[^\"]+\" \([^)]*\)")
 
-#: Functions and classes other engineers are rewriting in issue 17 (LS501, LS504): their prose
-#: still carries rule labels. Their citations are resolved all the same (checked below).
-PENDING_CODES = {"LS501", "LS504"}
-PENDING_DEFS = {
-    "micro_batch_oom_risk",
-    "batch_not_divisible_by_n",
-    "_batch_for",
-    "gpu_memory_range",
-    "gpu_memory_utilization_risk",
-    "MicroBatchOomRisk",
-    "BatchNotDivisibleByN",
-}
-
 
 @pytest.fixture(scope="module")
 def reports() -> list[Report]:
@@ -129,11 +116,9 @@ def test_fixture_findings_cite_only_openable_sources(findings: list[Finding]) ->
 
 def test_no_output_shows_an_opaque_reference(reports: list[Report]) -> None:
     for report in reports:
-        shown = [f for f in report.findings if f.code not in PENDING_CODES]
-        view = Report(run=report.run, findings=shown, kind=report.kind)
-        for text in (view.to_markdown(), view.to_html(), view.to_json()):
+        for text in (report.to_markdown(), report.to_html(), report.to_json()):
             assert not OPAQUE.findall(text), OPAQUE.findall(text)
-        for f in report.findings:  # pending codes too: their citations, not their prose
+        for f in report.findings:
             assert sources.unresolved(json.dumps(f.to_dict(), ensure_ascii=False)) == []
 
 
@@ -144,9 +129,7 @@ def test_catalogue_references_are_openable() -> None:
     for item in catalogue.entries():
         refs = item["sections"]["References"]
         assert refs, item["code"]
-        assert sources.unresolved(refs) == [] or item["code"] in PENDING_CODES, item["code"]
-        if item["code"] in PENDING_CODES:
-            continue
+        assert sources.unresolved(refs) == [], item["code"]
         for part in _parts(refs):
             assert OPENABLE.search(part), (item["code"], part)
         text = json.dumps(item, ensure_ascii=False)
@@ -164,12 +147,10 @@ def test_generated_catalogue_names_every_article() -> None:
 
 
 def _literals(path: Path) -> list[tuple[int, str]]:
-    """Non-docstring string literals of a module, outside the pending definitions."""
+    """Non-docstring string literals of a module."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     skip: set[int] = set()
     for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name in PENDING_DEFS:
-            skip |= {id(n) for n in ast.walk(node)}
         if isinstance(node, (ast.Module, ast.FunctionDef, ast.ClassDef)) and node.body:
             first = node.body[0]
             if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):

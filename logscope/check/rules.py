@@ -299,7 +299,7 @@ def micro_batch_oom_risk(
         message += (
             f" ({suggested} × {length} = {fmt(suggested * length)} tokens is still above "
             f"{fmt(token_limit)}: the two heuristics disagree for sequences this long; for "
-            f"512 + 1024 tokens the article recommends 8–16.)"
+            f"512 + 1024 tokens the GRPO article recommends 8–16.)"
         )
     if hidden is not None:
         estimate = micro * length * hidden * memory_factor
@@ -317,7 +317,7 @@ def micro_batch_oom_risk(
         suggested,
         "Tokens per GPU per micro-step decide activation memory in the update; the golden formula "
         "floor(24·1024 / (prompt + response)) keeps them within a 24 GB budget (A100-40G, "
-        "H100-80G). The article's case (7B, 512 + 1024, micro 64) peaks above 38 GB on an "
+        "H100-80G). The GRPO article's case (7B, 512 + 1024, micro 64) peaks above 38 GB on an "
         "A100-40G.",
         f"{SEED_GRPO} §1.2",
     )
@@ -589,7 +589,7 @@ def batch_not_divisible_by_n(v: ConfigView) -> list[Hit]:
             Hit(
                 "warning",
                 f"data.train_batch_size {tbs} is not a multiple of rollout.n {n} ({tbs} % {n} = "
-                f"{tbs % n}). The article asks for train_batch_size % n == 0 (its error text "
+                f"{tbs % n}). The GRPO article asks for train_batch_size % n == 0 (its error text "
                 f"`batch_size must be divisible by n` is not verl's; verl checks "
                 f"train_batch_size × n against the GPU count).",
                 {"train_batch_size": tbs, "rollout_n": n, "remainder": tbs % n},
@@ -905,7 +905,7 @@ def gpu_memory_range(size: float | None, gpus: int | None) -> tuple[float, float
         return 0.4, 0.5, f"0.4–0.5 on a single GPU ({SEED_GRPO} §4.2)"
     if gpus is None or gpus >= 8:
         return 0.3, 0.4, f"0.3–0.4 with {gpus or 8}-GPU FSDP ({SEED_GRPO} §4.2)"
-    return 0.4, 0.5, f"0.4–0.5 with {gpus} GPUs (between the article's 1- and 8-GPU figures)"
+    return 0.4, 0.5, f"0.4–0.5 with {gpus} GPUs (between the GRPO article's 1- and 8-GPU figures)"
 
 
 def gpu_memory_utilization_risk(v: ConfigView, oom_above: float = 0.7) -> list[Hit]:
@@ -926,7 +926,8 @@ def gpu_memory_utilization_risk(v: ConfigView, oom_above: float = 0.7) -> list[H
         message = (
             f"rollout.gpu_memory_utilization={fmt(value)} leaves {1 - value:.0%} of each GPU to "
             f"FSDP (weights, gradients, optimizer state, NCCL buffers): above {oom_above} the "
-            f"articles report OOM, `NCCL operation failed`, vLLM falling back to CPU offload "
+            f"GRPO and PPO articles report OOM, `NCCL operation failed`, vLLM falling back to CPU "
+            f"offload "
             f"(3–5× slower) and inf/nan losses. Advised here: {why}."
         )
         suggested = high
