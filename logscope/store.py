@@ -74,11 +74,14 @@ def _iter_files(path: Path) -> Iterator[Path]:
 
 
 def source_key(path: str | Path) -> str | None:
-    """Content hash of a file or of every file under a folder; None for URIs (no caching)."""
+    """Content hash of a file or of every file under a folder; None for URIs and missing paths
+    (no caching: a missing path must not hash like an empty folder and hit its entry)."""
     raw = str(path)
     if "://" in raw:
         return None
     p = Path(path)
+    if not p.exists():
+        return None
     digest = xxhash.xxh3_128()  # ~10x faster than blake2b on big logs; a cache key, not a seal
     digest.update(f"logscope-store/{FORMAT_VERSION}/{__version__}".encode())
     for file in _iter_files(p):

@@ -143,3 +143,20 @@ def test_runs_below_a_folder_move_with_the_folder() -> None:
     single = Run(id="s", source=Source("verl-console", "a.log"))
     relocate(single, "a.log", "b.log")
     assert single.source.path == "b.log"
+
+
+def test_a_missing_path_never_hits_the_cache(tmp_path) -> None:
+    """A missing path has no content: it must not hash like an empty folder and be served the
+    cached entry of some empty input analysed before."""
+    from logscope.exceptions import IngestError
+
+    store_dir = tmp_path / "store"
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (tmp_path / "empty.log").write_text("")
+    analyze_paths([tmp_path / "empty.log"], store_dir=store_dir)
+    assert source_key(tmp_path / "missing.log") is None
+    with pytest.raises(IngestError, match="no such file"):
+        Store(store_dir).load(tmp_path / "missing.log")
+    (report,) = analyze_paths([tmp_path / "missing.log"], store_dir=store_dir)
+    assert not report.readable and "no such file" in report.errors[0]
