@@ -28,22 +28,47 @@ SEVERITY_EMOJI = {
     "info": ":information_source:",
 }
 _MRKDWN_CONTROL = re.compile(r"[&<>]")
+# A run key has no "_", so "<run_key>__" ends exactly where the key does.
+_RUN_KEY = re.compile(r"[A-Za-z0-9.-]+")
+# Slack's limits: header text 150 characters, section and context text 3000.
+_HEADER_MAX = 150
+_TEXT_MAX = 2900
 
 
 def slack_control_escape(text: Any) -> str:
-    """Escape only Slack's control characters (&, <, >): `<!channel>`, `<@U1>` and `<url|x>` in a
-    log line stay text. For the top-level `text` (notifications), where formatting marks are
-    harmless but mentions would ping."""
+    """Escape Slack's control characters (&, <, >), the only escaping Slack asks for: `<!channel>`,
+    `<@U1>` and `<url|x>` in a log line stay text (no ping, no link), and nothing else changes."""
     return _MRKDWN_CONTROL.sub(
         lambda m: {"&": "&amp;", "<": "&lt;", ">": "&gt;"}[m.group()], str(text)
     )
 
 
-def mrkdwn_escape(text: Any) -> str:
-    """Escape Slack mrkdwn control characters (&, <, >) and neutralise formatting marks."""
+def _fit(text: Any, limit: int) -> str:
+    """`text` escaped, cut so that the escaped form fits `limit` (never inside an entity)."""
+    raw = str(text)
+    out = slack_control_escape(raw)
+    while len(out) > limit:
+        raw = raw[: max(0, len(raw) - (len(out) - limit))]
+        out = slack_control_escape(raw)
+    return out
+
+
+def plain(text: Any, limit: int = _TEXT_MAX) -> dict[str, Any]:
+    """A plain_text object: text from the log (run names, messages, evidence) shown exactly as
+    it is, never formatted (no bold, links, emoji codes)."""
+    return {"type": "plain_text", "text": _fit(text, limit), "emoji": False}
+
+
+def mrkdwn(text: str) -> dict[str, Any]:
+    """A mrkdwn object for logscope's own formatting; its parts are escaped by the caller."""
+    return {"type": "mrkdwn", "text": text[:_TEXT_MAX]}
+
+
+def code(text: Any) -> str:
+    """An identifier (parameter key, value, diagnosis name) as inline code, so Slack never
+    formats it: copied from the message, it is the key itself."""
     s = slack_control_escape(text)
-    # Zero-width space after *, _, ~, ` stops them from toggling bold/italic/strike/code.
-    return re.sub(r"([*_~`])", "\\1\u200b", s)
+    return f"`{s}`" if s and "`" not in s else s
 
 
 @dataclass
@@ -64,6 +89,25 @@ class Alert:
         return asdict(self)
 
 
+def _advice_blocks(advice: list[Any]) -> list[dict[str, Any]]:
+    """Per advice: the key and values as code, then the rationale and its source as text."""
+    blocks: list[dict[str, Any]] = []
+    for adv in advice[:3]:
+        line = (
+            f"{code(adv.parameter)}: current {code(_short(adv.current))} → "
+            f"suggested {code(_short(adv.suggested))}"
+        )
+        blocks.append({"type": "section", "text": mrkdwn(line)})
+        why = f"{adv.rationale} ({adv.source})" if adv.source else adv.rationale
+        if why:
+            blocks.append({"type": "context", "elements": [plain(why)]})
+    overrides = [a.override for a in advice if a.override]
+    if overrides:
+        block = slack_control_escape("\n".join(overrides).replace("```", "'''"))
+        blocks.append({"type": "section", "text": mrkdwn(f"```{block}```")})
+    return blocks
+
+
 def incident_alert(
     report: Any, incident: Any, run_name: str, kind: str = "incident", new: list[int] | None = None
 ) -> Alert:
@@ -77,57 +121,32 @@ def incident_alert(
     where = f"step {incident.step}" if incident.step is not None else "run-level"
     lines = [f"{head} ({run_name}, {where})", first.message]
     blocks: list[dict[str, Any]] = [
-        {
-            "type": "header",
-            "text": {"type": "plain_text", "text": f"{head}"[:150]},
-        },
+        {"type": "header", "text": plain(head, _HEADER_MAX)},
         {
             "type": "section",
             "fields": [
-                {"type": "mrkdwn", "text": f"*Run*\n{mrkdwn_escape(run_name)}"},
-                {"type": "mrkdwn", "text": f"*Severity*\n{emoji} {incident.severity}"},
-                {"type": "mrkdwn", "text": f"*Step*\n{where}"},
-                {
-                    "type": "mrkdwn",
-                    "text": f"*Diagnosis*\n{first.code} {mrkdwn_escape(first.name)}",
-                },
+                plain(f"Run\n{run_name}", 2000),
+                mrkdwn(f"*Severity*\n{emoji} {incident.severity}"),
+                mrkdwn(f"*Step*\n{where}"),
+                mrkdwn(f"*Diagnosis*\n{first.code} {code(first.name)}"),
             ],
         },
-        {
-            "type": "section",
-            "text": {"type": "mrkdwn", "text": mrkdwn_escape(first.message)[:2900]},
-        },
+        {"type": "section", "text": plain(first.message)},
     ]
     if first.evidence:
         ev = ", ".join(f"{k}={_short(v)}" for k, v in list(first.evidence.items())[:8])
-        blocks.append(
-            {"type": "context", "elements": [{"type": "mrkdwn", "text": mrkdwn_escape(ev)[:2900]}]}
-        )
+        blocks.append({"type": "context", "elements": [plain(ev)]})
+    blocks += _advice_blocks(first.advice)
     for adv in first.advice[:3]:
-        text = (
-            f"*{mrkdwn_escape(adv.parameter)}*: current {mrkdwn_escape(_short(adv.current))} → "
-            f"suggested {mrkdwn_escape(_short(adv.suggested))}. {mrkdwn_escape(adv.rationale)} "
-            f"_({mrkdwn_escape(adv.source)})_"
-        )
-        blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": text[:2900]}})
         lines.append(f"  {adv.parameter}: {_short(adv.current)} → {_short(adv.suggested)}")
     overrides = [a.override for a in first.advice if a.override]
     if overrides:
-        code = slack_control_escape("\n".join(overrides).replace("```", "'''"))
-        blocks.append(
-            {"type": "section", "text": {"type": "mrkdwn", "text": f"```{code}```"[:2900]}}
-        )
         lines.append("  override: " + " ".join(overrides))
     others = findings[1:]
     if others:
-        listed = "\n".join(
-            f"• {f.code} {mrkdwn_escape(f.name)} at step {f.step}: {mrkdwn_escape(f.title)}"
-            for f in others[:10]
-        )
         label = "New in this incident" if kind == "update" else "Also in this incident"
-        blocks.append(
-            {"type": "section", "text": {"type": "mrkdwn", "text": f"*{label}*\n{listed}"[:2900]}}
-        )
+        listed = "\n".join(f"• {f.code} {f.name} at step {f.step}: {f.title}" for f in others[:10])
+        blocks.append({"type": "section", "text": plain(f"{label}:\n{listed}")})
         lines += [f"  also: {f.name} at step {f.step}" for f in others]
     return Alert(
         id=f"{kind}:{incident.id}:{len(findings)}",
@@ -153,14 +172,8 @@ def status_alert(kind: str, run_name: str, step: int | None, text: str, severity
         step=step,
         text=f"{title} ({run_name}): {text}",
         blocks=[
-            {"type": "header", "text": {"type": "plain_text", "text": title}},
-            {
-                "type": "section",
-                "text": {
-                    "type": "mrkdwn",
-                    "text": f"*{mrkdwn_escape(run_name)}*: {mrkdwn_escape(text)}",
-                },
-            },
+            {"type": "header", "text": plain(title, _HEADER_MAX)},
+            {"type": "section", "text": plain(f"{run_name}: {text}")},
         ],
     )
 
@@ -172,15 +185,27 @@ def _short(value: Any) -> str:
 
 
 class Outbox:
-    """A folder of alerts not yet delivered, one JSON file each, written atomically."""
+    """A folder of alerts not yet delivered, one JSON file each, written atomically.
 
-    def __init__(self, folder: Path) -> None:
+    With `run_key`, the alerts are filed under that run (`<run_key>__<alert id>.json`) and only
+    that run's alerts are listed: tails of different runs can share one folder, each delivering
+    its own alerts only.
+    """
+
+    def __init__(self, folder: Path, run_key: str | None = None) -> None:
+        if run_key is not None and not _RUN_KEY.fullmatch(run_key):
+            raise ValueError(f"run key {run_key!r}: letters, digits, '.' and '-' only")
         self.folder = folder
+        self.run_key = run_key
         folder.mkdir(parents=True, exist_ok=True)
+
+    @property
+    def _prefix(self) -> str:
+        return f"{self.run_key}__" if self.run_key else ""
 
     def _path(self, alert_id: str) -> Path:
         safe = re.sub(r"[^A-Za-z0-9_.@-]", "_", alert_id)
-        return self.folder / f"{safe}.json"
+        return self.folder / f"{self._prefix}{safe}.json"
 
     def put(self, alert: Alert) -> None:
         fd, tmp = tempfile.mkstemp(dir=self.folder, prefix=".alert.", suffix=".tmp")
@@ -194,8 +219,9 @@ class Outbox:
         self._path(alert_id).unlink(missing_ok=True)
 
     def pending(self) -> list[Alert]:
+        """This run's undelivered alerts, oldest first (with no run key: every alert)."""
         out = []
-        for file in self.folder.glob("*.json"):
+        for file in self.folder.glob(f"{self._prefix}*.json"):
             try:
                 out.append(Alert(**json.loads(file.read_text())))
             except (OSError, ValueError, TypeError):

@@ -6,11 +6,16 @@ again from the start; a file replaced by a new one (new inode: rotation, `tee` r
 drained to its end first and then the new file is followed from its start. A replacement that
 holds the same bytes as what was read (a copy or sync tool such as rsync rewrote the file under
 a new inode) is not a restart: following goes on at the same offset.
+
+Sources that are read whole (verl's JSONL file logger, TensorBoard event files) only need to know
+*that* they changed: `GrowthWatcher` compares the status of the file, or of every file in a
+folder, between polls.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -187,3 +192,75 @@ class LineFollower:
         elif st.st_size == self.state.offset:
             return  # nothing new: the common idle poll stays a single stat
         self._read_available(out)
+
+
+# ---- sources read whole ------------------------------------------------------------------
+
+FileStatus = tuple[int, int, int]  # inode, size, mtime in ns
+
+
+@dataclass
+class Change:
+    """What one poll of a `GrowthWatcher` found."""
+
+    changed: bool = False  # something was written: read the source again
+    restarted: bool = False  # a file shrank, vanished or was replaced: what is read is a new run
+    notes: list[str] = field(default_factory=list)
+
+
+class GrowthWatcher:
+    """Notices changes of a file, or of the files in a folder (recursively), by stat-polling."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.seen: dict[str, FileStatus] | None = None  # None: not looked at yet, or missing
+        self._missing_noted = False
+
+    def _files(self) -> Iterator[tuple[str, Path]]:
+        if not self.path.is_dir():
+            yield "", self.path
+            return
+        for dirpath, dirnames, filenames in os.walk(self.path):
+            dirnames.sort()
+            for name in filenames:
+                file = Path(dirpath) / name
+                yield str(file.relative_to(self.path)), file
+
+    def status(self) -> dict[str, FileStatus] | None:
+        """{relative name: status} of what is there now; None when the path does not exist."""
+        if not self.path.exists():
+            return None
+        out: dict[str, FileStatus] = {}
+        for name, file in self._files():
+            try:
+                st = os.stat(file)
+            except OSError:  # vanished between listing and stat
+                continue
+            out[name] = (st.st_ino, st.st_size, st.st_mtime_ns)
+        return out
+
+    def poll(self) -> Change:
+        now = self.status()
+        out = Change()
+        if now is None:
+            if not self._missing_noted:
+                out.notes.append(f"waiting for {self.path} to appear")
+                self._missing_noted = True
+            return out
+        self._missing_noted = False
+        before, self.seen = self.seen, now
+        if before == now:
+            return out
+        out.changed = True
+        for name, (inode, size, _) in (before or {}).items():
+            shown = self.path / name if name else self.path
+            if name not in now:
+                out.notes.append(f"{shown} was removed; reading what is there again")
+            elif now[name][0] != inode:
+                out.notes.append(f"{shown} was replaced; reading the new file")
+            elif now[name][1] < size:
+                out.notes.append(f"{shown} shrank (truncated); reading it again from the start")
+            else:
+                continue
+            out.restarted = True
+        return out

@@ -1,10 +1,17 @@
 """Live mode: follow a growing verl log, rerun the detectors on new steps, alert once per incident.
 
-Each cycle reads the new complete lines (`follow.LineFollower`), feeds them to the console
-reader's incremental parser, and, when new steps or events arrived, reruns every detector on the
-run so far. Rerunning the same detectors on the same data is what makes a live run and `analyze`
-of the finished file report the same findings. Findings that need hindsight (a changepoint
-confirmed only after more steps) appear when they are confirmed, with the step where they began.
+What is followed is what verl writes as it trains: its console log, its JSONL file-logger file,
+or TensorBoard event files (a file or a run folder). For a console log each cycle reads the new
+complete lines (`follow.LineFollower`) and feeds them to the console reader's incremental
+parser. A JSONL or TensorBoard source is read again whole, by the reader `analyze` uses, when it
+changed (`follow.GrowthWatcher`): about 1 s for 2,000 steps of 150 metrics, once per logged
+step (verl logs a step every few seconds to minutes); a source that takes longer than
+`THROTTLE_FROM_S` to read is read at most every `READ_BUDGET` × its read time, so re-reading
+costs at most 1/READ_BUDGET of a core. When new steps or events arrived, every detector reruns
+on the run so far. Rerunning the same detectors on the same data is what makes a live run and
+`analyze` of the finished file report the same findings. Findings that need hindsight (a
+changepoint confirmed only after more steps) appear when they are confirmed, with the step
+where they began.
 
 An incident is alerted once. Its findings are remembered as (name, step); a later incident that
 shares one of them is the same story: if it brought new findings, a short update is sent,
@@ -14,8 +21,10 @@ alerted again.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 import statistics
 import tempfile
 import time
@@ -26,11 +35,14 @@ from typing import Any
 
 from logscope.alerts import Alert, Notifier, incident_alert, status_alert
 from logscope.analyze import analyze_run
-from logscope.follow import LineFollower
-from logscope.model import SEVERITY_RANK, Source
+from logscope.exceptions import IngestError, LogscopeError
+from logscope.follow import GrowthWatcher, LineFollower
+from logscope.model import SEVERITY_RANK, Run, Source
 from logscope.report import Report
 
 STATE_VERSION = 1
+READ_BUDGET = 10.0
+THROTTLE_FROM_S = 0.5
 KEY_METRICS = (
     "critic/score/mean",
     "actor/kl_loss",
@@ -39,6 +51,95 @@ KEY_METRICS = (
     "response_length/mean",
     "timing_s/step",
 )
+
+
+CONSOLE = "verl-console"
+# Sources that grow while verl trains; every other reader's input is written once (an export).
+FOLLOWED = {
+    CONSOLE: "verl console log",
+    "verl-jsonl": "verl JSONL file-logger file",
+    "tensorboard": "TensorBoard event files",
+}
+WHAT_TAIL_FOLLOWS = (
+    "tail follows what verl writes while it trains, its console log (the file `tee` writes), "
+    "its JSONL file-logger file, or a TensorBoard event file or run folder"
+)
+
+
+class NotFollowable(LogscopeError):
+    """The path is something `tail` cannot follow (an export, a W&B run, a gzip file, …)."""
+
+
+def state_dir() -> Path:
+    """The user's state folder for logscope: `$XDG_STATE_HOME/logscope`, else
+    `~/.local/state/logscope`."""
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base).expanduser() / "logscope"
+
+
+def default_outbox() -> Path:
+    """Where undelivered alerts wait by default (shared by every tail; filed per run)."""
+    return state_dir() / "outbox"
+
+
+def run_key(path: str | Path) -> str:
+    """A run's key for its outbox files: the followed path's name (readable) and a hash of its
+    resolved path (unique), e.g. `train.log-3f2a9c81d0e4`."""
+    resolved = str(Path(path).expanduser().resolve())
+    digest = hashlib.sha256(resolved.encode("utf-8", "surrogateescape")).hexdigest()[:12]
+    name = re.sub(r"[^A-Za-z0-9.-]+", "-", Path(resolved).name).strip("-.")[:40]
+    return f"{name}-{digest}" if name else digest
+
+
+def _too_early(path: Path) -> bool:
+    """Is the file text without a complete, non-blank line yet (or empty)? Until a line is
+    complete, verl's JSONL looks like any text, and a file being created like nothing at all."""
+    from logscope.ingest.console import is_text
+    from logscope.ingest.files import read_head
+
+    head = read_head(path, 1 << 20)
+    if not head:
+        return True
+    return is_text(head) and not any(line.strip() for line in head.split(b"\n")[:-1])
+
+
+def _refuse(path: Path, what: str) -> NotFollowable:
+    return NotFollowable(
+        f"{path} is {what}, which tail does not follow: {WHAT_TAIL_FOLLOWS}. "
+        f"To diagnose it as it is now: logscope analyze {path}"
+    )
+
+
+def followed_kind(path: str | Path) -> str | None:
+    """The reader kind `tail` follows `path` with, or None while it cannot tell yet (the file is
+    missing or holds no complete line). Raises NotFollowable for what cannot be followed."""
+    from logscope.ingest import kinds, reader_modules, tensorboard
+    from logscope.ingest.files import is_gzip
+
+    p = Path(path)
+    if not p.exists():
+        return None
+    if tensorboard.sniff(p):
+        return tensorboard.KIND
+    if p.is_file() and _too_early(p):
+        return None
+    kind = next((m.KIND for m in reader_modules() if m.sniff(p)), None)
+    if kind is None:
+        if p.is_dir():
+            raise NotFollowable(
+                f"{p} is a directory without TensorBoard event files; {WHAT_TAIL_FOLLOWS}"
+            )
+        raise NotFollowable(
+            f"{p} holds binary data in no format logscope reads; {WHAT_TAIL_FOLLOWS}"
+        )
+    what = f"a {kind} source ({kinds()[kind]})"
+    if p.is_dir():
+        raise _refuse(p, f"a directory holding {what}")
+    if is_gzip(p):
+        raise _refuse(p, "a gzip-compressed file (never appended to while training)")
+    if kind in FOLLOWED:
+        return kind
+    raise _refuse(p, what)
 
 
 @dataclass
@@ -105,19 +206,42 @@ class TailSession:
         self._last_analyze = -1e18
         self._dirty = False
         self._stalled = False
+        # What the run held when the stall was alerted: only a step beyond it is a resumption.
+        self._stall_seen = 0
+        self._stall_step: int | None = None
         self._events_seen = 0
-        self.run = self.parser.to_run(Source("verl-console", str(self.path)))
-        follow_state = None
+        self._rows_seen = 0
+        self._missing_noted = False
+        self._next_read_at = -1e18
+        self.run = self.parser.to_run(Source(CONSOLE, str(self.path)))
         saved = self._load_state()
         if saved is not None:
             self.alerted = [AlertedFinding(a["name"], a["step"]) for a in saved.get("alerted", [])]
             self.sent_ids = set(saved.get("sent_ids", []))
-            self._stalled = bool(saved.get("stalled", False))
+            self._stalled = self.status.stalled = bool(saved.get("stalled", False))
+            self._stall_seen = int(saved.get("stall_seen", 0))
+            self._stall_step = saved.get("stall_step")
         # The history is always re-read from the start (detectors need it); only what is new is
         # alerted: after a restart with a state file, findings not yet alerted are sent; on a
         # first start without --from-start, what the file already holds is taken as known.
         self._silent_catch_up = saved is None and not self.options.from_start
-        self.follower = LineFollower(self.path, follow_state)
+        self.follower = LineFollower(self.path)
+        self.watcher: GrowthWatcher | None = None
+        self.kind: str | None = None
+        self._decide_kind()
+
+    def _decide_kind(self) -> None:
+        """Pick the reader once the path shows what it is (raises NotFollowable)."""
+        self.kind = followed_kind(self.path)
+        if self.kind is not None and self.kind != CONSOLE:
+            self.watcher = GrowthWatcher(self.path)
+
+    @property
+    def position(self) -> Any:
+        """Changes whenever something new was read (the CLI's `--once` stops when it does not)."""
+        if self.watcher is not None:
+            return self.watcher.seen
+        return (self.kind, self.follower.state.inode, self.follower.state.offset)
 
     # ---- state --------------------------------------------------------------------------
     def _load_state(self) -> dict[str, Any] | None:
@@ -141,6 +265,8 @@ class TailSession:
             "alerted": [{"name": a.name, "step": a.step} for a in self.alerted],
             "sent_ids": sorted(self.sent_ids),
             "stalled": self._stalled,
+            "stall_seen": self._stall_seen,
+            "stall_step": self._stall_step,
         }
         self.state_file.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=self.state_file.parent, prefix=".tail-state.", suffix=".tmp")
@@ -150,10 +276,45 @@ class TailSession:
 
     # ---- one cycle ----------------------------------------------------------------------
     def cycle(self) -> list[Alert]:
-        """Read new lines, analyse if something changed, decide and queue alerts."""
+        """Read what is new, analyse if something changed, decide and queue alerts."""
         now = self.clock()
+        self.status.notes = []
+        if self.kind is None:
+            self._decide_kind()
+        if self.kind is None:
+            changed, alerts = False, []
+            self._note_missing()
+        elif self.watcher is None:
+            changed, alerts = self._read_lines(now)
+        else:
+            changed, alerts = self._read_whole(now), []
+        if self._dirty and now - self._last_analyze >= self.options.min_analyze_interval_s:
+            alerts += self._analyze()
+            self._last_analyze = now
+            self._dirty = False
+        alerts += self._check_stall(now)
+        if self.notifier is not None:
+            for alert in alerts:
+                self.notifier.submit(alert)
+        # State before delivery: an alert is either in the outbox or remembered as sent, so a
+        # crash between the two can neither lose it nor make the next run send it again.
+        if alerts or changed:
+            self.save_state()
+        if self.notifier is not None:
+            self.notifier.flush()
+        return alerts
+
+    def _note_missing(self) -> None:
+        if self.path.exists():
+            self._missing_noted = False
+        elif not self._missing_noted:
+            self.status.notes.append(f"waiting for {self.path} to appear")
+            self._missing_noted = True
+
+    def _read_lines(self, now: float) -> tuple[bool, list[Alert]]:
+        """A console log: the new complete lines, parsed incrementally."""
         polled = self.follower.poll()
-        self.status.notes = polled.notes
+        self.status.notes += polled.notes
         alerts: list[Alert] = []
         lines = polled.lines
         if polled.restarted:
@@ -167,33 +328,57 @@ class TailSession:
             self._reset_parse()
         if lines:
             self._ingest(lines, now)
-        if self._dirty and now - self._last_analyze >= self.options.min_analyze_interval_s:
-            alerts += self._analyze()
-            self._last_analyze = now
-            self._dirty = False
-        alerts += self._check_stall(now)
-        if self.notifier is not None:
-            for alert in alerts:
-                self.notifier.submit(alert)
-        # State before delivery: an alert is either in the outbox or remembered as sent, so a
-        # crash between the two can neither lose it nor make the next run send it again.
-        if alerts or polled.lines or polled.restarted:
-            self.save_state()
-        if self.notifier is not None:
-            self.notifier.flush()
-        return alerts
+        return bool(polled.lines or polled.restarted), alerts
+
+    def _read_whole(self, now: float) -> bool:
+        """A JSONL or TensorBoard source: read again by its own reader when it changed."""
+        assert self.watcher is not None
+        if now < self._next_read_at:
+            return False  # a big source, read recently: the change is seen at the next poll
+        change = self.watcher.poll()
+        self.status.notes += change.notes
+        if not change.changed:
+            return False
+        if change.restarted:
+            self._reset_parse()
+        started = time.perf_counter()
+        self._take(self._read_run(), now)
+        took = time.perf_counter() - started
+        if took >= THROTTLE_FROM_S:
+            self._next_read_at = now + READ_BUDGET * took
+        return True
+
+    def _read_run(self) -> Run:
+        from logscope.ingest import load
+
+        try:
+            runs = load(self.path, source=self.kind)
+        except IngestError as exc:  # e.g. truncated by a restart, no record written yet
+            self.status.notes.append(str(exc))
+            return Run(id="", source=Source(self.kind or CONSOLE, str(self.path)))
+        if len(runs) > 1:
+            names = ", ".join(r.source.path for r in runs[:5])
+            raise NotFollowable(
+                f"{self.path} holds {len(runs)} TensorBoard runs ({names}); "
+                "tail follows one run: give its folder"
+            )
+        return runs[0]
 
     def _ingest(self, lines: list[tuple[int, str]], now: float) -> None:
         self.parser.feed([t for _, t in lines], lines[0][0])
-        run = self.parser.to_run(Source("verl-console", str(self.path)))
+        self._take(self.parser.to_run(Source(CONSOLE, str(self.path))), now)
+
+    def _take(self, run: Run, now: float) -> None:
+        """Make `run` the run so far; note new steps (for stalls) and whether to analyse."""
         steps = run.steps
         if len(steps) > self.status.steps_seen:
             self._last_step_at = now
             self._step_arrivals.append((int(steps[-1]), now))
             self._step_arrivals = self._step_arrivals[-200:]
             self._dirty = True
-        if len(run.events) != self._events_seen:
+        if len(run.events) != self._events_seen or run.metrics.height != self._rows_seen:
             self._events_seen = len(run.events)
+            self._rows_seen = run.metrics.height
             self._dirty = True
         self.run = run
         self.status.steps_seen = len(steps)
@@ -203,11 +388,13 @@ class TailSession:
         from logscope.ingest.console import ConsoleParser
 
         self.parser = ConsoleParser()
-        self.run = self.parser.to_run(Source("verl-console", str(self.path)))
+        self.run = self.parser.to_run(Source(self.kind or CONSOLE, str(self.path)))
         self.status.steps_seen = 0
         self.status.step = None
         self._events_seen = 0
+        self._rows_seen = 0
         self._step_arrivals = []
+        self._stall_seen, self._stall_step = 0, None  # every step of the new file is new
         self._dirty = True
 
     def _analyze(self) -> list[Alert]:
@@ -290,18 +477,27 @@ class TailSession:
         if not self._stalled and idle > self.stall_threshold():
             self._stalled = True
             self.status.stalled = True
+            self._stall_seen, self._stall_step = self.status.steps_seen, self.status.step
             text = (
                 f"no new step for {idle:.0f} s after step {self.status.step} "
                 f"(threshold {self.stall_threshold():.0f} s). A hung vLLM engine (rollout.n ≥ 16 is a "
                 "known trigger) or a dead worker are the usual causes."
             )
             return [status_alert("stalled", run_name, self.status.step, text, "error")]
-        if self._stalled and idle <= self.stall_threshold():
+        if self._stalled and self._new_step_since_stall() and idle <= self.stall_threshold():
             self._stalled = False
             self.status.stalled = False
             text = f"steps resumed at step {self.status.step}"
             return [status_alert("recovered", run_name, self.status.step, text, "info")]
         return []
+
+    def _new_step_since_stall(self) -> bool:
+        """A step the run did not hold when the stall was alerted (not the history that a
+        restarted tail reads again)."""
+        if self.status.steps_seen > self._stall_seen:
+            return True
+        step, before = self.status.step, self._stall_step
+        return step is not None and before is not None and step > before
 
     def _update_status(self, report: Report) -> None:
         st = self.status

@@ -4,11 +4,13 @@
 the file lies on a local file system and watchdog's inotify observer runs, a change of the file
 wakes the loop at once, and the stat poll only runs every `SAFETY_INTERVAL_S` as a safety net:
 alerts come sooner and an idle tail costs almost no CPU. Elsewhere the loop sleeps
-`poll_interval` between polls, as before.
+`poll_interval` between polls, as before. A followed folder (TensorBoard run folder) wakes the
+loop on a change of any file inside it.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from pathlib import Path
@@ -19,6 +21,22 @@ SAFETY_INTERVAL_S = 5.0
 LOCAL_FILESYSTEMS = frozenset(
     {"ext2", "ext3", "ext4", "xfs", "btrfs", "zfs", "f2fs", "tmpfs", "overlay", "ramfs"}
 )
+
+
+class _ShutdownRace(logging.Filter):
+    """Drops the error watchdog's inotify emitter logs when an event read was in flight as the
+    observer stopped (its thread checks "running" before it reads): the event is of no use any
+    more, and the message would tell a user that stopped `tail` cleanly that something broke."""
+
+    MESSAGE = "InotifyEmitter.queue_events() called when the thread is inactive"
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.msg != self.MESSAGE
+
+
+_INOTIFY_LOGGER = logging.getLogger("watchdog.observers.inotify")
+if not any(isinstance(f, _ShutdownRace) for f in _INOTIFY_LOGGER.filters):
+    _INOTIFY_LOGGER.addFilter(_ShutdownRace())
 
 
 def filesystem_type(path: str | Path, mountinfo: str | None = None) -> str | None:
@@ -49,6 +67,8 @@ class ChangeWaiter:
         self.path = os.path.abspath(path)
         # A symlinked log is written through its target: events come from the target's folder.
         self._names = {self.path, os.path.realpath(self.path)}
+        # A followed folder: any change below it counts.
+        self._trees = {os.path.realpath(self.path)} if os.path.isdir(self.path) else set()
         self._event = threading.Event()
         self._observer: Any = None
         self.interval = poll_interval
@@ -72,17 +92,22 @@ class ChangeWaiter:
         class Handler(FileSystemEventHandler):
             def on_any_event(self, event: Any) -> None:
                 paths = (event.src_path, getattr(event, "dest_path", ""))
-                if any(os.fsdecode(p) in waiter._names for p in paths if p):
+                if any(waiter._concerns(os.fsdecode(p)) for p in paths if p):
                     waiter.wake()
 
         observer = Observer()
         try:
             for folder in sorted({os.path.dirname(name) for name in self._names}):
                 observer.schedule(Handler(), folder, recursive=False)
+            for tree in sorted(self._trees):
+                observer.schedule(Handler(), tree, recursive=True)
             observer.start()
         except (OSError, RuntimeError):  # no such folder yet, inotify limits reached, …
             return None
         return observer
+
+    def _concerns(self, path: str) -> bool:
+        return path in self._names or any(path.startswith(t + os.sep) for t in self._trees)
 
     def wait(self) -> None:
         self._event.wait(self.interval)

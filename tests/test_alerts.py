@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from logscope.alerts import Alert, Notifier, Outbox, SlackSender, mrkdwn_escape
+from logscope.alerts import Alert, Notifier, Outbox, SlackSender, plain
 from tests.slack_server import SlackStandIn
 
 
@@ -17,7 +17,7 @@ def _alert(i: int) -> Alert:
         title="KL jumped",
         step=i,
         text=f"KL jumped at step {i}",
-        blocks=[{"type": "section", "text": {"type": "mrkdwn", "text": mrkdwn_escape("a<b>&*x*")}}],
+        blocks=[{"type": "section", "text": plain("a<b>&*x*")}],
     )
 
 
@@ -27,7 +27,7 @@ def test_delivers_and_records_body(tmp_path) -> None:
         n.submit(_alert(1))
         assert n.flush() == 1
         assert slack.received[0]["text"] == "KL jumped at step 1"
-        assert slack.received[0]["blocks"][0]["text"]["text"].startswith("a&lt;b&gt;&amp;")
+        assert slack.received[0]["blocks"][0]["text"]["text"] == "a&lt;b&gt;&amp;*x*"
         assert n.outbox.pending() == []
 
 
@@ -81,3 +81,63 @@ def test_secret_never_in_outbox_or_repr(tmp_path) -> None:
             assert "secret-token-xyz" not in f.read_text()
         assert all("secret-token-xyz" not in x for x in n.failures)
         json.dumps([a.to_dict() for a in n.outbox.pending()])
+
+
+def _texts(blocks: list[dict], kind: str) -> list[str]:
+    """Every text object of `kind` (mrkdwn or plain_text) in Block Kit blocks."""
+    out: list[str] = []
+
+    def walk(node) -> None:
+        if isinstance(node, dict):
+            if node.get("type") == kind and isinstance(node.get("text"), str):
+                out.append(node["text"])
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(blocks)
+    return out
+
+
+def test_identifiers_reach_slack_unaltered(tmp_path) -> None:
+    """Parameter keys, overrides and the run name in the message Slack receives are exactly the
+    run's own (copyable); only &, <, > are escaped, as Slack requires."""
+    from logscope.alerts import incident_alert
+    from logscope.analyze import analyze_run
+    from logscope.synthetic import Injection, simulate
+
+    sim = simulate(n_steps=200, algorithm="grpo", seed=3, inject=[Injection("kl-jump", 120)])
+    report = analyze_run(sim.to_run())
+    incident = next(i for i in report.incidents if i.first_mover == "kl-jump")
+    first = report.findings[incident.findings[0]]
+    assert any("_" in a.parameter for a in first.advice)
+    run_name = "qwen_7b_*grpo*_a<b>&c"
+    with SlackStandIn() as slack:
+        n = Notifier(Outbox(tmp_path / "box"), SlackSender(slack.url), min_interval_s=0)
+        n.submit(incident_alert(report, incident, run_name))
+        assert n.flush() == 1
+        (body,) = slack.received
+    assert "\u200b" not in json.dumps(body, ensure_ascii=False)
+    mrkdwn = "\n".join(_texts(body["blocks"], "mrkdwn"))
+    for adv in first.advice:
+        assert f"`{adv.parameter}`" in mrkdwn, adv.parameter  # in code: never auto-formatted
+        assert adv.override in mrkdwn
+    plain = _texts(body["blocks"], "plain_text")
+    assert any("qwen_7b_*grpo*_a&lt;b&gt;&amp;c" in t for t in plain), plain
+    assert first.message.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;") in plain
+
+
+def test_outbox_files_alerts_per_run(tmp_path) -> None:
+    """Runs sharing one folder each list and deliver only their own alerts."""
+    a, b = Outbox(tmp_path, "a.log-0123456789ab"), Outbox(tmp_path, "b.log-ba9876543210")
+    a.put(_alert(1))
+    b.put(_alert(1))  # the same incident id in another run is another alert
+    b.put(_alert(2))
+    assert [x.step for x in a.pending()] == [1]
+    assert sorted(x.step for x in b.pending()) == [1, 2]
+    with SlackStandIn() as slack:
+        assert Notifier(a, SlackSender(slack.url), min_interval_s=0).flush() == 1
+    assert a.pending() == [] and len(b.pending()) == 2
+    assert all(p.name.startswith(("a.log-", "b.log-")) for p in tmp_path.glob("*.json"))

@@ -77,3 +77,46 @@ def test_garbled_bytes_are_replaced_not_fatal(tmp_path) -> None:
     f = tmp_path / "a.log"
     f.write_bytes(b"ok\n\xff\xfe bad\n")
     assert _texts(LineFollower(f).poll()) == ["ok", "\ufffd\ufffd bad"]
+
+
+def test_growth_watcher_sees_growth_truncation_and_new_files(tmp_path) -> None:
+    from logscope.follow import GrowthWatcher
+
+    run = tmp_path / "run"
+    w = GrowthWatcher(run)
+    assert "waiting for" in w.poll().notes[0] and not w.poll().notes  # said once
+    run.mkdir()
+    (run / "events.1").write_bytes(b"x" * 10)
+    first = w.poll()
+    assert first.changed and not first.restarted
+    assert not w.poll().changed  # idle
+    (run / "events.2").write_bytes(b"y")  # a restarted trainer writes a new file: more data
+    grown = w.poll()
+    assert grown.changed and not grown.restarted
+    (run / "events.1").write_bytes(b"x")  # shrank: what was read is gone
+    cut = w.poll()
+    assert cut.changed and cut.restarted and "truncated" in cut.notes[0]
+
+
+def test_a_write_in_a_followed_folder_wakes_the_waiter(tmp_path) -> None:
+    import threading
+    import time
+
+    import pytest
+
+    from logscope.wake import ChangeWaiter
+
+    run = tmp_path / "tensorboard_log" / "exp"
+    run.mkdir(parents=True)
+    waiter = ChangeWaiter(run, poll_interval=0.5)
+    if not waiter.watching:
+        pytest.skip("a polled file system: no inotify wake-ups to test")
+    try:
+        timer = threading.Timer(0.3, (run / "events.out.tfevents.1").write_bytes, [b"x"])
+        timer.start()
+        t = time.monotonic()
+        waiter.wait()  # without the wake-up: its interval, 5 s
+        assert time.monotonic() - t < 3.0
+        timer.join()
+    finally:
+        waiter.close()

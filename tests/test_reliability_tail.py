@@ -255,6 +255,8 @@ def test_sigterm_during_a_send(logs, tmp_path) -> None:
     assert list(box.glob("*.json")) == []
     for blob in (out, err, second.stdout, second.stderr, state.read_bytes()):
         assert b"sEcReT" not in blob
+    for blob in (err, second.stderr):  # stopped cleanly: no warning, no traceback
+        assert b"InotifyEmitter" not in blob and b"Traceback" not in blob, blob.decode()
     assert a.read_bytes() == log_before, "tail modified the log it follows"
 
 
@@ -281,3 +283,34 @@ def test_tail_on_a_directory_is_a_user_error(tmp_path) -> None:
     result = cli("tail", str(tmp_path), "--once", "--no-live")
     assert result.exit_code == 2
     assert "isadirectory" in result.message and str(tmp_path) in result.message
+
+
+def test_stopping_the_wake_up_watch_logs_nothing(tmp_path, caplog) -> None:
+    """SIGTERM stops the inotify watch while the log is being written: watchdog's emitter may
+    be reading an event at that moment; stopping must stay silent (no InotifyEmitter error)."""
+    import logging
+
+    from logscope.wake import ChangeWaiter
+
+    log = tmp_path / "train.log"
+    log.write_text("")
+    if not ChangeWaiter(log, 0.5).watching:
+        pytest.skip("a polled file system: no inotify watch to stop")
+    stop = threading.Event()
+
+    def write() -> None:
+        with log.open("a") as fh:
+            while not stop.is_set():
+                fh.write("step:1 - a:1\n")
+                fh.flush()
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    caplog.set_level(logging.DEBUG, logger="watchdog")
+    try:
+        for _ in range(60):  # the race hits about one stop in ten
+            ChangeWaiter(log, 0.5).close()
+    finally:
+        stop.set()
+        writer.join()
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []

@@ -8,6 +8,7 @@ the session polls it. Slack is a real HTTP server on 127.0.0.1.
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from pathlib import Path
@@ -207,3 +208,242 @@ def test_stall_and_recovery(full_log: Path, tmp_path: Path) -> None:
     now[0] += 1
     recovered = session.cycle()
     assert "recovered" in [a.kind for a in recovered]
+
+
+# ---- what verl writes besides the console log: JSONL file logger, TensorBoard --------------
+
+COLLAPSE = [Injection("entropy-collapse", 80)]
+# what the TensorBoard test logs (tensorboardX's pure-Python writer is slow for every metric)
+TB_METRICS = ("actor/entropy", "actor/pg_loss", "critic/score/mean", "timing_s/step")
+
+
+@pytest.fixture(scope="module")
+def records() -> list[dict]:
+    """verl's `Tracking.log` calls of a short run whose entropy collapses at step 80."""
+    sim = simulate(n_steps=140, algorithm="grpo", seed=5, inject=COLLAPSE, version="0.5")
+    by_step: dict[int, dict[str, float]] = {}
+    for step, metric, value in sim.metrics.select("step", "metric", "value").iter_rows():
+        by_step.setdefault(step, {})[metric] = value
+    return [{"step": step, "data": data} for step, data in sorted(by_step.items())]
+
+
+def _parts(items: list, n: int) -> list[list]:
+    size = -(-len(items) // n)
+    return [items[i : i + size] for i in range(0, len(items), size)]
+
+
+def _analyze_finished(path: Path):
+    (run,) = load(path)
+    return analyze_run(run)
+
+
+def _alerted(alerts) -> set[str]:
+    return {a.id.split(":")[1].split("@")[0] for a in alerts if a.kind == "incident"}
+
+
+def test_jsonl_file_logger_is_followed_like_analyze(records, tmp_path: Path) -> None:
+    target = tmp_path / "verl_grpo" / "exp1.jsonl"
+    target.parent.mkdir()
+    session = TailSession(target, TailOptions(from_start=True))
+    alerts = session.cycle()  # verl has not created the file yet
+    assert any("waiting for" in n for n in session.status.notes)
+    with target.open("w") as fh:  # verl's file logger: json.dumps + "\n" per Tracking.log call
+        fh.write(json.dumps(records[0])[:30])  # the first line, half written: JSONL or text?
+        fh.flush()
+        alerts += session.cycle()
+        assert session.kind is None  # not decided on half a line
+        fh.seek(0)
+        fh.truncate()
+        for part in _parts(records, 4):
+            for record in part:
+                fh.write(json.dumps(record) + "\n")
+            half = json.dumps(part[-1])[:20]
+            fh.write(half)  # a line being written: not a step yet
+            fh.flush()
+            alerts += session.cycle()
+            fh.seek(fh.tell() - len(half))
+            fh.truncate()
+    alerts += session.cycle()
+    expected = _analyze_finished(target)
+    assert session.report is not None and expected.findings
+    assert _keys(session.report) == _keys(expected)
+    assert session.run.metrics.equals(expected.run.metrics)  # the run analyze reads: all steps
+    assert session.kind == "verl-jsonl"
+    assert "entropy-collapse" in _alerted(alerts)
+
+
+@pytest.mark.parametrize("followed", ["run folder", "event file"])
+def test_tensorboard_events_are_followed_like_analyze(records, tmp_path, followed) -> None:
+    from tensorboardX import SummaryWriter
+
+    logdir = tmp_path / "tensorboard_log" / "verl_grpo" / "exp1"
+    writer = SummaryWriter(str(logdir))
+    (event_file,) = logdir.iterdir()
+    target = logdir if followed == "run folder" else event_file
+    session = TailSession(target, TailOptions(from_start=True))
+    alerts = []
+    try:
+        for part in _parts(records, 4):
+            for record in part:
+                for tag in TB_METRICS:
+                    if tag in record["data"]:
+                        writer.add_scalar(tag, record["data"][tag], record["step"])
+            writer.flush()
+            alerts += session.cycle()
+    finally:
+        writer.close()  # the last events reach the file
+    alerts += session.cycle()
+    expected = _analyze_finished(target)
+    assert session.report is not None and expected.findings
+    assert _keys(session.report) == _keys(expected)
+    assert session.run.metrics.equals(expected.run.metrics)
+    assert session.kind == "tensorboard"
+    assert "entropy-collapse" in _alerted(alerts)
+
+
+@pytest.fixture
+def keep_signal_handlers():
+    """The CLI installs SIGTERM/SIGINT handlers; put pytest's back afterwards."""
+    import signal
+
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    yield
+    for sig, handler in saved.items():
+        signal.signal(sig, handler)
+
+
+def test_cli_follows_jsonl_and_keeps_the_run_in_the_store(
+    records, tmp_path, keep_signal_handlers
+) -> None:
+    from logscope.store import Store
+    from tests._reliability import cli
+
+    log = tmp_path / "exp1.jsonl"
+    log.write_text("".join(json.dumps(r) + "\n" for r in records))
+    store = tmp_path / "store"
+    result = cli("tail", str(log), "--from-start", "--once", "--no-live", "--store", str(store))
+    assert result.exit_code == 0, result.stderr
+    assert "JSONL file-logger" in result.stderr
+    assert "entropy" in result.stderr.lower()  # the collapse, alerted on the terminal
+    saved = Store(store).get_source(Store(store).key(log))  # as analyze caches it
+    assert saved is not None, "the followed run was not saved"
+    assert saved[0].metrics.equals(load(log)[0].metrics)
+
+
+def test_a_source_that_does_not_grow_is_refused(tmp_path, keep_signal_handlers) -> None:
+    """A W&B chart export is written once: tail says so, names the format and what to run."""
+    import csv
+
+    from tests._reliability import cli
+
+    export = tmp_path / "wandb_export_entropy.csv"
+    with export.open("w", newline="") as fh:
+        out = csv.writer(fh)
+        out.writerow(["Step", "exp1 - actor/entropy", "exp1 - actor/entropy__MIN"])
+        out.writerows([s, 0.5 - s / 1000, 0.49 - s / 1000] for s in range(1, 50))
+    result = cli("tail", str(export), "--once", "--no-live")
+    assert result.exit_code == 2, result.stderr
+    for words in ("wandb-csv", "doesnotfollow", f"logscopeanalyze{export}"):
+        assert "".join(words.split()) in result.message, result.stderr
+    assert "following" not in result.stderr
+
+
+def test_tail_help_says_how_to_write_values() -> None:
+    import typer
+
+    from logscope.cli.main import app
+    from logscope.cli.tail import parse_duration
+
+    params = {p.name: p for p in typer.main.get_command(app).commands["tail"].params}
+    assert "comma-separated" in params["only"].help and "comma-separated" in params["skip"].help
+    assert params["store"].envvar == "LOGSCOPE_STORE"
+    examples = re.findall(r"\b\d+[smh]\b", params["stall_after"].help)
+    assert len(examples) >= 3
+    assert all(parse_duration(e) > 0 for e in examples)
+
+
+def test_restart_after_a_stall_resumes_only_on_a_new_step(full_log: Path, tmp_path: Path) -> None:
+    now = [1000.0]
+    target = tmp_path / "live.log"
+    state = tmp_path / "state.json"
+    chunks = _chunks(full_log, 30)
+
+    def session() -> TailSession:
+        options = TailOptions(from_start=True, stall_after_s=60)
+        return TailSession(target, options, state_file=state, clock=lambda: now[0])
+
+    first = session()
+    for chunk in chunks[:8]:
+        with target.open("ab") as fh:
+            fh.write(chunk)
+        now[0] += 5
+        first.cycle()
+    now[0] += 61
+    assert [a.kind for a in first.cycle()] == ["stalled"]
+    first.close()
+    second = session()  # restarted: reads the same history again, no new step
+    for step in (1, 1, 61):  # ... nor a second stall alert: it was said before the restart
+        now[0] += step
+        assert [a.kind for a in second.cycle()] == []
+    assert second.status.stalled
+    with target.open("ab") as fh:
+        fh.write(chunks[8])
+    now[0] += 1
+    assert [a.kind for a in second.cycle() if a.kind in ("stalled", "recovered")] == ["recovered"]
+
+
+def test_tails_in_one_folder_deliver_only_their_own_alerts(
+    tmp_path, monkeypatch, keep_signal_handlers
+) -> None:
+    """Two runs followed from the same folder: run a's alerts wait (its webhook rejects them);
+    tail b, with a webhook that works, delivers b's alerts and none of a's. Undelivered alerts
+    wait in the user's state folder, filed under their run; nothing is written to the folder."""
+    from tests._reliability import cli
+
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    for name, inj in (
+        ("a", Injection("memory-leak", 60)),
+        ("b", Injection("entropy-collapse", 80)),
+    ):
+        config = {"trainer.experiment_name": f"run-{name}"}
+        sim = simulate(n_steps=120, algorithm="grpo", seed=3, inject=[inj], config=config)
+        write_console_log(sim, work / f"{name}.log")
+    env = {"XDG_STATE_HOME": str(tmp_path / "state")}
+    args = ["--from-start", "--once", "--no-live", "--store", str(tmp_path / "store")]
+    with SlackStandIn([(400, {})] * 100) as rejecting, SlackStandIn() as slack:
+        a = cli("tail", "a.log", *args, env={**env, "LOGSCOPE_SLACK_WEBHOOK": rejecting.url})
+        assert a.exit_code == 0 and "not yet delivered" in a.stderr, a.stderr
+        b = cli("tail", "b.log", *args, env={**env, "LOGSCOPE_SLACK_WEBHOOK": slack.url})
+        assert b.exit_code == 0, b.stderr
+    assert rejecting.attempts and slack.received
+    texts = [body["text"] for body in slack.received]
+    assert all("(run-b," in t for t in texts), texts
+    assert sorted(p.name for p in work.iterdir()) == ["a.log", "b.log"]
+    waiting = list((tmp_path / "state" / "logscope" / "outbox").glob("*.json"))
+    assert waiting and all(p.name.startswith("a.log-") for p in waiting)
+
+
+def test_a_source_slow_to_read_is_read_again_at_most_at_its_budget(
+    records, tmp_path, monkeypatch
+) -> None:
+    """Re-reading a big JSONL/TensorBoard source is paced by its own read time (here every read
+    counts as slow); the change is read, later, not lost."""
+    import logscope.tail as tail_mod
+
+    monkeypatch.setattr(tail_mod, "THROTTLE_FROM_S", 0.0)
+    now = [0.0]
+    target = tmp_path / "exp1.jsonl"
+    first, second = records[:50], records[50:60]
+    target.write_text("".join(json.dumps(r) + "\n" for r in first))
+    session = TailSession(target, TailOptions(from_start=True), clock=lambda: now[0])
+    session.cycle()
+    assert session.status.steps_seen == len(first)
+    with target.open("a") as fh:
+        fh.write("".join(json.dumps(r) + "\n" for r in second))
+    session.cycle()  # too soon after the last read
+    assert session.status.steps_seen == len(first)
+    now[0] += 3600.0
+    session.cycle()
+    assert session.status.steps_seen == len(first) + len(second)

@@ -31,7 +31,11 @@ def parse_duration(text: str) -> float:
 
 def tail(
     path: Annotated[
-        Path, typer.Argument(help="The verl console log being written (e.g. the tee output).")
+        Path,
+        typer.Argument(
+            help="What verl writes while it trains: its console log (the tee output), its JSONL "
+            "file-logger file, or a TensorBoard event file or run folder."
+        ),
     ],
     slack_webhook: Annotated[
         str | None,
@@ -55,7 +59,8 @@ def tail(
         str | None,
         typer.Option(
             "--stall-after",
-            help="Alert when no step for this long (default: 5× median step time, ≥ 5m).",
+            help="Alert when no new step came for this long: a duration such as 90s, 30m or 2h "
+            "(a bare number is seconds). Default: 5× the median step time, at least 5m.",
         ),
     ] = None,
     state_file: Annotated[
@@ -64,7 +69,9 @@ def tail(
     outbox: Annotated[
         Path | None,
         typer.Option(
-            "--outbox", help="Folder for undelivered alerts (default: beside the state file)."
+            "--outbox",
+            help="Folder for undelivered alerts, filed per followed run so tails can share it "
+            "(default: $XDG_STATE_HOME/logscope/outbox, else ~/.local/state/logscope/outbox).",
         ),
     ] = None,
     once: Annotated[
@@ -79,29 +86,35 @@ def tail(
         ),
     ] = 0.5,
     only: Annotated[
-        list[str] | None, typer.Option("--only", help="Run only these codes/names.")
+        list[str] | None,
+        typer.Option("--only", help="Run only these codes/names (comma-separated)."),
     ] = None,
     skip: Annotated[
-        list[str] | None, typer.Option("--skip", help="Skip these codes/names.")
+        list[str] | None, typer.Option("--skip", help="Skip these codes/names (comma-separated).")
+    ] = None,
+    store: Annotated[
+        Path | None,
+        typer.Option(
+            "--store",
+            envvar="LOGSCOPE_STORE",
+            help="Store folder (default: ~/.cache/logscope). When tail stops, the run it followed "
+            "is saved there as analyze caches it (for dashboard, compare).",
+        ),
     ] = None,
     live: Annotated[
         bool, typer.Option("--live/--no-live", help="Show the live status view on a terminal.")
     ] = True,
 ) -> None:
-    """Follow a growing verl log; alert once per incident, with the advice `analyze` gives.
+    """Follow a growing verl log (console, JSONL or TensorBoard); alert once per incident, with
+    the advice `analyze` gives.
 
     Example: LOGSCOPE_SLACK_WEBHOOK=https://hooks.slack.com/services/... logscope tail verl.log --state-file tail.json
     """
     from logscope.alerts import Notifier, Outbox, SlackSender
-    from logscope.tail import TailOptions, TailSession
+    from logscope.tail import FOLLOWED, TailOptions, TailSession, default_outbox, run_key
 
     console = Console(stderr=True)
     with user_errors():
-        if path.is_dir():
-            raise LogscopeError(
-                f"{path} is a directory; expected the verl console log being written "
-                "(the file `tee` writes)"
-            )
         if min_severity == FailOn.never:
             raise LogscopeError(
                 "--min-severity never would never alert; choose info, warning, error or critical"
@@ -120,8 +133,8 @@ def tail(
                 raise LogscopeError(
                     "--slack-webhook / LOGSCOPE_SLACK_WEBHOOK is not an http(s) URL"
                 )
-            box = outbox or ((state_file.parent if state_file else Path.cwd()) / ".logscope-outbox")
-            notifier = Notifier(Outbox(box), SlackSender(slack_webhook))
+            box = Outbox(outbox or default_outbox(), run_key(path))
+            notifier = Notifier(box, SlackSender(slack_webhook))
         session = TailSession(path, options, notifier, state_file)
 
     stop = {"now": False}
@@ -138,22 +151,31 @@ def tail(
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
     target = "Slack" if notifier else "the terminal"
-    console.print(Text(f"logscope tail: following {path}; alerts go to {target}", style="bold"))
+    what = f" ({FOLLOWED[session.kind]})" if session.kind else ""
+    console.print(
+        Text(f"logscope tail: following {path}{what}; alerts go to {target}", style="bold")
+    )
     show_live = live and console.is_terminal and not once
+    finished = False  # not when the source turned out not followable
     try:
-        if show_live:
-            with Live(
-                _view(session), console=console, refresh_per_second=2, transient=False
-            ) as view:
-                _loop(session, console, once, waiter, stop, lambda: view.update(_view(session)))
-        else:
-            _loop(session, console, once, waiter, stop, lambda: None)
+        with user_errors():  # a source found not followable once it appeared
+            if show_live:
+                with Live(
+                    _view(session), console=console, refresh_per_second=2, transient=False
+                ) as view:
+                    _loop(session, console, once, waiter, stop, lambda: view.update(_view(session)))
+            else:
+                _loop(session, console, once, waiter, stop, lambda: None)
+        finished = True
     except KeyboardInterrupt:
+        finished = True
         if notifier is not None:
             notifier.stopping = True
     finally:
         waiter.close()
         session.close()
+        if finished:
+            _save_to_store(session, store, console)
         if notifier is not None:
             notifier.flush()
             pending = len(notifier.outbox.pending())
@@ -172,7 +194,7 @@ def tail(
 def _loop(session, console: Console, once: bool, waiter: ChangeWaiter, stop: dict, refresh) -> None:
     idle_cycles = 0
     while not stop["now"]:
-        before = session.follower.state.offset
+        before = session.position
         alerts = session.cycle()
         for note in session.status.notes:
             console.print(Text(f"note: {note}", style="dim"))
@@ -185,11 +207,23 @@ def _loop(session, console: Console, once: bool, waiter: ChangeWaiter, stop: dic
             )
         refresh()
         if once:
-            idle_cycles = idle_cycles + 1 if session.follower.state.offset == before else 0
+            idle_cycles = idle_cycles + 1 if session.position == before else 0
             if idle_cycles >= 2:
                 break
             continue
         waiter.wait()
+
+
+def _save_to_store(session, store: Path | None, console: Console) -> None:
+    """Keep the followed run in the store, read as `analyze` reads (and caches) it."""
+    from logscope.store import Store
+
+    if session.kind is None or not session.path.exists():
+        return
+    try:
+        Store(store).load(session.path)
+    except LogscopeError as exc:
+        console.print(Text(f"note: not saved to the store: {exc}", style="dim"))
 
 
 def _view(session) -> Group:
