@@ -40,7 +40,8 @@ def option_help(text: str, option: str) -> str:
                 if not follow or follow.startswith("-") or follow.startswith("╰"):
                     break
                 words.append(follow)
-            return " ".join(" ".join(words).split()[1:])
+            text = " ".join(" ".join(words).split()[1:])
+            return re.sub(r"\s*\[default: [^]]*\]", "", text)  # defaults may differ
     raise AssertionError(f"{option} not in help")
 
 

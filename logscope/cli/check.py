@@ -9,7 +9,9 @@ import typer
 
 from logscope.cli.common import (
     FailOn,
+    FailOnOption,
     OutputFormat,
+    OutputOption,
     emit_reports,
     same_file,
     user_errors,
@@ -34,13 +36,8 @@ def check(
     format: Annotated[
         OutputFormat, typer.Option("--format", "-f", help="Output format.")
     ] = OutputFormat.rich,
-    output: Annotated[
-        Path | None, typer.Option("--output", "-o", help="Write the report to FILE.")
-    ] = None,
-    fail_on: Annotated[
-        FailOn,
-        typer.Option("--fail-on", help="Exit 1 when a finding is at or above this severity."),
-    ] = FailOn.error,
+    output: OutputOption = None,
+    fail_on: FailOnOption = FailOn.error,
     fix: Annotated[
         bool,
         typer.Option(

@@ -13,7 +13,14 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from logscope.cli.common import FailOn, split_codes, user_errors
+from logscope.cli.common import (
+    FailOn,
+    OnlyOption,
+    SkipOption,
+    StoreOption,
+    split_codes,
+    user_errors,
+)
 from logscope.exceptions import LogscopeError
 from logscope.wake import ChangeWaiter
 
@@ -85,28 +92,18 @@ def tail(
             "once (inotify) and checks run every 5 s at least.",
         ),
     ] = 0.5,
-    only: Annotated[
-        list[str] | None,
-        typer.Option("--only", help="Run only these codes/names (comma-separated)."),
-    ] = None,
-    skip: Annotated[
-        list[str] | None, typer.Option("--skip", help="Skip these codes/names (comma-separated).")
-    ] = None,
-    store: Annotated[
-        Path | None,
-        typer.Option(
-            "--store",
-            envvar="LOGSCOPE_STORE",
-            help="Store folder (default: ~/.cache/logscope). When tail stops, the run it followed "
-            "is saved there as analyze caches it (for dashboard, compare).",
-        ),
-    ] = None,
+    only: OnlyOption = None,
+    skip: SkipOption = None,
+    store: StoreOption = None,
     live: Annotated[
         bool, typer.Option("--live/--no-live", help="Show the live status view on a terminal.")
     ] = True,
 ) -> None:
     """Follow a growing verl log (console, JSONL or TensorBoard); alert once per incident, with
     the advice `analyze` gives.
+
+    When tail stops, the run it followed is saved in the store (--store) as analyze caches it,
+    for dashboard and compare.
 
     Example: LOGSCOPE_SLACK_WEBHOOK=https://hooks.slack.com/services/... logscope tail verl.log --state-file tail.json
     """
