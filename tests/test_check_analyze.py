@@ -27,13 +27,15 @@ RULE_NAMES = [
     "log-prob-micro-batch",
     "kl-coef-changed-midrun",
     "normalized-mini-batch-mismatch",
+    "unknown-config-key",
+    "config-value-type",
 ]
 
 
 def test_codes_in_order_and_registered():
     rules = [c for c in detector_classes() if issubclass(c, config_lint.ConfigRule)]
     assert [c.name for c in rules] == RULE_NAMES
-    assert [c.code for c in rules] == [f"LS{501 + i}" for i in range(16)]
+    assert [c.code for c in rules] == [f"LS{501 + i}" for i in range(len(RULE_NAMES))]
     assert all(c.reads == "config" for c in rules)
 
 
