@@ -367,3 +367,9 @@ def test_generator_reads_a_wheel_into_spans(tmp_path):
         "a.d": [["0.2", "0.2", "str", "p"]],
     }
     assert json.loads(gen.render(data)) == data
+
+
+def test_check_help_names_the_schemas_newest_release():
+    from logscope.cli.check import NEWEST_VERL
+
+    assert NEWEST_VERL == schema.release_for(None)

@@ -19,6 +19,9 @@ from logscope.cli.common import (
 )
 from logscope.exceptions import LogscopeError
 
+#: the newest verl release in logscope/data/verl_schema.json (a test keeps the two equal)
+NEWEST_VERL = "0.9.1"
+
 #: Typer settings so that `logscope check -- python3 -m verl… k=v` reaches us untouched.
 CONTEXT_SETTINGS = {"allow_extra_args": True, "ignore_unknown_options": True}
 
@@ -48,7 +51,12 @@ def check(
     ] = False,
     verl_version: Annotated[
         str | None,
-        typer.Option("--verl-version", help="verl version whose defaults apply (default 0.9)."),
+        typer.Option(
+            "--verl-version",
+            metavar="X.Y[.Z]",
+            help=f"verl version whose defaults and config keys apply (default: {NEWEST_VERL}, the "
+            "newest release logscope knows).",
+        ),
     ] = None,
 ) -> None:
     """Check a verl config before launch: batch sizes, KL, GPU memory, GRPO group size, …
