@@ -93,7 +93,9 @@ def find_lines(run: Run, pattern: re.Pattern[str], keywords: tuple[str, ...] = (
     """Lines whose cleaned text matches `pattern` (search), in line order.
 
     `keywords`: literal strings of which every match contains at least one; lines without any
-    are skipped before the regex runs (alternations are slow on long logs).
+    are skipped before the regex runs (alternations are slow on long logs). A traceback's source
+    line that raises the message (`raise ValueError("No available memory …")`) is code, not the
+    error: it counts only when nothing else matched.
     """
     hits = []
     for line in log_lines(run):
@@ -103,7 +105,11 @@ def find_lines(run: Run, pattern: re.Pattern[str], keywords: tuple[str, ...] = (
         m = pattern.search(text)
         if m:
             hits.append(Hit(line, m))
-    return hits
+    printed = [h for h in hits if not _RAISE_LINE.match(h.line.text)]
+    return printed or hits
+
+
+_RAISE_LINE = re.compile(r"^\s*(?:\(\w+ pid=\d+[^)]*\)\s*)?raise\b")
 
 
 def window(run: Run, line_no: int, before: int, after: int) -> list[LogLine]:
@@ -262,7 +268,7 @@ def env_advice(name: str, suggested: Any, why: str, source: str) -> Advice:
         current=None,
         suggested=suggested,
         override=None,
-        rationale=cite(why),
+        rationale=cite(why, short=True),
         source=cite(source),
     )
 

@@ -67,7 +67,7 @@ class ConfigRule(Detector):
         return self.finding(
             severity=hit.severity,
             title=hit.title or self.title,
-            message=cite(hit.message),
+            message=cite(hit.message, short=True),
             step=step,
             evidence=hit.evidence,
             advice=[cited(a) for a in hit.advice],

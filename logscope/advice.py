@@ -47,7 +47,7 @@ def advise(
     the `rule` text and no override is given. `source` (and any citation in `rationale`) is a
     short id, resolved here into what a user can open (`logscope.sources.cite`).
     """
-    rationale, source = cite(rationale), cite(source)
+    rationale, source = cite(rationale, short=True), cite(source)
     current = current_value(run, parameter, step)
     suggested: Any
     if callable(suggest):
@@ -75,4 +75,4 @@ def advise(
 def cited(advice: Advice) -> Advice:
     """`advice` with its source (and any citation in its rationale) resolved, for Advice built
     without `advise` (the config rules)."""
-    return replace(advice, rationale=cite(advice.rationale), source=cite(advice.source))
+    return replace(advice, rationale=cite(advice.rationale, short=True), source=cite(advice.source))

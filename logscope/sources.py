@@ -126,20 +126,26 @@ _INTERNAL = re.compile(
 )
 
 
-def cite(text: str) -> str:
-    """`text` with every short citation in it replaced by its readable source."""
+def cite(text: str, short: bool = False) -> str:
+    """`text` with every short citation in it replaced by its readable source.
+
+    `short` (prose: messages, rationales) names an article as "the PPO article"; its title is in
+    the advice's source and the references beside it.
+    """
     if not text:
         return text
-    text = _NAMED_ID.sub(_named, text)
+    text = _NAMED_ID.sub(lambda m: _named(m, short), text)
     text = _SITE_ID.sub(lambda m: SITES[m["site"]](m["path"]), text)
     return _ISSUE_ID.sub(lambda m: f"verl #{m['n']}: {VERL_REPO}/issues/{m['n']}", text)
 
 
-def _named(m: re.Match[str]) -> str:
+def _named(m: re.Match[str], short: bool) -> str:
     table: dict[str, Article] | dict[str, Paper] = ARTICLES if m["kind"] == "seed" else PAPERS
     source = table.get(m["key"])
     if source is None:
         return m[0]
+    if short and isinstance(source, Article):
+        return f"the {source.name} article" + (" §" if m["section"] else "")
     return source.label() + (", §" if m["section"] else "")
 
 

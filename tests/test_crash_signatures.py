@@ -793,3 +793,23 @@ def test_healthy_run_ending_normally_has_no_crash_findings():
 )
 def test_crash_lines_are_classified_as_events(line):
     assert classify(line) is not None
+
+
+def test_a_crash_before_the_first_step_quotes_the_error_not_the_raising_code():
+    """vLLM fails at engine start (no step logged): the KV-cache finding quotes the printed
+    `ValueError:` line, not the traceback's `raise ValueError("…")` source line above it."""
+    from pathlib import Path
+
+    from logscope.ingest import load
+
+    path = Path(__file__).resolve().parents[1] / "fixtures/excerpts/verl_0.9_vllm_no_kv_cache.log"
+    (run,) = load(path)
+    assert run.n_steps == 0
+    found = {f.name: f for f in analyze_run(run).findings}
+    kv = found["vllm-kv-cache-no-memory"]
+    assert kv.evidence["quote"].startswith("ValueError: No available memory")
+    assert kv.evidence["count"] == 1
+    assert found["run-crashed"].evidence["phase"] == "init"
+    assert {a.parameter: a.suggested for a in kv.advice}[
+        "actor_rollout_ref.rollout.gpu_memory_utilization"
+    ] == 0.4
