@@ -15,6 +15,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+import logscope.synthetic as synthetic
 from logscope.exceptions import IngestError
 from logscope.ingest import console, load
 from logscope.ingest.console_parser import ConsoleParser
@@ -855,9 +856,7 @@ def test_read_text_helper():
     assert value(run, "actor/pg_loss", 1) == 0.1
 
 
-# ---- simulated logs (logscope.synthetic), when it is installed -----------------------------------
-
-import logscope.synthetic as synthetic
+# ---- simulated logs (logscope.synthetic) ---------------------------------------------------------
 
 
 @pytest.mark.parametrize(

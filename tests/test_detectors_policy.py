@@ -20,6 +20,7 @@ from logscope.detectors.policy import (
     ResponseLengthCollapse,
 )
 
+import logscope.synthetic as synthetic
 from logscope.exceptions import BadDetectorParameters
 from tests._ls1xx import (
     check_finding_shape,
@@ -30,8 +31,6 @@ from tests._ls1xx import (
     with_gaps,
 )
 from tests.helpers import make_run
-
-import logscope.synthetic as synthetic
 
 Injection, simulate = synthetic.Injection, synthetic.simulate
 
