@@ -119,7 +119,7 @@ def browser_page(width: int = 1400, height: int = 1000) -> Iterator[object]:
             browser.close()
 
 
-def open_page(page, url: str, name: str, charts: bool = True, timeout_ms: int = 90_000) -> None:  # type: ignore[no-untyped-def]
+def open_page(page, url: str, name: str, charts: bool = True, timeout_ms: int = 240_000) -> None:  # type: ignore[no-untyped-def]
     """Go to a dashboard page and wait until it has run (and drawn its charts)."""
     page.goto(f"{url}/{name}", wait_until="domcontentloaded", timeout=timeout_ms)
     page.wait_for_selector('[data-testid="stMain"] h1', timeout=timeout_ms)

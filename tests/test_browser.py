@@ -50,6 +50,7 @@ def _expected(store: Path) -> tuple[str, str, list[str], bool]:
     return finding.title, override, [r.run.id[:8] for r in reports], linked
 
 
+@pytest.mark.timeout(900)  # a loaded machine renders slowly; the waits are bounded, not timed
 def test_dashboard_in_chromium(tmp_path: Path) -> None:
     ARTIFACTS.mkdir(exist_ok=True)
     store = tmp_path / "store"
@@ -59,14 +60,14 @@ def test_dashboard_in_chromium(tmp_path: Path) -> None:
         with shot.browser_page(1400, 1100) as page:
             # Run page: a finding title and its override are visible.
             shot.open_page(page, url, "run")
-            page.get_by_text(title, exact=True).first.wait_for(state="visible", timeout=60_000)
-            page.get_by_text(override).first.wait_for(state="visible", timeout=60_000)
+            page.get_by_text(title, exact=True).first.wait_for(state="visible", timeout=180_000)
+            page.get_by_text(override).first.wait_for(state="visible", timeout=180_000)
             page.screenshot(path=str(ARTIFACTS / "browser_run.png"), full_page=True)
             # A finding's link opens the Metrics page zoomed on its metric at its step.
             if linked:
                 page.get_by_text("Chart of ").first.click()
-                page.get_by_text("Focus: ").first.wait_for(state="visible", timeout=60_000)
-                page.wait_for_selector(shot.CHART, timeout=60_000)
+                page.get_by_text("Focus: ").first.wait_for(state="visible", timeout=180_000)
+                page.wait_for_selector(shot.CHART, timeout=180_000)
 
             # Metrics page: the plotly charts render (svg drawn), with finding markers.
             shot.open_page(page, url, "metrics")

@@ -324,7 +324,8 @@ def test_nan_and_inf_in_every_column(tmp_path: Path) -> None:
 
 def test_single_200mb_line_without_newline(tmp_path: Path) -> None:
     """Bounded memory (< 1.5 GB peak RSS: the line is held a few times over — bytes, text, one
-    polars column — never per character) and done in 10 s; the file is deleted afterwards."""
+    polars column — never per character) and done well within 60 s (about 5 s on an idle core: a
+    hang guard, not a speed test — speed is in bench/); the file is deleted afterwards."""
     path = tmp_path / "one-line.log"
     block = b"abcdefghij" * 100_000
     with path.open("wb") as fh:
@@ -333,11 +334,11 @@ def test_single_200mb_line_without_newline(tmp_path: Path) -> None:
             fh.write(block)
     try:
         argv = logscope_argv("analyze", str(path), "-f", "json", "--no-cache")
-        proc = run_measured(argv, timeout=10, env=subprocess_env())
+        proc = run_measured(argv, timeout=60, env=subprocess_env())
     finally:
         path.unlink()
     assert proc.peak_rss_mb < 1536, f"peak RSS {proc.peak_rss_mb:.0f} MB"
     assert proc.returncode in (0, 1), (
-        f"exit {proc.returncode} after {proc.seconds:.1f} s (killed at 10 s if None); "
+        f"exit {proc.returncode} after {proc.seconds:.1f} s (killed at 60 s if None); "
         f"peak RSS so far {proc.peak_rss_mb:.0f} MB"
     )
