@@ -192,7 +192,7 @@ def golden_micro_batch(run: Run) -> tuple[int | None, int | None]:
 def gpu_memory_bound(run: Run) -> tuple[float, str]:
     """A9: the upper end of the advised `rollout.gpu_memory_utilization` range for this run
     (the same table `check` uses)."""
-    from logscope.check.rules import gpu_memory_range
+    from logscope.verl_config import gpu_memory_range
 
     config = run.config()
     size = verl_config.model_size_b(config) if config else None

@@ -8,10 +8,9 @@ from typing import Any
 
 from logscope import verl_config
 from logscope.advice import SEED_GRPO, SEED_PPO, advise, current_value
-from logscope.check.rules import divisor_at_most
 from logscope.model import Advice, Finding, Run
 from logscope.sources import cite_all
-from logscope.verl_config import ACT, RO
+from logscope.verl_config import ACT, RO, divisor_at_most
 
 from ._common import (
     Hit,

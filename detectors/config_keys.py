@@ -1,9 +1,9 @@
 """Config keys and value types checked against verl's own config tree (LS517, LS518).
 
 Only what the user typed is judged (the overrides of a launch command, the keys of a YAML file),
-and only by `logscope check`: a log's config dump comes from a verl release or fork whose keys
+and only by the `check` command: a log's config dump comes from a verl release or fork whose keys
 logscope may not know. The tree is the one of the release chosen with `--verl-version` (the
-newest in `logscope/data/verl_schema.json` by default), see `logscope.check.schema`.
+newest in `logscope/data/verl_schema.json` by default), see `logscope.verl_schema`.
 """
 
 from __future__ import annotations
@@ -12,14 +12,13 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any, ClassVar
 
-from logscope.detectors.config_lint import PREFLIGHT_KINDS, ConfigRule
-
-from logscope import verl_config
-from logscope.check import hydra, schema
-from logscope.check.rules import ConfigView, Hit
-from logscope.check.schema import KeyTree, UnknownKey
+from logscope import hydra_overrides, verl_config, verl_schema
+from logscope.config_view import ConfigView, Hit
 from logscope.exceptions import ConfigParseError
 from logscope.model import Advice, Finding, Run
+from logscope.verl_schema import KeyTree, UnknownKey
+
+from .config_lint import PREFLIGHT_KINDS, ConfigRule
 
 HYDRA_GRAMMAR = "https://hydra.cc/docs/advanced/override_grammar/basic/"
 VERL_TRAINERS = ("verl.trainer.main_ppo",)
@@ -43,7 +42,7 @@ def _release_url(release: str) -> str:
 
 def _config_file(tree: KeyTree) -> str:
     name = tree.trainer
-    old = schema.release_numbers(tree.version) < (0, 5, 0)
+    old = verl_schema.release_numbers(tree.version) < (0, 5, 0)
     return f"verl/trainer/config/{name if old else '_generated_' + name}.yaml"
 
 
@@ -62,7 +61,7 @@ def typed_keys(run: Run) -> tuple[list[Typed], set[str]]:
 
 def _from_command(args: list[str]) -> tuple[list[Typed], set[str]]:
     try:
-        overrides = hydra.parse_args(args).overrides
+        overrides = hydra_overrides.parse_args(args).overrides
     except ConfigParseError:
         return [], set()  # the command's own report says what is wrong with it
     typed: list[Typed] = []
@@ -102,20 +101,20 @@ def key_tree(run: Run) -> tuple[KeyTree | None, str | None]:
     version = run.meta.get("verl_version")
     if run.source.kind == "verl-yaml":
         strategy = verl_config.get(run.config(), "actor_rollout_ref.actor.strategy")
-        trainer = "ppo_megatron_trainer" if strategy == "megatron" else schema.DEFAULT_TRAINER
-        return schema.tree(version, trainer), None
+        trainer = "ppo_megatron_trainer" if strategy == "megatron" else verl_schema.DEFAULT_TRAINER
+        return verl_schema.tree(version, trainer), None
     entry = str(run.meta.get("entry") or "")
     module = entry.replace("\\", "/").removesuffix(".py").replace("/", ".")
     if not any(module == e or module.endswith("." + e) for e in VERL_TRAINERS):
         return None, f"{entry} has its own config (a recipe adds keys to verl's), not checked"
     name = (run.meta.get("hydra_flags") or {}).get("config_name")
-    trainer = PurePosixPath(name).stem if name else schema.DEFAULT_TRAINER
+    trainer = PurePosixPath(name).stem if name else verl_schema.DEFAULT_TRAINER
     local = run.meta.get("config_file_keys")
-    if trainer in schema.trainers():
-        tree = schema.tree(version, trainer)
+    if trainer in verl_schema.trainers():
+        tree = verl_schema.tree(version, trainer)
     elif local is not None:
-        base = "ppo_megatron_trainer" if "megatron" in trainer else schema.DEFAULT_TRAINER
-        tree = schema.tree(version, base)
+        base = "ppo_megatron_trainer" if "megatron" in trainer else verl_schema.DEFAULT_TRAINER
+        tree = verl_schema.tree(version, base)
     else:
         return None, f"--config-name {name} is neither a verl trainer config nor a local file"
     tree, reason = _with_group_choices(tree, _group_choices(run, tree), version)
@@ -128,7 +127,7 @@ def _group_choices(run: Run, tree: KeyTree) -> dict[str, str]:
     """{config group: option} chosen on the command line (`model_engine=megatron`)."""
     command = run.meta.get("command") or {}
     try:
-        overrides = hydra.parse_args(command.get("args") or []).overrides
+        overrides = hydra_overrides.parse_args(command.get("args") or []).overrides
     except ConfigParseError:
         return {}
     return {
@@ -153,16 +152,16 @@ def _with_group_choices(
         if option == default:
             continue
         picked = (
-            schema.trainer_for_choice(f"{group}={option}")
-            if schema.selects_trainer(group)
+            verl_schema.trainer_for_choice(f"{group}={option}")
+            if verl_schema.selects_trainer(group)
             else None
         )
-        if picked is None or not schema.tree(version, picked).types:
+        if picked is None or not verl_schema.tree(version, picked).types:
             return None, (
                 f"{group}={option}: logscope has no flattened verl {tree.version} config for this "
                 "choice, so its keys are not checked"
             )
-        tree = schema.tree(version, picked)
+        tree = verl_schema.tree(version, picked)
     return tree, None
 
 
@@ -182,7 +181,7 @@ class _TypedKeysRule(ConfigRule):
             return reason
         return super().skip_reason(run)
 
-    def check(self, view: ConfigView) -> list[Hit]:
+    def check(self, v: ConfigView) -> list[Hit]:
         return []  # judged per run in detect(): it needs the typed keys, not one config view
 
     def tree_for(self, run: Run) -> KeyTree | None:
@@ -190,7 +189,7 @@ class _TypedKeysRule(ConfigRule):
             return None
         tree, _ = key_tree(run)
         if tree is None and not self.needs_trainer_config:
-            return schema.tree(run.meta.get("verl_version"))
+            return verl_schema.tree(run.meta.get("verl_version"))
         return tree
 
 
@@ -258,7 +257,9 @@ class UnknownConfigKey(_TypedKeysRule):
                 continue  # a null value is replaced wholesale: its new content is free
             if item.key.split("@")[0] in tree.groups:
                 continue  # a config-group choice (`model_engine=megatron`), not a key
-            judged = schema.unknown_keys([item.key], tree, allow_open=yaml or item.op == "delete")
+            judged = verl_schema.unknown_keys(
+                [item.key], tree, allow_open=yaml or item.op == "delete"
+            )
             if judged:
                 reported.add(item.token or item.key)
                 findings.append(self._finding(item, judged[0], tree, yaml))
@@ -266,10 +267,12 @@ class UnknownConfigKey(_TypedKeysRule):
 
     def _finding(self, item: Typed, hit: UnknownKey, tree: KeyTree, yaml: bool) -> Finding:
         release = tree.version
-        trainer = "" if tree.trainer == schema.DEFAULT_TRAINER else f" {tree.trainer}"
+        trainer = "" if tree.trainer == verl_schema.DEFAULT_TRAINER else f" {tree.trainer}"
         where = f"not in verl {release}'s{trainer} config"
         if hit.elsewhere:
-            where += f"; verl {schema.format_ranges(list(hit.elsewhere))} {_have(hit.elsewhere)} it"
+            where += (
+                f"; verl {verl_schema.format_ranges(list(hit.elsewhere))} {_have(hit.elsewhere)} it"
+            )
         subject = f"unknown key {item.key}"
         if item.inside:
             subject += f" in the value of {item.inside}"
@@ -281,7 +284,7 @@ class UnknownConfigKey(_TypedKeysRule):
         if hit.suggestions:
             evidence["suggestions"] = list(hit.suggestions)
         if hit.elsewhere:
-            evidence["in_releases"] = schema.format_ranges(list(hit.elsewhere))
+            evidence["in_releases"] = verl_schema.format_ranges(list(hit.elsewhere))
         advice: list[Advice] = []
         severity = "error"
         if hit.status == "open":
@@ -299,7 +302,7 @@ class UnknownConfigKey(_TypedKeysRule):
             elif not yaml and item.op == "set":
                 message += f"; Hydra refuses it. To add a new key: +{item.key}={item.value_text}"
             if hit.elsewhere and all(
-                schema.release_index(first) > schema.release_index(release)
+                verl_schema.release_index(first) > verl_schema.release_index(release)
                 for first, _ in hit.elsewhere
             ):
                 message += f" (pass --verl-version if you run a newer verl than {release})"
@@ -408,7 +411,7 @@ class ConfigValueType(_TypedKeysRule):
         for item in typed:
             if item.op == "delete" or _under(item.key, added):
                 continue
-            expected = schema.value_type_error(item.key, item.value, tree)
+            expected = verl_schema.value_type_error(item.key, item.value, tree)
             if expected is None:
                 continue
             what = "true or false" if expected == "bool" else "a number"

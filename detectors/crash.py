@@ -5,11 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from logscope.advice import advise, current_value
-from logscope.check.rules import divisor_at_most
 from logscope.detector import Detector
 from logscope.model import Advice, Finding, Run
 from logscope.sources import cite, cite_all
-from logscope.verl_config import RO
+from logscope.verl_config import RO, divisor_at_most
 from logscope.words import plural
 
 from ._common import LogLine, env_advice, quote

@@ -1,4 +1,5 @@
-"""verl config facts: dotted-key access, verl's defaults for the keys logscope reads, Hydra values.
+"""verl config facts: dotted-key access, verl's defaults for the keys logscope reads, Hydra values,
+and the tables the advice is computed from (batch-size arithmetic, advised values by model size).
 
 Defaults come from verl 0.9.1's `_generated_ppo_trainer.yaml` unless a version differs
 (`verl_formats.md` §6).
@@ -9,6 +10,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
+from functools import cache
 from typing import Any
 
 AR = "actor_rollout_ref"
@@ -60,13 +62,16 @@ DEFAULTS: dict[str, Any] = {
     "trainer.total_epochs": 30,
     "trainer.val_before_train": True,
     "trainer.seed": None,
-    # read by the config-lint rules (logscope/check/rules.py)
+    # read by the config rules (detectors/config_*.py)
     f"{ACT}.strategy": "fsdp",
     f"{ACT}.ppo_micro_batch_size": None,
     f"{RO}.log_prob_micro_batch_size": None,
     f"{REF}.log_prob_micro_batch_size": None,
     f"{RO}.enable_chunked_prefill": True,
 }
+
+#: the advantage estimators that compute GRPO's group-relative advantage
+GRPO_ESTIMATORS = frozenset({"grpo", "grpo_passk", "grpo_vectorized", "gdpo"})
 
 # Defaults that changed across verl versions: key → [(first version, value)], newest last.
 VERSIONED_DEFAULTS: dict[str, list[tuple[str, Any]]] = {
@@ -119,6 +124,26 @@ def delete_key(config: dict[str, Any], key: str) -> None:
 
 def has(config: dict[str, Any], key: str) -> bool:
     return get(config, key, _MISSING) is not _MISSING
+
+
+def flatten(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """{dotted key: value} of every non-dict value in a nested config."""
+    out: dict[str, Any] = {}
+    for k, v in config.items():
+        if isinstance(v, dict):
+            out.update(flatten(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def changed_keys(a: dict[str, Any], b: dict[str, Any], limit: int = 20) -> list[str]:
+    """Dotted keys whose values differ between two nested configs (first `limit`)."""
+    flat_a, flat_b = flatten(a), flatten(b)
+    keys = sorted(
+        k for k in set(flat_a) | set(flat_b) if flat_a.get(k, _MISSING) != flat_b.get(k, _MISSING)
+    )
+    return keys[:limit]
 
 
 def default_for(key: str, version: str | None = None) -> Any:
@@ -224,3 +249,53 @@ def n_gpus(config: dict[str, Any]) -> int | None:
         return int(per_node) * int(nodes)
     except (TypeError, ValueError, OverflowError):
         return None
+
+
+# ---- batch-size arithmetic ----------------------------------------------------------------------
+
+#: tokens per GPU per micro-step of the GRPO article's golden formula (seed:grpo-pitfalls §1.2)
+GOLDEN_BUDGET_TOKENS = 24 * 1024
+
+
+def divisors(n: int) -> list[int]:
+    """The divisors of n ≥ 1, ascending; O(√n)."""
+    small, large = [], []
+    d = 1
+    while d * d <= n:
+        if n % d == 0:
+            small.append(d)
+            if d * d != n:
+                large.append(n // d)
+        d += 1
+    return small + large[::-1]
+
+
+def divisor_at_most(n: int, limit: int) -> int:
+    """The largest divisor of n that is ≤ limit (1 at least); O(√n)."""
+    return max((d for d in divisors(n) if d <= limit), default=1)
+
+
+# ---- advised values by model size and GPU count -------------------------------------------------
+
+
+@cache
+def gpu_memory_range(size: float | None, gpus: int | None) -> tuple[float, float, str]:
+    """(low, high, why) of the advised rollout.gpu_memory_utilization."""
+    from logscope.advice import SEED_GRPO, SEED_PPO  # advice imports this module
+
+    if size is not None and size <= 1.5:
+        return 0.5, 0.65, f"0.5–0.65 for a small model ({size:g}B; {SEED_PPO} §2.1)"
+    if gpus == 1:
+        return 0.4, 0.5, f"0.4–0.5 on a single GPU ({SEED_GRPO} §4.2)"
+    if gpus is None or gpus >= 8:
+        return 0.3, 0.4, f"0.3–0.4 with {gpus or 8}-GPU FSDP ({SEED_GRPO} §4.2)"
+    return 0.4, 0.5, f"0.4–0.5 with {gpus} GPUs (between the GRPO article's 1- and 8-GPU figures)"
+
+
+def suggested_kl_coef(size: float | None, small: float = 3.0, large: float = 30.0) -> float:
+    """A starting KL coefficient by model size: 0.001 is tuned for ~7B (seed §3.1)."""
+    if size is not None and size <= small:
+        return 0.0005
+    if size is not None and size >= large:
+        return 0.002
+    return 0.001

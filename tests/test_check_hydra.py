@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from logscope.check import hydra
+from logscope import hydra_overrides as hydra
 from logscope.exceptions import ConfigParseError
 
 

@@ -523,7 +523,7 @@ def test_micro_batch_set_twice_is_verls_error():
 import re  # noqa: E402
 
 from logscope.check import check_text, fix_text, plan_fixes  # noqa: E402
-from logscope.check.hydra import parse_override  # noqa: E402
+from logscope.hydra_overrides import parse_override  # noqa: E402
 
 
 def _numbers(text: str) -> set[str]:
@@ -602,7 +602,7 @@ def _applicable(finding) -> bool:
             return True
         current = advice.current
         if isinstance(current, str):
-            from logscope.check.hydra import convert
+            from logscope.hydra_overrides import convert
 
             current = convert(current)
         if ov.value != current:

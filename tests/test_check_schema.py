@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from logscope import verl_schema as schema
 from logscope.analyze import analyze_run
-from logscope.check import check_command, check_path, check_yaml, schema
+from logscope.check import check_command, check_path, check_yaml
 from logscope.cli import app
 from logscope.ingest import load
 from logscope.ingest.pasted import quoted_items

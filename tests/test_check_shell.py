@@ -194,7 +194,7 @@ def test_any_text_parses_or_raises_config_parse_error(text):
 @settings(max_examples=300, deadline=None)
 @given(_SHELLISH)
 def test_any_override_parses_or_raises_config_parse_error(text):
-    from logscope.check.hydra import parse_override
+    from logscope.hydra_overrides import parse_override
 
     try:
         parse_override(text)

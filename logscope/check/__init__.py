@@ -4,8 +4,9 @@
     check_text(text)      a launch script's text
     check_path(path)      a script, a YAML config, or a log (its config dumps)
 
-Each returns one `Report` per verl command / config (kind "check"). The rules are the config-lint
-detectors (`logscope.detectors.config_lint`, LS501–LS516), the same ones `analyze` runs on a log.
+Each returns one `Report` per verl command / config (kind "check"). The rules are the detectors
+of the registry that read the config (LS501–LS518, `detectors/config_*.py`), the same ones
+`analyze` runs on a log.
 `--fix`: `plan_fixes(report)` finds the smallest set of advised changes that leaves nothing to
 fix; `fix_script` makes them in the script's text in place (`fix_text` without a script).
 """
@@ -20,7 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from logscope.check import hydra, shell
+from logscope import hydra_overrides, verl_config
+from logscope.check import shell
+from logscope.detector import Detector
 from logscope.exceptions import ConfigParseError, LogscopeError
 from logscope.ingest._common import meta_from_config
 from logscope.model import ConfigSegment, Finding, Run, Source
@@ -52,12 +55,11 @@ class NoVerlCommand(ConfigParseError):
 _LOG_HINT = re.compile(r"^(?:\(\w+ pid=\d+[^)]*\)\s*)?(?:step:\d+ - |\{'actor_rollout_ref')", re.M)
 
 
-def config_rules() -> list[Any]:
-    """One instance of every config-lint detector, by code."""
-    from logscope.detectors.config_lint import ConfigRule
+def config_rules() -> list[Detector]:
+    """One instance of every config rule (the registry's detectors that read the config), by code."""
     from logscope.detectors.registry import detector_classes
 
-    return [cls() for cls in detector_classes() if issubclass(cls, ConfigRule)]
+    return [cls() for cls in detector_classes() if cls.reads == "config"]
 
 
 def lint_run(run: Run) -> Report:
@@ -82,11 +84,11 @@ def run_from_config(
 
     `deleted`: keys removed with `~key` (they lose verl's default too).
     """
-    explicit = sorted(hydra.explicit_keys(user_config))
-    config = hydra.merge(hydra.defaults_config(version), user_config)
+    explicit = sorted(hydra_overrides.explicit_keys(user_config))
+    config = hydra_overrides.merge(hydra_overrides.defaults_config(version), user_config)
     for key in deleted or []:
-        hydra.delete_key(config, key)
-    hydra.resolve_interpolations(config)
+        verl_config.delete_key(config, key)
+    hydra_overrides.resolve_interpolations(config)
     info: dict[str, Any] = {
         "verl_version": version,
         "algorithm": meta_from_config(config).get("algorithm"),  # "ppo" for gae, as analyze
@@ -111,8 +113,8 @@ def _report_for(
     base: dict[str, Any] | None = None,
     base_is_local: bool = False,
 ) -> Report:
-    args = hydra.parse_args(command.args, path=f"{path}:{command.line}" if path else None)
-    user = hydra.apply(base or {}, args.overrides)
+    args = hydra_overrides.parse_args(command.args, path=f"{path}:{command.line}" if path else None)
+    user = hydra_overrides.apply(base or {}, args.overrides)
     meta = {
         "entry": command.entry,
         "line": command.line,
@@ -125,7 +127,7 @@ def _report_for(
         "passthrough_args": args.passthrough,
     }
     if base_is_local and base is not None:  # the user's own config file: its keys are theirs
-        meta["config_file_keys"] = sorted(hydra.explicit_keys(base))
+        meta["config_file_keys"] = sorted(hydra_overrides.explicit_keys(base))
     run_id = f"{Path(path).name}:{command.line}" if path != "<command>" else command.entry
     deleted = [o.key for o in args.overrides if o.op == "delete"]
     run = run_from_config(
@@ -220,7 +222,7 @@ def _config_from_flags(
     The user's own YAML when it is a local file; for verl's megatron config, its strategy.
     """
     try:
-        args = hydra.parse_args(command.args)
+        args = hydra_overrides.parse_args(command.args)
     except ConfigParseError:
         return None, False  # reported when the command itself is parsed
     name, where = args.config_name, args.config_path
@@ -261,7 +263,7 @@ def load_yaml_config(path: Path) -> dict[str, Any]:
             path=str(path),
         )
     data = {k: v for k, v in data.items() if k not in ("defaults", "hydra")}
-    return hydra.from_dotted(data)
+    return hydra_overrides.from_dotted(data)
 
 
 def check_yaml(path: str | Path, *, version: str | None = None) -> list[Report]:
@@ -277,7 +279,6 @@ def check_yaml(path: str | Path, *, version: str | None = None) -> list[Report]:
 
 def check_log(path: str | Path) -> list[Report]:
     """Lint the config dump(s) of a log (changes between segments included)."""
-    from logscope.check.rules import changed_keys
     from logscope.ingest import load
 
     reports = []
@@ -286,7 +287,7 @@ def check_log(path: str | Path) -> list[Report]:
             raise LogscopeError(f"{path}: the log has no verl config dump to check")
         segments = run.config_segments
         for before, after in itertools.pairwise(segments):
-            keys = changed_keys(before.config, after.config)
+            keys = verl_config.changed_keys(before.config, after.config)
             if keys:
                 run.parse_stats.notes.append(
                     f"config changed at the restart at step {after.first_step}: " + ", ".join(keys)
@@ -363,7 +364,7 @@ def fixes_of(finding: Finding) -> list[Fix]:
         if not advice.override:
             continue
         try:
-            ov = hydra.parse_override(advice.override)
+            ov = hydra_overrides.parse_override(advice.override)
         except ConfigParseError:
             continue
         key = ov.key.split("@", 1)[0]
@@ -382,7 +383,7 @@ def _same(a: Any, b: Any) -> bool:
 
     def norm(x: Any) -> tuple[str, Any]:
         if isinstance(x, str):
-            x = hydra.convert(x.strip())
+            x = hydra_overrides.convert(x.strip())
         if isinstance(x, bool) or x is None:
             return ("b", x)
         if isinstance(x, (int, float)):
@@ -492,10 +493,10 @@ def _lint_with(report: Report, fixes: list[Fix]) -> Report:
         return _report_for(verl, path, version, base, local)
     if run.source.kind == "verl-yaml" and Path(path).is_file():
         user = load_yaml_config(Path(path))
-        overrides = [hydra.parse_override(f"~{f.replaces}") for f in fixes if f.replaces]
-        overrides += [hydra.parse_override(f.override) for f in fixes]
+        overrides = [hydra_overrides.parse_override(f"~{f.replaces}") for f in fixes if f.replaces]
+        overrides += [hydra_overrides.parse_override(f.override) for f in fixes]
         deleted = [o.key for o in overrides if o.op == "delete"]
-        user = hydra.apply(user, overrides)
+        user = hydra_overrides.apply(user, overrides)
         fixed = run_from_config(
             user, kind="verl-yaml", path=path, run_id=run.id, version=version, deleted=deleted
         )
@@ -505,8 +506,8 @@ def _lint_with(report: Report, fixes: list[Fix]) -> Report:
 
 def _relint(run: Run, fixes: list[str]) -> Report:
     """Lint the run's (last) config with `fixes` applied (a log's full config dump)."""
-    overrides = [hydra.parse_override(f) for f in fixes]
-    config = hydra.apply(run.config(), overrides)
+    overrides = [hydra_overrides.parse_override(f) for f in fixes]
+    config = hydra_overrides.apply(run.config(), overrides)
     meta = dict(run.meta)
     if meta.get("explicit_keys") is not None:
         meta["explicit_keys"] = sorted(set(meta["explicit_keys"]) | {o.key for o in overrides})
@@ -522,7 +523,7 @@ def _arg_key(arg: str) -> str | None:
     ):
         return None
     try:
-        return hydra.parse_override(arg).key.split("@", 1)[0]
+        return hydra_overrides.parse_override(arg).key.split("@", 1)[0]
     except ConfigParseError:
         return None
 
@@ -530,8 +531,8 @@ def _arg_key(arg: str) -> str | None:
 def _token_for(original: str, fix: Fix) -> str:
     """The new token for an override the user wrote: keeps their `+`/`++` (the key may need it)."""
     try:
-        before = hydra.parse_override(original)
-        after = hydra.parse_override(fix.override)
+        before = hydra_overrides.parse_override(original)
+        after = hydra_overrides.parse_override(fix.override)
     except ConfigParseError:
         return fix.override
     if after.op == "set" and before.op in ("add", "force_add"):

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 from dataclasses import dataclass, field
 
 from logscope.exceptions import ConfigParseError
@@ -161,9 +162,7 @@ class _Lexer:
                 continue
             if c == "'":
                 flush()
-                end = self.s.find("'", self.i + 1)
-                if end < 0:
-                    raise self.error("unterminated single quote", self.s[start : start + 60])
+                end = self._closing_mark("'", "single quote", start)
                 text = self.s[self.i + 1 : end]
                 self.line += text.count("\n")
                 pieces.append(_Piece(text, quoted=True))
@@ -179,9 +178,7 @@ class _Lexer:
                 continue
             if c == "`":
                 flush()
-                end = self.s.find("`", self.i + 1)
-                if end < 0:
-                    raise self.error("unterminated backquote", self.s[start : start + 60])
+                end = self._closing_mark("`", "backquote", start)
                 pieces.append(_Piece(self.s[self.i : end + 1]))
                 self.i = end + 1
                 continue
@@ -189,6 +186,13 @@ class _Lexer:
             self.i += 1
         flush()
         return _Word(pieces, line, self.s[start : self.i], start)
+
+    def _closing_mark(self, mark: str, what: str, start: int) -> int:
+        """Index of the next `mark` after the one at `self.i` (an unterminated `what` is an error)."""
+        end = self.s.find(mark, self.i + 1)
+        if end < 0:
+            raise self.error(f"unterminated {what}", self.s[start : start + 60])
+        return end
 
     def _double_quoted(self, pieces: list[_Piece], start: int) -> None:
         self.i += 1
@@ -641,4 +645,4 @@ def quote(arg: str, inside: str = "") -> str:
         return arg
     if "$" in arg or inside == "'":
         return '"' + re.sub(r'(["\\`])', r"\\\1", arg) + '"'
-    return "'" + arg.replace("'", "'\"'\"'") + "'"
+    return shlex.quote(arg)  # the same single quoting (its safe characters are a subset of ours)

@@ -1,0 +1,468 @@
+"""Config rules on vLLM's rollout: its share of GPU memory, response length, batching limits and
+the log-prob micro batch (LS509, LS512–LS514; tuning_knowledge.md §A9, §A12–A14).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from logscope import verl_config
+from logscope.advice import SEED_GRPO, SEED_PPO
+from logscope.config_view import ConfigView, Hit, as_number, fmt
+from logscope.model import Severity
+from logscope.verl_config import ACT, REF, RO, gpu_memory_range
+from logscope.words import plural
+
+from .config_lint import (
+    DYNAMIC,
+    KL_IN_REWARD,
+    RESPONSE,
+    SRC_CONFIG,
+    USE_KL_LOSS,
+    ConfigRule,
+    both_set,
+    param,
+    seq_len,
+)
+
+GPU_MEM = f"{RO}.gpu_memory_utilization"
+MAX_TOKENS = f"{RO}.max_num_batched_tokens"
+MAX_SEQS = f"{RO}.max_num_seqs"
+CHUNKED_PREFILL = f"{RO}.enable_chunked_prefill"
+RO_RESPONSE = f"{RO}.response_length"
+RO_LOGPROB = f"{RO}.log_prob_micro_batch_size_per_gpu"
+REF_LOGPROB = f"{REF}.log_prob_micro_batch_size_per_gpu"
+
+ARTICLE_TOKENS, ARTICLE_SEQS = 16384, 1896
+
+
+class GpuMemoryUtilizationRisk(ConfigRule):
+    """vLLM's share of GPU memory is outside the advised range for this GPU count and model.
+
+    What it detects:
+        `rollout.gpu_memory_utilization` above 0.7 (error; warning when the actor's parameters
+        and optimizer state are offloaded), above the advised range (warning), or below it
+        (info). Range: 0.5–0.65 for models ≤ 1.5B (PPO article), 0.4–0.5
+        on one GPU, 0.3–0.4 with 8-GPU FSDP (GRPO article), 0.4–0.5 for 2–7 GPUs.
+
+    Why it matters:
+        vLLM pre-allocates this share for its KV cache; the rest must hold FSDP's model,
+        gradients, optimizer state and NCCL buffers. Too high: OOM, `NCCL operation failed`,
+        CPU-offload fallback 3–5× slower, inf/nan loss. Too low on a small model: slow rollout
+        (0.4 → 0.65 cut timing_s/gen 5.72 → 3.21 s).
+
+    Example:
+        `actor_rollout_ref.rollout.gpu_memory_utilization=0.9` with `trainer.n_gpus_per_node=8`
+        → error, advised range 0.3–0.4, suggest 0.4.
+
+    Advice:
+        The upper end of the advised range.
+
+    Known false positives:
+        80 GB GPUs, offloaded actors, or a separate rollout pool leave more room than the
+        articles assume. verl's own default (0.5) is above the 8-GPU range.
+
+    References:
+        seed:grpo-pitfalls §4; seed:ppo-tuning §2.1.
+    """
+
+    code = "LS509"  # tuning_knowledge.md §A9
+    name = "gpu-memory-utilization-risk"
+    title = "Rollout gpu_memory_utilization outside the advised range"
+
+    def __init__(self, *, oom_above: float = 0.7) -> None:
+        self.oom_above = param("oom_above", oom_above, at_most=1)
+
+    def check(self, v: ConfigView) -> list[Hit]:
+        value = v.num(GPU_MEM)
+        if value is None:
+            return []
+        size, gpus = v.model_size(), v.n_gpus()
+        low, high, why = gpu_memory_range(size, gpus)
+        evidence = {
+            "gpu_memory_utilization": value,
+            "n_gpus": gpus,
+            "model_size_b": size,
+            "recommended_range": [low, high],
+        }
+        if value > self.oom_above:
+            severity: Severity = "error"
+            message = (
+                f"rollout.gpu_memory_utilization={fmt(value)} leaves {1 - value:.0%} of each GPU "
+                "to FSDP (weights, gradients, optimizer state, NCCL buffers): above "
+                f"{self.oom_above} the GRPO and PPO articles report OOM, `NCCL operation failed`, "
+                "vLLM falling back to CPU offload (3–5× slower) and inf/nan losses. Advised here: "
+                f"{why}."
+            )
+            suggested = high
+            if v.flag(f"{ACT}.fsdp_config.param_offload") and v.flag(
+                f"{ACT}.fsdp_config.optimizer_offload"
+            ):
+                severity = "warning"
+                message += (
+                    " The actor's parameters and optimizer state are offloaded to CPU, which "
+                    "frees much of that memory during rollout, so this is less likely to fail."
+                )
+        elif value > high:
+            severity = "warning"
+            message = (
+                f"rollout.gpu_memory_utilization={fmt(value)} is above the advised {why}: little "
+                "room for FSDP's update and communication buffers."
+            )
+            suggested = high
+        elif value < low:
+            severity = "info"
+            message = (
+                f"rollout.gpu_memory_utilization={fmt(value)} is below the advised {why}: a "
+                "smaller KV cache slows rollout (the PPO article: 0.4 → 0.65 on Qwen2.5-0.5B cut "
+                "timing_s/gen 5.72 → 3.21 s)."
+            )
+            suggested = high
+        else:
+            return []
+        advice = v.advice(
+            GPU_MEM,
+            suggested,
+            f"vLLM pre-allocates this share of GPU memory for its KV cache; advised {why}.",
+            f"{SEED_GRPO} §4; {SEED_PPO} §2.1",
+        )
+        return [Hit(severity, message, evidence, [advice], [f"{SEED_GRPO} §4", f"{SEED_PPO} §2.1"])]
+
+
+class ResponseLengthMismatch(ConfigRule):
+    """The rollout's response length differs from the data's.
+
+    What it detects:
+        `actor_rollout_ref.rollout.response_length != data.max_response_length`. In
+        verl the first follows the second unless overridden by hand.
+
+    Why it matters:
+        Rollout longer than the data: generated tokens beyond the data's length are computed
+        and thrown away. Shorter: responses are cut (response_length/clip_ratio rises).
+
+    Example:
+        `actor_rollout_ref.rollout.response_length=256 data.max_response_length=200`: up to 56
+        tokens per response wasted (the PPO article says 64, an arithmetic slip) → suggest
+        `data.max_response_length=256`, as the PPO article did.
+
+    Advice:
+        Make the two equal: raise the smaller one, or drop the hand override.
+
+    Known false positives:
+        None known.
+
+    References:
+        seed:ppo-tuning §5.2.
+    """
+
+    code = "LS512"  # tuning_knowledge.md §A12
+    name = "response-length-mismatch"
+    title = "rollout.response_length differs from data.max_response_length"
+
+    def check(self, v: ConfigView) -> list[Hit]:
+        rollout = as_number(verl_config.get(v.config, RO_RESPONSE))
+        data = v.num(RESPONSE)
+        if rollout is None or data is None or rollout == data:
+            return []
+        rollout, data = int(rollout), int(data)
+        gap = abs(rollout - data)
+        if rollout > data:
+            detail = (
+                f"vLLM generates up to {plural(rollout, 'token')} but training keeps {data}: up to "
+                f"{plural(gap, 'generated token')} per response {'is' if gap == 1 else 'are'} "
+                "computed and thrown away"
+            )
+            key, suggested = RESPONSE, rollout
+        else:
+            detail = (
+                f"vLLM stops at {plural(rollout, 'token')} although the data allows {data}: "
+                f"responses are cut {plural(gap, 'token')} short (watch response_length/clip_ratio)"
+            )
+            key, suggested = RO_RESPONSE, data
+        message = (
+            f"rollout.response_length={rollout} but data.max_response_length={data}: {detail}. "
+            "verl makes the first follow the second unless it is overridden by hand."
+        )
+        advice = v.advice(
+            key,
+            suggested,
+            "Make the two equal (the PPO article set both to 256; response_length/clip_ratio went "
+            "to 0).",
+            f"{SEED_PPO} §5.2",
+        )
+        return [
+            Hit(
+                "warning",
+                message,
+                {
+                    "rollout.response_length": rollout,
+                    "data.max_response_length": data,
+                    "difference": gap,
+                },
+                [advice],
+                [f"{SEED_PPO} §5.2"],
+            )
+        ]
+
+
+class RolloutBatchingMismatch(ConfigRule):
+    """vLLM's batching limits (`max_num_batched_tokens`, `max_num_seqs`) do not fit together.
+
+    What it detects:
+        Before a run: `max_num_batched_tokens < max_num_seqs` (vLLM refuses) and
+        `max_num_batched_tokens < max_prompt_length + max_response_length` with chunked prefill
+        on (verl refuses). On a command or YAML: only one of the two moved away from verl's
+        default (info: change them together). For models ≤ 1.5B at verl's defaults (8192/1024): info with the PPO
+        article's tuned pair 16384/1896.
+
+    Why it matters:
+        The two set vLLM's per-iteration token budget and concurrency; the PPO article measured
+        +22% throughput and response_length/clip_ratio 0.012 → 0.003 from raising both.
+
+    Example:
+        Qwen2.5-0.5B with the defaults → info, suggest `max_num_batched_tokens=16384
+        max_num_seqs=1896`; `max_num_seqs=1896` alone → info, suggest
+        `max_num_batched_tokens=15168`.
+
+    Advice:
+        Change both, keeping the tokens-per-sequence ratio; satisfy vLLM's and verl's limits.
+
+    Known false positives:
+        The PPO article's stated reason (ratio near the mean sequence length, ≈ 239 on GSM8K)
+        does not match its own numbers (8 → 8.6); the info is a measured recipe for small
+        models, not a derived bound.
+
+    References:
+        seed:ppo-tuning §2.2; verl:workers/rollout/vllm_rollout; vllm:config.py
+        (SchedulerConfig).
+    """
+
+    code = "LS513"  # tuning_knowledge.md §A13
+    name = "rollout-batching-mismatch"
+    title = "Rollout batching limits do not fit together"
+
+    def __init__(self, *, small_model_b: float = 1.5) -> None:
+        self.small_model_b = param("small_model_b", small_model_b)
+
+    def check(self, v: ConfigView) -> list[Hit]:
+        tokens, seqs = v.int_(MAX_TOKENS), v.int_(MAX_SEQS)
+        if tokens is None or seqs is None:
+            return []
+        _, _, length = seq_len(v)
+        evidence: dict[str, Any] = {
+            "max_num_batched_tokens": tokens,
+            "max_num_seqs": seqs,
+            "tokens_per_seq": tokens / seqs if seqs else None,
+            "max_sequence_length": length,
+        }
+        hits = []
+        if v.preflight and tokens < seqs:
+            hits.append(
+                Hit(
+                    "error",
+                    f"rollout.max_num_batched_tokens={tokens} < max_num_seqs={seqs}: vLLM refuses "
+                    f"this (`max_num_batched_tokens ({tokens}) must be greater than or equal to "
+                    f"max_num_seqs ({seqs})`).",
+                    evidence,
+                    [
+                        v.advice(
+                            MAX_TOKENS,
+                            seqs,
+                            "At least max_num_seqs.",
+                            "vllm:config.py (SchedulerConfig)",
+                        )
+                    ],
+                    ["vllm:config.py (SchedulerConfig)"],
+                )
+            )
+        chunked = v.get(CHUNKED_PREFILL)
+        if v.preflight and length and tokens < length and chunked is not False:
+            hits.append(
+                Hit(
+                    "error",
+                    f"rollout.max_num_batched_tokens={tokens} is smaller than prompt + response = "
+                    f"{length} with chunked prefill on: verl refuses this (`Enable chunked "
+                    "prefill, max_num_batched_tokens is smaller than max_model_len, please "
+                    "increase max_num_batched_tokens or disable chunked prefill`).",
+                    evidence,
+                    [
+                        v.advice(
+                            MAX_TOKENS,
+                            length,
+                            "At least max_prompt_length + max_response_length.",
+                            "verl:workers/rollout/vllm_rollout",
+                        )
+                    ],
+                    ["verl:workers/rollout/vllm_rollout"],
+                )
+            )
+        default_tokens = verl_config.default_for(MAX_TOKENS, v.version)
+        default_seqs = verl_config.default_for(MAX_SEQS, v.version)
+        # "changed": away from verl's default (setting a key to its default changes nothing)
+        moved_tokens, moved_seqs = tokens != default_tokens, seqs != default_seqs
+        if v.explicit is not None and moved_tokens != moved_seqs:
+            changed, other = (MAX_TOKENS, MAX_SEQS) if moved_tokens else (MAX_SEQS, MAX_TOKENS)
+            if changed == MAX_SEQS:
+                suggested = round(8192 * seqs / 1024)
+            else:
+                suggested = max(1, round(1024 * tokens / 8192))
+            hits.append(
+                Hit(
+                    "info",  # a throughput recipe, not a correctness problem
+                    f"Only {changed.rsplit('.', 1)[-1]} was changed ({fmt(v.get(changed))}); "
+                    f"{other.rsplit('.', 1)[-1]} stays at verl's default {fmt(v.get(other))}. The "
+                    "PPO article changes the two together (8192/1024 → 16384/1896: +22% "
+                    "throughput).",
+                    evidence,
+                    [
+                        v.advice(
+                            other,
+                            suggested,
+                            "Scaled by the same factor, keeping verl's tokens-per-sequence ratio.",
+                            f"{SEED_PPO} §2.2",
+                        )
+                    ],
+                    [f"{SEED_PPO} §2.2"],
+                )
+            )
+        size = v.model_size()
+        if (
+            not hits
+            and size is not None
+            and size <= self.small_model_b
+            and tokens == default_tokens
+            and seqs == default_seqs
+        ):
+            hits.append(
+                Hit(
+                    "info",
+                    f"Rollout batching at verl's defaults ({tokens}/{seqs}) for a {size:g}B model: "
+                    f"the PPO article raised both to {ARTICLE_TOKENS}/{ARTICLE_SEQS} with "
+                    "gpu_memory_utilization 0.65 (+22% throughput; response_length/clip_ratio "
+                    "0.012 → 0.003 on GSM8K). Its stated reason (tokens per sequence near the "
+                    "mean prompt+response length ≈ 239) does not match its own numbers (8 → 8.6), "
+                    "so take the values as measured, not derived.",
+                    evidence,
+                    [
+                        v.advice(
+                            MAX_TOKENS,
+                            ARTICLE_TOKENS,
+                            "The PPO article's tuned value.",
+                            f"{SEED_PPO} §2.2",
+                        ),
+                        v.advice(
+                            MAX_SEQS,
+                            ARTICLE_SEQS,
+                            "The PPO article's tuned value.",
+                            f"{SEED_PPO} §2.2",
+                        ),
+                    ],
+                    [f"{SEED_PPO} §2.2"],
+                )
+            )
+        return hits
+
+
+class LogProbMicroBatch(ConfigRule):
+    """The log-prob micro batch is unset, small, or large.
+
+    What it detects:
+        `rollout.log_prob_micro_batch_size_per_gpu` (and the reference model's, when a KL
+        term uses it) unset before a run without dynamic batch size (error: verl refuses),
+        below 16 (info) or above 20 (info).
+
+    Why it matters:
+        The PPO article measured 16 faster than 8 (perf/throughput 1176 → 1320 tokens/s) and
+        padding overhead above 20.
+
+    Example:
+        `actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=8` → suggest 16.
+
+    Advice:
+        16; if `perf/max_memory_allocated_gb` rises more than 10%, lower
+        `rollout.gpu_memory_utilization`.
+
+    Known false positives:
+        The measurement is from one setup (Qwen2.5-0.5B, GSM8K, A100); long sequences may need
+        smaller values.
+
+    References:
+        seed:ppo-tuning §2.3; verl:utils/config.py.
+    """
+
+    code = "LS514"  # tuning_knowledge.md §A14
+    name = "log-prob-micro-batch"
+    title = "Log-prob micro batch off the measured best"
+    default_severity = "info"
+
+    def __init__(self, *, best: int = 16, padding_above: int = 20) -> None:
+        self.best = param("best", best, integer=True)
+        self.padding_above = param("padding_above", padding_above, integer=True)
+
+    def check(self, v: ConfigView) -> list[Hit]:
+        hits = []
+        keys = [(RO_LOGPROB, f"{RO}.log_prob_micro_batch_size")]
+        if v.flag(USE_KL_LOSS) or v.flag(KL_IN_REWARD):  # a reference model exists
+            keys.append((REF_LOGPROB, f"{REF}.log_prob_micro_batch_size"))
+        for key, legacy in keys:
+            value = v.int_(key)
+            section = key.rsplit(".", 1)[0]
+            dyn = v.flag(DYNAMIC)  # verl gates these checks on the actor's flag
+            if value is not None and v.preflight and not dyn and v.int_(legacy) is not None:
+                hits.append(both_set(v, legacy, key))
+                continue
+            if value is None:
+                unset = v.int_(legacy) is None and verl_config.get(v.config, key) is None
+                if v.preflight and not dyn and unset:
+                    hits.append(
+                        Hit(
+                            "error",
+                            f"{key} is not set (nor {legacy.rsplit('.', 1)[-1]}, nor dynamic batch "
+                            f"size): verl refuses to start (`[{section}] Please set at least one "
+                            f"of '{legacy}' or '{key}' ...`).",
+                            {"parameter": key},
+                            [
+                                v.advice(
+                                    key,
+                                    self.best,
+                                    "The PPO article's best value.",
+                                    f"{SEED_PPO} §2.3",
+                                )
+                            ],
+                            [SRC_CONFIG],
+                            title="Log-prob micro batch not set",
+                        )
+                    )
+                continue
+            if value < self.best:
+                severity: Severity = "info"
+                message = (
+                    f"{key}={value}: the PPO article measured 16 faster than 8 (perf/throughput "
+                    "1176 → 1320 tokens/s, fewer small forward passes)."
+                )
+            elif value > self.padding_above:
+                severity = "info"
+                message = (
+                    f"{key}={value}: above {self.padding_above} the PPO article saw padding "
+                    "overhead slow the log-prob pass down."
+                )
+            else:
+                continue
+            hits.append(
+                Hit(
+                    severity,
+                    message,
+                    {"parameter": key, "value": value},
+                    [
+                        v.advice(
+                            key,
+                            self.best,
+                            "The PPO article's measured best; if perf/max_memory_allocated_gb "
+                            "rises > 10%, lower rollout.gpu_memory_utilization.",
+                            f"{SEED_PPO} §2.3",
+                        )
+                    ],
+                    [f"{SEED_PPO} §2.3"],
+                )
+            )
+        return hits
