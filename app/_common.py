@@ -20,9 +20,12 @@ from typing import Any
 
 import streamlit as st
 
+from logscope import present
 from logscope.analyze import analyze_run
+from logscope.atomic import write_atomic
 from logscope.model import SEVERITY_RANK, Finding, Run
-from logscope.report import Report, md_escape
+from logscope.present import md_escape
+from logscope.report import Report
 from logscope.store import Store, default_root
 
 # Material icons ship with Streamlit (emoji need a system font a headless server may lack).
@@ -213,6 +216,14 @@ def _picked_run() -> None:
     st.session_state["run_id"] = st.session_state["_run_select"]
 
 
+def run_page(title: str) -> tuple[str, Report] | None:
+    """Start a page about the current run: set up, title, and the run's id and Report (None:
+    the page says why there is none)."""
+    page_setup()
+    st.title(title)
+    return require_run()
+
+
 def require_run() -> tuple[str, Report] | None:
     """The current run's id and Report, or an explanation on the page when there is none."""
     ids = list_run_ids()
@@ -236,16 +247,11 @@ def save_upload(name: str, data: bytes) -> Path:
     digest = hashlib.blake2b(data, digest_size=12).hexdigest()
     suffix = "".join(Path(name).suffixes[-2:]) or ".log"
     target = get_store().root / UPLOADS / f"{digest}{suffix}"
-    target.parent.mkdir(parents=True, exist_ok=True)
     if not target.exists():
-        tmp = target.with_name(f".{target.name}.tmp")
-        tmp.write_bytes(data)
-        tmp.replace(target)
+        write_atomic(target, data)
         names = _upload_names(str(target.parent))
         names[target.name] = Path(name).name
-        tmp = target.with_name(".names.json.tmp")
-        tmp.write_text(json.dumps(names))
-        tmp.replace(target.parent / "names.json")
+        write_atomic(target.parent / "names.json", json.dumps(names))
     return target
 
 
@@ -263,19 +269,12 @@ def worst_first(findings: list[Finding]) -> list[Finding]:
 
 def overrides(findings: list[Finding]) -> list[str]:
     """Every distinct override of these findings, in order."""
-    seen: dict[str, None] = {}
-    for f in findings:
-        for a in f.advice:
-            if a.override:
-                seen.setdefault(a.override, None)
-    return list(seen)
+    return list(dict.fromkeys(o for f in findings for o in present.overrides(f.advice)))
 
 
 def show_finding(f: Finding, run_id: str, index: int) -> None:
     """A finding: message, evidence, advice table, a copyable override block, a chart link."""
-    where = f" · step {f.step}" if f.step is not None else ""
-    if f.end_step is not None and f.step is not None and f.end_step != f.step:
-        where += f"–{f.end_step}"
+    where = f" · {present.step_span(f.step, f.end_step)}" if f.step is not None else ""
     icon = SEVERITY_ICON.get(f.severity, "")
     with st.expander(f"{icon} {f.severity.upper()} {f.code} {f.name}{where}", expanded=index < 3):
         st.text(f.title)
@@ -283,7 +282,7 @@ def show_finding(f: Finding, run_id: str, index: int) -> None:
         if f.evidence:
             st.caption("Evidence")
             st.dataframe(
-                [{"key": k, "value": _plain(v)} for k, v in f.evidence.items()],
+                [{"key": k, "value": present.fmt_value(v)} for k, v in f.evidence.items()],
                 hide_index=True,
                 width="stretch",
             )
@@ -293,8 +292,8 @@ def show_finding(f: Finding, run_id: str, index: int) -> None:
                 [
                     {
                         "parameter": a.parameter,
-                        "current": _plain(a.current),
-                        "suggested": _plain(a.suggested),
+                        "current": present.fmt_value(a.current),
+                        "suggested": present.fmt_value(a.suggested),
                         "why": a.rationale,
                         "source": a.source,
                     }
@@ -303,8 +302,7 @@ def show_finding(f: Finding, run_id: str, index: int) -> None:
                 hide_index=True,
                 width="stretch",
             )
-            ovs = [a.override for a in f.advice if a.override]
-            if ovs:
+            if ovs := present.overrides(f.advice):
                 st.caption("Hydra overrides (copy with the button at the right)")
                 st.code(" \\\n".join(ovs), language="bash")
         if f.references:
@@ -316,11 +314,3 @@ def show_finding(f: Finding, run_id: str, index: int) -> None:
                 icon=":material/show_chart:",
                 query_params={"run": run_id, "metric": f.metric, "step": str(f.step)},
             )
-
-
-def _plain(value: Any) -> str:
-    if value is None:
-        return "unknown"
-    if isinstance(value, float):
-        return f"{value:.6g}"
-    return str(value)

@@ -11,15 +11,15 @@ printed, logged, or written anywhere; error texts are scrubbed of it.
 from __future__ import annotations
 
 import json
-import os
 import re
-import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from logscope.atomic import write_atomic
 from logscope.exceptions import OptionalDependencyMissing
+from logscope.present import evidence_text, fmt_value, overrides
 
 SEVERITY_EMOJI = {
     "critical": ":rotating_light:",
@@ -101,9 +101,8 @@ def _advice_blocks(advice: list[Any]) -> list[dict[str, Any]]:
         why = f"{adv.rationale} ({adv.source})" if adv.source else adv.rationale
         if why:
             blocks.append({"type": "context", "elements": [plain(why)]})
-    overrides = [a.override for a in advice if a.override]
-    if overrides:
-        block = slack_control_escape("\n".join(overrides).replace("```", "'''"))
+    if ovs := overrides(advice):
+        block = slack_control_escape("\n".join(ovs).replace("```", "'''"))
         blocks.append({"type": "section", "text": mrkdwn(f"```{block}```")})
     return blocks
 
@@ -134,14 +133,13 @@ def incident_alert(
         {"type": "section", "text": plain(first.message)},
     ]
     if first.evidence:
-        ev = ", ".join(f"{k}={_short(v)}" for k, v in list(first.evidence.items())[:8])
+        ev = evidence_text(first.evidence, digits=4, missing="None", limit=8)
         blocks.append({"type": "context", "elements": [plain(ev)]})
     blocks += _advice_blocks(first.advice)
     for adv in first.advice[:3]:
         lines.append(f"  {adv.parameter}: {_short(adv.current)} → {_short(adv.suggested)}")
-    overrides = [a.override for a in first.advice if a.override]
-    if overrides:
-        lines.append("  override: " + " ".join(overrides))
+    if ovs := overrides(first.advice):
+        lines.append("  override: " + " ".join(ovs))
     others = findings[1:]
     if others:
         label = "New in this incident" if kind == "update" else "Also in this incident"
@@ -179,9 +177,8 @@ def status_alert(kind: str, run_name: str, step: int | None, text: str, severity
 
 
 def _short(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return str(value)
+    """A value in an alert: 4 significant digits, a missing one as `None`."""
+    return fmt_value(value, digits=4, missing="None")
 
 
 class Outbox:
@@ -208,12 +205,7 @@ class Outbox:
         return self.folder / f"{self._prefix}{safe}.json"
 
     def put(self, alert: Alert) -> None:
-        fd, tmp = tempfile.mkstemp(dir=self.folder, prefix=".alert.", suffix=".tmp")
-        with os.fdopen(fd, "w") as fh:
-            json.dump(alert.to_dict(), fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, self._path(alert.id))
+        write_atomic(self._path(alert.id), json.dumps(alert.to_dict()))
 
     def remove(self, alert_id: str) -> None:
         self._path(alert_id).unlink(missing_ok=True)

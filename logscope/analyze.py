@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from logscope.detector import Detector
 from logscope.exceptions import IngestError
-from logscope.health import HealthRow, health_table
+from logscope.health import health_table
 from logscope.incidents import group_incidents
 from logscope.model import SEVERITY_RANK, Finding, Run, jsonable
 from logscope.report import Report, Skipped
@@ -153,7 +153,7 @@ def _import_in_background(modules: Sequence[str]) -> None:
 
 
 # ---- cached findings ----------------------------------------------------------------------
-RESULTS_FORMAT = "2"  # 2: reports carry the health table
+RESULTS_FORMAT = "3"  # 2: reports carry the health table; 3: the entry is `Report.to_dict`
 
 
 def _results_key(
@@ -194,61 +194,32 @@ def _code_fingerprint() -> str:
 
 
 def _results_to_json(reports: list[Report]) -> dict:
-    return {
-        "format": RESULTS_FORMAT,
-        "runs": [
-            {
-                "run_id": r.run.id,
-                "kind": r.kind,
-                "summary": jsonable(r.run.summary()),
-                "findings": [f.to_dict() for f in r.findings],
-                "incidents": [i.to_dict() for i in r.incidents],
-                "skipped": [
-                    {"code": s.code, "name": s.name, "reason": s.reason} for s in r.skipped
-                ],
-                "health": [h.to_dict() for h in r.health],
-            }
-            for r in reports
-        ],
-    }
+    """The cache entry: the reports as `--format json` writes them (`Report.to_dict`)."""
+    return {"format": RESULTS_FORMAT, "reports": [jsonable(r.to_dict()) for r in reports]}
 
 
 def _cached_reports(
     store: Store, key: str, source_key: str, path: str | Path
 ) -> list[Report] | None:
-    """Reports rebuilt from stored findings and the stored runs (their sources shown as `path`);
-    None when anything is missing."""
-    from logscope.model import Advice, Incident
+    """Reports rebuilt from a cache entry (`Report.from_dict`) on the stored runs, their
+    sources shown as `path`; None when anything is missing."""
     from logscope.store import relocate
 
     data = store.get_results(key)
     ids = store.source_run_ids(source_key)
-    stored_root = store.source_path(source_key)
     if data is None or data.get("format") != RESULTS_FORMAT or not ids:
         return None
-    by_id = {r.get("run_id"): r for r in data.get("runs", []) if isinstance(r, dict)}
+    stored_root = store.source_path(source_key)
     out = []
     try:
+        by_id = {r["run"]["id"]: r for r in data["reports"]}
         for run_id in ids:
             entry = by_id[run_id]
-            run = store.get_lazy_run(run_id, entry.get("summary"))
+            run = store.get_lazy_run(run_id, entry["run"])
             if run is None:
                 return None
             relocate(run, stored_root, path)
-            findings = [
-                Finding(**{**f, "advice": [Advice(**a) for a in f["advice"]]})
-                for f in entry["findings"]
-            ]
-            out.append(
-                Report(
-                    run=run,
-                    findings=findings,
-                    incidents=[Incident(**i) for i in entry["incidents"]],
-                    skipped=[Skipped(**s) for s in entry["skipped"]],
-                    kind=entry["kind"],
-                    health=[HealthRow(**h) for h in entry["health"]],
-                )
-            )
-    except (KeyError, TypeError):
+            out.append(Report.from_dict(entry, run=run))
+    except (KeyError, TypeError, ValueError):
         return None
     return out

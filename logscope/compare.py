@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from itertools import pairwise
 from typing import Any
 
@@ -33,11 +33,16 @@ import numpy as np
 from logscope.aliases import resolve, validation_metrics
 from logscope.detectors._stats import robust_sigma
 from logscope.model import Run, jsonable
-from logscope.report import HTML_STYLE, Report, md_code, md_escape
-from logscope.report import html_escape as h
+from logscope.present import DASH, HTML_STYLE, fmt_value, md_code, md_escape
+from logscope.present import html_escape as h
+from logscope.report import Report
 
 UNSET = "<unset>"
 LAST_FRACTION = 0.2
+#: how the key-metric table was made, said under its title
+TABLE_NOTE = (
+    "Median over the last 20% of each run; validation: last value. Δ and % against the first run."
+)
 
 
 def _validation_metric(run: Run) -> str | None:
@@ -146,16 +151,20 @@ class Divergence:
     reason: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "run_id": self.run_id,
-            "metric": self.metric,
-            "step": self.step,
-            "direction": self.direction,
-            "noise_sigma": self.noise,
-            "threshold": self.threshold,
-            "window": self.window,
-            "reason": self.reason,
-        }
+        """The fields, in order; `noise` is written as `noise_sigma`."""
+        return {("noise_sigma" if k == "noise" else k): v for k, v in asdict(self).items()}
+
+    def sentence(
+        self, who: str, code: Callable[[Any], str] = str, text: Callable[[Any], str] = str
+    ) -> str:
+        """`who: <metric> is higher than the reference from step N on`, or why they do not part;
+        `code` marks up the metric name and `text` escapes the reason, for a markup language."""
+        if self.step is None:
+            return f"{who}: no divergence ({text(self.reason)})"
+        return (
+            f"{who}: {code(self.metric)} is {self.direction} than the reference "
+            f"from step {self.step} on"
+        )
 
 
 @dataclass
@@ -207,10 +216,7 @@ class Compare:
         for i, (rid, label) in enumerate(zip(self.run_ids, self.labels, strict=True)):
             out.append(f"{i + 1}. {md_escape(label)} ({md_code(rid)})")
         out.append("\n## Key metrics\n")
-        out.append(
-            "Median over the last 20% of each run; validation: last value. "
-            "Δ and % against the first run.\n"
-        )
+        out.append(f"{TABLE_NOTE}\n")
         head = ["metric", *(md_escape(lab) for lab in self.labels)]
         out.append("| " + " | ".join(head) + " |")
         out.append("|" + "---|" * len(head))
@@ -220,14 +226,7 @@ class Compare:
                 cells.append(_cell(v, row.deltas[i], row.pct[i], i))
             out.append("| " + " | ".join(cells) + " |")
         out.append("\n## Divergence\n")
-        for d in self.divergence:
-            if d.step is not None:
-                out.append(
-                    f"- {md_escape(d.run_id)}: {md_code(d.metric)} is {d.direction} than the "
-                    f"reference from step {d.step} on"
-                )
-            else:
-                out.append(f"- {md_escape(d.run_id)}: no divergence ({md_escape(d.reason)})")
+        out += ["- " + d.sentence(md_escape(d.run_id), md_code, md_escape) for d in self.divergence]
         out.append("\n## Config diff\n")
         if not self.config_diff:
             out.append("No differences" + ("" if all(self.config_known) else " (config unknown)"))
@@ -248,13 +247,12 @@ class Compare:
             "<p>Runs (the first is the reference):</p><ol>",
         ]
         parts += [
-            f"<li>{h(label)} (<code>{h(rid)}</code>)</li>"
+            f"<li>{h(label)} ({_html_code(rid)})</li>"
             for rid, label in zip(self.run_ids, self.labels, strict=True)
         ]
         parts.append("</ol><h2>Key metrics</h2>")
         parts.append(
-            "<p>Median over the last 20% of each run; validation: last value. Δ and % against "
-            "the first run.</p><table><tr><th>metric</th>"
+            f"<p>{TABLE_NOTE}</p><table><tr><th>metric</th>"
             + "".join(f"<th>{h(lab)}</th>" for lab in self.labels)
             + "</tr>"
         )
@@ -265,14 +263,7 @@ class Compare:
             )
             parts.append(f"<tr><td>{h(row.label)}</td>{cells}</tr>")
         parts.append("</table><h2>Divergence</h2><ul>")
-        for d in self.divergence:
-            if d.step is not None:
-                parts.append(
-                    f"<li>{h(d.run_id)}: <code>{h(d.metric)}</code> is {h(d.direction)} than "
-                    f"the reference from step {d.step} on</li>"
-                )
-            else:
-                parts.append(f"<li>{h(d.run_id)}: no divergence ({h(d.reason)})</li>")
+        parts += [f"<li>{d.sentence(h(d.run_id), _html_code, h)}</li>" for d in self.divergence]
         parts.append("</ul><h2>Config diff</h2>")
         if not self.config_diff:
             known = "" if all(self.config_known) else " (config unknown)"
@@ -284,24 +275,25 @@ class Compare:
                 + "</tr>"
             )
             for r in self.config_diff:
-                cells = "".join(f"<td><code>{h(_fmt(v))}</code></td>" for v in r.values)
-                parts.append(f"<tr><td><code>{h(r.key)}</code></td>{cells}</tr>")
+                cells = "".join(f"<td>{_html_code(_fmt(v))}</td>" for v in r.values)
+                parts.append(f"<tr><td>{_html_code(r.key)}</td>{cells}</tr>")
             parts.append("</table>")
         parts.append("</body></html>")
         return "\n".join(parts)
 
 
 def _fmt(value: Any) -> str:
-    if value is None:
-        return "–"
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return str(value)
+    """A value in a comparison: 4 significant digits, `–` when missing."""
+    return fmt_value(value, digits=4, missing=DASH)
+
+
+def _html_code(text: Any) -> str:
+    return f"<code>{h(text)}</code>"
 
 
 def _cell(value: float | None, delta: float | None, pct: float | None, i: int) -> str:
     if value is None:
-        return "–"
+        return DASH
     text = _fmt(value)
     if i and delta is not None:
         text += f" ({delta:+.3g}" + (f", {pct:+.1f}%" if pct is not None else "") + ")"

@@ -95,6 +95,18 @@ class ParseStats:
             "notes": list(self.notes),
         }
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ParseStats:
+        """The inverse of `to_dict` (`skip_reasons` may be absent: older entries lack it)."""
+        return cls(
+            lines_read=data["lines_read"],
+            step_lines=data["step_lines"],
+            skipped_lines=data["skipped_lines"],
+            skipped_examples=[(e["line"], e["text"]) for e in data["skipped_examples"]],
+            notes=list(data["notes"]),
+            skip_reasons=dict(data.get("skip_reasons", {})),
+        )
+
 
 @dataclass
 class Run:
@@ -248,6 +260,37 @@ class Run:
             "parse_stats": self.parse_stats.to_dict(),
         }
 
+    @classmethod
+    def from_dict(cls, summary: dict[str, Any]) -> Run:
+        """The run of a report read back from its JSON (`summary()`): id, source, meta and parse
+        stats; a summary holds no metrics, config or events, so the run shows the summary."""
+        return SummarizedRun(
+            summary=summary,
+            id=summary["id"],
+            source=Source(**summary["source"]),
+            meta=dict(summary["meta"]),
+            parse_stats=ParseStats.from_dict(summary["parse_stats"]),
+        )
+
+
+class SummarizedRun(Run):
+    """A Run known by the summary it had when it was analysed (`summary`; None: not kept): its
+    `summary()` is that one, under the current source, until its metrics are read."""
+
+    def __init__(self, *, summary: dict[str, Any] | None, **fields: Any) -> None:
+        self.__dict__["_summary"] = summary
+        super().__init__(**fields)
+
+    def metrics_read(self) -> bool:
+        """Whether `metrics` holds the run's own metrics (never here: a summary has none)."""
+        return False
+
+    def summary(self) -> dict[str, Any]:
+        kept = self.__dict__["_summary"]
+        if kept is None or self.metrics_read():
+            return super().summary()
+        return {**kept, "source": {"kind": self.source.kind, "path": self.source.path}}
+
 
 @dataclass(frozen=True)
 class Advice:
@@ -262,6 +305,10 @@ class Advice:
 
     def to_dict(self) -> dict[str, Any]:
         return _jsonable(asdict(self))
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Advice:
+        return cls(**data)
 
     @property
     def changes(self) -> bool:
@@ -321,6 +368,10 @@ class Finding:
             "references": list(self.references),
         }
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Finding:
+        return cls(**{**data, "advice": [Advice.from_dict(a) for a in data["advice"]]})
+
 
 @dataclass
 class Incident:
@@ -336,6 +387,10 @@ class Incident:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Incident:
+        return cls(**data)
 
 
 def _jsonable(value: Any) -> Any:

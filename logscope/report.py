@@ -6,15 +6,23 @@
 
 from __future__ import annotations
 
-import html
 import json
-import re
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from logscope import __version__
 from logscope.health import SHORT_RUN_STEPS, HealthRow
 from logscope.model import SEVERITIES, SEVERITY_RANK, Finding, Incident, Run, jsonable
+from logscope.present import (
+    HTML_STYLE,
+    fmt_value,
+    header_rows,
+    html_escape,
+    md_code,
+    md_escape,
+    md_value,
+)
 
 SCHEMA = "logscope.report/1"
 UNREADABLE = "unreadable"  # the source kind of an input that could not be read
@@ -27,6 +35,13 @@ class Skipped:
     code: str
     name: str
     reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Skipped:
+        return cls(**data)
 
 
 @dataclass
@@ -90,10 +105,27 @@ class Report:
             "summary": {"worst_severity": self.worst_severity, "counts": self.counts()},
             "findings": [f.to_dict() for f in self.findings],
             "incidents": [i.to_dict() for i in self.incidents],
-            "skipped": [{"code": s.code, "name": s.name, "reason": s.reason} for s in self.skipped],
+            "skipped": [s.to_dict() for s in self.skipped],
             "errors": list(self.errors),
             "health": [h.to_dict() for h in self.health],
         }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], run: Run | None = None) -> Report:
+        """The Report `to_dict` gave. Its run is `run` when given (e.g. the stored run), else
+        one rebuilt from the summary (`Run.from_dict`). Raises ValueError for another schema,
+        KeyError or TypeError for a damaged one."""
+        if data.get("schema") != SCHEMA:
+            raise ValueError(f"not a {SCHEMA} report: {data.get('schema')!r}")
+        return cls(
+            run=Run.from_dict(data["run"]) if run is None else run,
+            findings=[Finding.from_dict(f) for f in data["findings"]],
+            incidents=[Incident.from_dict(i) for i in data["incidents"]],
+            skipped=[Skipped.from_dict(s) for s in data["skipped"]],
+            errors=list(data["errors"]),
+            kind=data["kind"],
+            health=[HealthRow(**h) for h in data.get("health", [])],
+        )
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(jsonable(self.to_dict()), indent=indent, allow_nan=False)
@@ -112,62 +144,36 @@ def reports_to_json(reports: list[Report]) -> str:
     return json.dumps([jsonable(r.to_dict()) for r in reports], indent=2, allow_nan=False)
 
 
+# ---- the opening of a report: title, then the header table or what could not be read --------
+_ESCAPE: dict[str, Callable[[Any], str]] = {"markdown": md_escape, "html": html_escape}
+_TITLE = {"markdown": "# logscope {kind}: {path}\n", "html": "<h1>logscope {kind}: {path}</h1>"}
+_ERROR = {
+    "markdown": "**Could not read:** {error}\n",
+    "html": "<p><strong>Could not read:</strong> {error}</p>",
+}
+_TABLE = {"markdown": "| | |\n|---|---|\n{rows}\n", "html": "<table>\n{rows}\n</table>"}
+_ROW = {"markdown": "| {label} | {value} |", "html": "<tr><th>{label}</th><td>{value}</td></tr>"}
+
+
+def _opening(report: Report, summary: dict[str, Any], markup: str) -> list[str]:
+    """The start of one report in `markup` (markdown, html), as lines."""
+    esc = _ESCAPE[markup]
+    out = [_TITLE[markup].format(kind=report.kind, path=esc(summary["source"]["path"]))]
+    if not report.readable:
+        return out + [_ERROR[markup].format(error=esc(e)) for e in report.errors]
+    rows = [_ROW[markup].format(label=k, value=v) for k, v in header_rows(summary, esc)]
+    return [*out, _TABLE[markup].format(rows="\n".join(rows))]
+
+
 # ---- Markdown ---------------------------------------------------------------------------
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~])")
-
-
-def md_escape(text: Any) -> str:
-    """Escape Markdown control characters (log content is shown as text, never as markup)."""
-    return _MD_SPECIAL.sub(r"\\\1", str(text)).replace("\n", " ")
-
-
-def md_code(text: Any) -> str:
-    """An inline code span that stays one span whatever backticks `text` holds."""
-    s = str(text).replace("\n", " ")
-    longest = max((len(m) for m in re.findall(r"`+", s)), default=0)
-    fence = "`" * (longest + 1)
-    pad = " " if s.startswith("`") or s.endswith("`") or longest else ""
-    return f"{fence}{pad}{s}{pad}{fence}"
-
-
-def _fmt_value(value: Any) -> str:
-    if value is None:
-        return "unknown"
-    if isinstance(value, float):
-        return f"{value:.6g}"
-    return str(value)
-
-
-def _md_value(value: Any) -> str:
-    """Numbers as code spans; text (which may come from a log) escaped."""
-    if isinstance(value, str):
-        return md_escape(value)
-    return md_code(_fmt_value(value))
-
-
 def render_markdown(reports: list[Report]) -> str:
     out: list[str] = []
     for report in reports:
         s = report.run.summary()
-        out.append(f"# logscope {report.kind}: {md_escape(s['source']['path'])}\n")
+        out += _opening(report, s, "markdown")
         if not report.readable:
-            out += [f"**Could not read:** {md_escape(e)}\n" for e in report.errors]
             continue
-        meta = s["meta"]
-        out.append("| | |\n|---|---|")
-        out.append(f"| source | {md_escape(s['source']['kind'])} |")
-        for key in ("verl_version", "algorithm", "project", "experiment"):
-            if meta.get(key) is not None:
-                out.append(f"| {key.replace('_', ' ')} | {md_escape(meta[key])} |")
-        st = s["steps"]
-        out.append(f"| steps | {st['count']} ({st['first']}–{st['last']}) |")
-        out.append(f"| metrics | {s['metrics_count']} |")
-        out.append(f"| config segments | {len(s['config_segments'])} |")
         ps = s["parse_stats"]
-        out.append(
-            f"| lines | {ps['lines_read']} read, {ps['step_lines']} step lines, "
-            f"{ps['skipped_lines']} skipped |\n"
-        )
         counts = report.counts()
         out.append(
             "**Findings:** " + ", ".join(f"{counts[s_]} {s_}" for s_ in reversed(SEVERITIES)) + "\n"
@@ -180,14 +186,12 @@ def render_markdown(reports: list[Report]) -> str:
             )
             out.append(md_escape(finding.message) + "\n")
             if finding.evidence:
-                ev = ", ".join(
-                    f"{md_escape(k)}={_md_value(v)}" for k, v in finding.evidence.items()
-                )
+                ev = ", ".join(f"{md_escape(k)}={md_value(v)}" for k, v in finding.evidence.items())
                 out.append(f"Evidence: {ev}\n")
             for adv in finding.advice:
                 line = (
-                    f"- {md_code(adv.parameter)}: current {md_code(_fmt_value(adv.current))}, "
-                    f"suggested {md_code(_fmt_value(adv.suggested))}"
+                    f"- {md_code(adv.parameter)}: current {md_code(fmt_value(adv.current))}, "
+                    f"suggested {md_code(fmt_value(adv.suggested))}"
                 )
                 if adv.override:
                     line += f", override {md_code(adv.override)}"
@@ -230,21 +234,6 @@ def _md_health(rows: list[HealthRow]) -> list[str]:
 
 
 # ---- HTML -------------------------------------------------------------------------------
-HTML_STYLE = """
-body{font-family:system-ui,sans-serif;max-width:980px;margin:2em auto;color:#222}
-.sev{display:inline-block;padding:0 .5em;border-radius:4px;color:#fff;font-size:.85em}
-.critical{background:#8b0000}.error{background:#c0392b}.warning{background:#d68910}.info{background:#2471a3}
-.finding{border:1px solid #ddd;border-radius:6px;padding:.6em 1em;margin:1em 0}
-code,pre{background:#f4f4f4;padding:0 .3em;border-radius:3px}
-table{border-collapse:collapse}td,th{border:1px solid #ddd;padding:.2em .6em;text-align:left}
-"""
-
-
-def html_escape(value: Any) -> str:
-    """A value as HTML text (log content is never markup)."""
-    return html.escape(_fmt_value(value) if not isinstance(value, str) else value, quote=True)
-
-
 _h = html_escape
 
 
@@ -254,30 +243,9 @@ def render_html(reports: list[Report]) -> str:
         f"<style>{HTML_STYLE}</style></head><body>",
     ]
     for report in reports:
-        s = report.run.summary()
-        parts.append(f"<h1>logscope {_h(report.kind)}: {_h(s['source']['path'])}</h1>")
+        parts += _opening(report, report.run.summary(), "html")
         if not report.readable:
-            parts += [f"<p><strong>Could not read:</strong> {_h(e)}</p>" for e in report.errors]
             continue
-        parts.append("<table>")
-        rows = [("source", s["source"]["kind"])]
-        rows += [
-            (k, s["meta"][k])
-            for k in ("verl_version", "algorithm", "project", "experiment")
-            if s["meta"].get(k) is not None
-        ]
-        st = s["steps"]
-        rows += [
-            ("steps", f"{st['count']} ({st['first']}–{st['last']})"),
-            ("metrics", s["metrics_count"]),
-            ("config segments", len(s["config_segments"])),
-            (
-                "lines",
-                f"{s['parse_stats']['lines_read']} read, {s['parse_stats']['skipped_lines']} skipped",
-            ),
-        ]
-        parts += [f"<tr><th>{_h(k)}</th><td>{_h(v)}</td></tr>" for k, v in rows]
-        parts.append("</table>")
         for f in report.findings:
             where = f" at step {f.step}" if f.step is not None else ""
             parts.append("<div class='finding'>")

@@ -23,10 +23,7 @@ import dataclasses
 import hashlib
 import json
 import os
-import socket
-import tempfile
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -35,6 +32,8 @@ import polars as pl
 import xxhash
 
 from logscope import __version__
+from logscope.atomic import HOST as _HOST  # noqa: F401 - the host in temporary names (tests)
+from logscope.atomic import sweep_temp_files, write_atomic
 from logscope.model import (
     METRICS_SCHEMA,
     ConfigSegment,
@@ -42,6 +41,7 @@ from logscope.model import (
     ParseStats,
     Run,
     Source,
+    SummarizedRun,
     empty_metrics,
     jsonable,
 )
@@ -49,9 +49,6 @@ from logscope.model import (
 # Bump when readers change what they produce, so old cache entries are not reused.
 FORMAT_VERSION = "2"  # 2: pasted-text grammar (decorations, headless records, W&B summary)
 _HASH_CHUNK = 1 << 22
-# A temporary file older than this is an orphan (its writer died) whatever host wrote it.
-STALE_TEMP_S = 3600.0
-_HOST = socket.gethostname().replace(".", "_")
 
 
 def default_root() -> Path:
@@ -96,76 +93,25 @@ def source_key(path: str | Path) -> str | None:
     return digest.hexdigest()
 
 
-def _atomic_write_bytes(target: Path, data: bytes) -> None:
-    """Write `data` to a temporary file beside `target`, fsync it, rename it over `target`."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    prefix = f".{target.name}.{_HOST}.{os.getpid()}."
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=prefix, suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    _fsync_dir(target.parent)
+#: what reading a damaged entry raises (it then reads as absent and is rebuilt)
+DAMAGE = (
+    OSError,
+    ValueError,
+    KeyError,
+    TypeError,
+    AttributeError,
+    pl.exceptions.PolarsError,
+    pl.exceptions.PanicException,  # a BaseException: polars' Rust side gave up on the bytes
+)
 
 
-def _fsync_dir(folder: Path) -> None:
-    """Make the rename itself durable (best effort: not every filesystem allows it)."""
+def _json_object(path: Path) -> dict[str, Any] | None:
+    """The JSON object in `path`; None when it is missing, unreadable or not an object."""
     try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def _orphaned(tmp: Path, now: float) -> bool:
-    """A temporary file whose writer is gone: dead pid on this host, or older than an hour."""
-    try:
-        age = now - tmp.stat().st_mtime
-    except OSError:
-        return False
-    if age > STALE_TEMP_S:
-        return True
-    parts = tmp.name.rsplit(".", 4)  # [.<target>, host, pid, random, tmp]
-    if len(parts) != 5 or parts[1] != _HOST or not parts[2].isdigit():
-        return False
-    pid = int(parts[2])
-    if pid == os.getpid():
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except OSError:
-        return False
-    return False
-
-
-def sweep_temp_files(folder: Path) -> int:
-    """Delete orphaned temporary files in `folder` (left by a killed writer); how many."""
-    removed = 0
-    now = time.time()
-    try:
-        candidates = [p for p in folder.iterdir() if p.name.startswith(".") and p.suffix == ".tmp"]
-    except OSError:
-        return 0
-    for tmp in candidates:
-        if _orphaned(tmp, now):
-            try:
-                tmp.unlink()
-                removed += 1
-            except OSError:
-                pass
-    return removed
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def run_to_json(run: Run) -> dict[str, Any]:
@@ -186,15 +132,6 @@ def run_to_json(run: Run) -> dict[str, Any]:
 
 
 def run_from_json(data: dict[str, Any], metrics: pl.DataFrame) -> Run:
-    ps = data["parse_stats"]
-    stats = ParseStats(
-        lines_read=ps["lines_read"],
-        step_lines=ps["step_lines"],
-        skipped_lines=ps["skipped_lines"],
-        skipped_examples=[(e["line"], e["text"]) for e in ps["skipped_examples"]],
-        notes=list(ps["notes"]),
-        skip_reasons=dict(ps.get("skip_reasons", {})),
-    )
     return Run(
         id=data["id"],
         source=Source(**data["source"]),
@@ -205,11 +142,11 @@ def run_from_json(data: dict[str, Any], metrics: pl.DataFrame) -> Run:
         ],
         metrics=metrics,
         events=[Event(**e) for e in data["events"]],
-        parse_stats=stats,
+        parse_stats=ParseStats.from_dict(data["parse_stats"]),
     )
 
 
-class StoredRun(Run):
+class StoredRun(SummarizedRun):
     """A Run from the store whose metrics are read from Parquet only when first used.
 
     `summary` (what `Run.summary()` gave when the run was analysed) is returned as long as the
@@ -220,8 +157,7 @@ class StoredRun(Run):
         self, *, metrics_path: Path, summary: dict[str, Any] | None = None, **fields: Any
     ) -> None:
         self.__dict__["_metrics_path"] = metrics_path
-        self.__dict__["_summary"] = summary
-        super().__init__(metrics=None, **fields)  # type: ignore[arg-type]
+        super().__init__(summary=summary, metrics=None, **fields)
 
     @property  # type: ignore[override]
     def metrics(self) -> pl.DataFrame:
@@ -237,11 +173,8 @@ class StoredRun(Run):
     def metrics(self, value: pl.DataFrame | None) -> None:
         self.__dict__["_metrics"] = value
 
-    def summary(self) -> dict[str, Any]:
-        cached = self.__dict__.get("_summary")
-        if cached is not None and self.__dict__.get("_metrics") is None:
-            return {**cached, "source": {"kind": self.source.kind, "path": self.source.path}}
-        return super().summary()
+    def metrics_read(self) -> bool:
+        return self.__dict__.get("_metrics") is not None
 
 
 class Store:
@@ -265,16 +198,16 @@ class Store:
         folder.mkdir(parents=True, exist_ok=True)
         sweep_temp_files(folder)
         buf = _parquet_bytes(run.metrics)
-        _atomic_write_bytes(folder / "metrics.parquet", buf)
+        write_atomic(folder / "metrics.parquet", buf)
         payload = json.dumps(run_to_json(run), allow_nan=False).encode()
-        _atomic_write_bytes(folder / "run.json", payload)
+        write_atomic(folder / "run.json", payload)
 
     def put_source(self, key: str, path: str, runs: list[Run]) -> None:
         for run in runs:
             self.put_run(run)
         index = {"path": path, "runs": [r.id for r in runs], "format": FORMAT_VERSION}
         sweep_temp_files(self.root / "sources")
-        _atomic_write_bytes(self.root / "sources" / f"{key}.json", json.dumps(index).encode())
+        write_atomic(self.root / "sources" / f"{key}.json", json.dumps(index).encode())
 
     # ---- reading ------------------------------------------------------------------------
     def get_run(self, run_id: str) -> Run | None:
@@ -286,15 +219,7 @@ class Store:
             if dict(metrics.schema) != METRICS_SCHEMA:
                 return None
             return run_from_json(data, metrics)
-        except (
-            OSError,
-            ValueError,
-            KeyError,
-            TypeError,
-            AttributeError,
-            pl.exceptions.PolarsError,
-            pl.exceptions.PanicException,  # a BaseException: polars' Rust side gave up on the bytes
-        ):
+        except DAMAGE:
             return None
 
     def get_lazy_run(self, run_id: str, summary: dict[str, Any] | None = None) -> Run | None:
@@ -308,15 +233,7 @@ class Store:
             # The footer only (cheap): a truncated or foreign file is damage, rebuilt by load().
             if dict(pl.read_parquet_schema(folder / "metrics.parquet")) != METRICS_SCHEMA:
                 return None
-        except (
-            OSError,
-            ValueError,
-            KeyError,
-            TypeError,
-            AttributeError,
-            pl.exceptions.PolarsError,
-            pl.exceptions.PanicException,
-        ):
+        except DAMAGE:
             return None
         fields = {f.name: getattr(plain, f.name) for f in dataclasses.fields(Run)}
         del fields["metrics"]
@@ -324,29 +241,22 @@ class Store:
 
     def source_run_ids(self, key: str) -> list[str] | None:
         """Ids of the runs a source produced, from its index (None when not stored)."""
-        try:
-            index = json.loads((self.root / "sources" / f"{key}.json").read_text())
-        except (OSError, ValueError):
-            return None
-        runs = index.get("runs") if isinstance(index, dict) else None
+        index = _json_object(self.root / "sources" / f"{key}.json")
+        runs = index.get("runs") if index is not None else None
         return [str(r) for r in runs] if isinstance(runs, list) and runs else None
 
     def source_path(self, key: str) -> str | None:
         """The path a source was first stored under (runs from it keep paths below it)."""
-        try:
-            index = json.loads((self.root / "sources" / f"{key}.json").read_text())
-        except (OSError, ValueError):
-            return None
-        path = index.get("path") if isinstance(index, dict) else None
+        index = _json_object(self.root / "sources" / f"{key}.json")
+        path = index.get("path") if index is not None else None
         return path if isinstance(path, str) else None
 
     def get_source(self, key: str, path: str | Path | None = None) -> list[Run] | None:
         """The runs stored for a source; with `path`, their sources say `path` (see `relocate`)."""
-        try:
-            index = json.loads((self.root / "sources" / f"{key}.json").read_text())
-        except (OSError, ValueError):
+        index = _json_object(self.root / "sources" / f"{key}.json")
+        if index is None:
             return None
-        ids = index.get("runs") if isinstance(index, dict) else None
+        ids = index.get("runs")
         if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
             return None
         runs = [self.get_run(rid) for rid in ids]
@@ -459,22 +369,18 @@ class Store:
             return
         # Only a shortcut: without it the file is hashed again next time.
         with contextlib.suppress(OSError):
-            _atomic_write_bytes(pending[0], pending[1].encode())
+            write_atomic(pending[0], pending[1].encode())
 
     # ---- cached analysis results ----------------------------------------------------------
     def get_results(self, key: str) -> dict[str, Any] | None:
         """What `put_results` stored under `key`, or None."""
-        try:
-            data = json.loads((self.root / "results" / f"{key}.json").read_text())
-        except (OSError, ValueError):
-            return None
-        return data if isinstance(data, dict) else None
+        return _json_object(self.root / "results" / f"{key}.json")
 
     def put_results(self, key: str, data: dict[str, Any]) -> None:
         """Keep analysis results (plain JSON) under `key`; a failure to write is ignored."""
         try:
             payload = json.dumps(data, allow_nan=False).encode()
-            _atomic_write_bytes(self.root / "results" / f"{key}.json", payload)
+            write_atomic(self.root / "results" / f"{key}.json", payload)
         except (OSError, ValueError, TypeError):
             pass
 

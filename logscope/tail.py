@@ -26,7 +26,6 @@ import json
 import os
 import re
 import statistics
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -34,7 +33,9 @@ from pathlib import Path
 from typing import Any
 
 from logscope.alerts import Alert, Notifier, incident_alert, status_alert
+from logscope.aliases import resolve
 from logscope.analyze import analyze_run
+from logscope.atomic import write_atomic
 from logscope.exceptions import IngestError, LogscopeError
 from logscope.follow import GrowthWatcher, LineFollower
 from logscope.model import SEVERITY_RANK, Run, Source
@@ -43,13 +44,14 @@ from logscope.report import Report
 STATE_VERSION = 1
 READ_BUDGET = 10.0
 THROTTLE_FROM_S = 0.5
+#: the metric concepts (`logscope.aliases`) the live view shows, each under the run's own name
 KEY_METRICS = (
-    "critic/score/mean",
-    "actor/kl_loss",
-    "actor/entropy",
-    "actor/grad_norm",
-    "response_length/mean",
-    "timing_s/step",
+    "score_mean",
+    "kl_loss",
+    "entropy",
+    "actor_grad_norm",
+    "response_length_mean",
+    "time_step",
 )
 
 
@@ -258,21 +260,18 @@ class TailSession:
     def save_state(self) -> None:
         if self.state_file is None:
             return
+        # The follower's offset is not kept: a restarted tail reads the log from its start again
+        # (the detectors need the history), and what was alerted tells what is new.
         data = {
             "version": STATE_VERSION,
             "path": str(self.path.resolve()),
-            "follow": self.follower.state.to_dict(),
             "alerted": [{"name": a.name, "step": a.step} for a in self.alerted],
             "sent_ids": sorted(self.sent_ids),
             "stalled": self._stalled,
             "stall_seen": self._stall_seen,
             "stall_step": self._stall_step,
         }
-        self.state_file.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=self.state_file.parent, prefix=".tail-state.", suffix=".tmp")
-        with os.fdopen(fd, "w") as fh:
-            json.dump(data, fh)
-        os.replace(tmp, self.state_file)
+        write_atomic(self.state_file, json.dumps(data))
 
     # ---- one cycle ----------------------------------------------------------------------
     def cycle(self) -> list[Alert]:
@@ -455,7 +454,8 @@ class TailSession:
         return max(self.options.stall_k * median, self.options.stall_floor_s)
 
     def _median_step_seconds(self) -> float | None:
-        _, timing = self.run.series("timing_s/step")
+        name = resolve(self.run, "time_step")
+        timing = self.run.series(name)[1] if name is not None else ()
         if len(timing) >= 3:
             return float(statistics.median(timing[-50:]))
         gaps = [
@@ -505,10 +505,10 @@ class TailSession:
             (s0, t0), (s1, t1) = self._step_arrivals[0], self._step_arrivals[-1]
             st.steps_per_min = (s1 - s0) / (t1 - t0) * 60 if t1 > t0 else None
         st.last_metrics = {}
-        for name in KEY_METRICS:
-            _, values = self.run.series(name)
-            if len(values):
-                st.last_metrics[name] = float(values[-1])
+        for concept in KEY_METRICS:
+            name = resolve(self.run, concept)
+            if name is not None:
+                st.last_metrics[name] = float(self.run.series(name)[1][-1])
         st.open_incidents = [
             f"{inc.severity} {inc.first_mover} @ {inc.step}"
             for inc in report.incidents

@@ -72,3 +72,21 @@ def test_compare_writes_html_and_json_to_a_file_and_fails_on_findings(tmp_path: 
     assert runner.invoke(app, [*args, "--fail-on", "warning"]).exit_code == 1  # baseline warns
     assert json.loads(out.read_text())["schema"] == "logscope.compare/1"
     assert runner.invoke(app, [*args, "--fail-on", "critical"]).exit_code == 0
+
+
+@pytest.mark.parametrize("command", ["analyze", "check", "compare", "rules"])
+def test_every_report_command_takes_format_and_output(command: str) -> None:
+    text = help_text(command)
+    assert "--format" in text and "--output" in text
+
+
+def test_rules_writes_every_format_to_a_file(tmp_path: Path) -> None:
+    for fmt, name in (("json", "rules.json"), ("markdown", "ls010.md"), ("rich", "ls010.txt")):
+        out = tmp_path / name
+        code = [] if fmt == "json" else ["LS010"]
+        result = runner.invoke(app, ["rules", *code, "-f", fmt, "-o", str(out)])
+        assert result.exit_code == 0 and result.stdout == "", result.output
+        assert out.read_text().strip()
+    assert json.loads((tmp_path / "rules.json").read_text())[0]["code"] == "LS001"
+    assert (tmp_path / "ls010.md").read_text().startswith("# LS010 `cuda-oom`")
+    assert "What it detects" in (tmp_path / "ls010.txt").read_text()

@@ -121,3 +121,54 @@ def test_analyze_run_records_skips_and_detector_errors() -> None:
     assert [s.name for s in report.skipped] == ["needs-entropy"]
     assert "actor/entropy" in report.skipped[0].reason
     assert len(report.errors) == 1 and "LS999" in report.errors[0]
+
+
+# ---- the round trip: Report.from_dict(report.to_dict()) ------------------------------------
+FIXTURES = Path(__file__).parent.parent / "fixtures"
+FIXTURE_LOGS = sorted(
+    p for p in FIXTURES.rglob("*") if p.suffix in (".log", ".txt", ".sh") and p.is_file()
+)
+
+
+def _fixture_reports(path: Path, store: Path) -> list[Report]:
+    if path.suffix == ".sh":
+        from logscope.check import check_path
+
+        return check_path(str(path))
+    from logscope.analyze import analyze_paths
+
+    return analyze_paths([path], store_dir=store, use_cache=False)
+
+
+@pytest.mark.parametrize("path", FIXTURE_LOGS, ids=lambda p: str(p.relative_to(FIXTURES)))
+def test_report_round_trips_through_its_dict(path: Path, tmp_path: Path) -> None:
+    reports = _fixture_reports(path, tmp_path)
+    assert reports
+    for report in reports:
+        again = Report.from_dict(report.to_dict())
+        assert again.to_dict() == report.to_dict()
+        assert again.to_json() == report.to_json()
+        # equal as JSON says it (NaN is written as null); every renderer shows the same
+        assert again.worst_severity == report.worst_severity
+        assert again.show_health == report.show_health
+        assert again.to_markdown() == report.to_markdown()
+        assert again.to_html() == report.to_html()
+        assert _rich(again) == _rich(report)
+
+
+def _rich(report: Report) -> str:
+    import io
+
+    from rich.console import Console
+
+    from logscope.cli.render import render_report
+
+    out = io.StringIO()
+    render_report(report, Console(file=out, width=110, force_terminal=False))
+    return out.getvalue()
+
+
+def test_from_dict_refuses_another_schema() -> None:
+    data = _report([_finding()]).to_dict()
+    with pytest.raises(ValueError, match=r"logscope\.report/1"):
+        Report.from_dict({**data, "schema": "logscope.report/0"})

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import polars as pl
 from polars.testing import assert_frame_equal
@@ -69,3 +71,26 @@ def test_metrics_schema_is_kept(tmp_path) -> None:
     store.put_run(_run())
     back = store.get_run("abc")
     assert back is not None and back.metrics.schema["step"] == pl.Int64
+
+
+def test_every_writer_renames_a_fsynced_temporary_into_place(tmp_path, monkeypatch) -> None:
+    """The outbox, tail's state file and the store all write through `write_atomic`."""
+    import os
+
+    from logscope.alerts import Outbox, status_alert
+    from logscope.tail import TailSession
+
+    synced, renamed = [], []
+    real_fsync, real_replace = os.fsync, os.replace
+    monkeypatch.setattr(os, "fsync", lambda fd: synced.append(fd) or real_fsync(fd))
+    monkeypatch.setattr(os, "replace", lambda a, b: renamed.append(b) or real_replace(a, b))
+    outbox = Outbox(tmp_path / "outbox")
+    outbox.put(status_alert("stalled", "run", 3, "no step", "error"))
+    log = tmp_path / "train.log"
+    log.write_text("step:1 - critic/score/mean:0.5\n")
+    TailSession(log, state_file=tmp_path / "state.json").save_state()
+    alert_file, state_file = (Path(p) for p in renamed)
+    assert alert_file.parent == tmp_path / "outbox" and alert_file.name.startswith("stalled_3")
+    assert state_file == tmp_path / "state.json"
+    assert len(synced) >= 2  # each file's bytes before its rename
+    assert not [p for p in tmp_path.rglob("*.tmp")]

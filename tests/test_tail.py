@@ -447,3 +447,46 @@ def test_a_source_slow_to_read_is_read_again_at_most_at_its_budget(
     now[0] += 3600.0
     session.cycle()
     assert session.status.steps_seen == len(first) + len(second)
+
+
+def test_the_live_view_finds_its_metrics_through_the_alias_layer(tmp_path: Path) -> None:
+    """Entropy logged the older way (`actor/entropy_loss`) and the step time as
+    `perf/time_per_step` are shown, and the step time sets the stall threshold."""
+    target = tmp_path / "old.log"
+    target.write_text(
+        "".join(
+            f"step:{i} - critic/score/mean:0.{i} - actor/entropy_loss:1.{i} - "
+            f"perf/time_per_step:30.0\n"
+            for i in range(1, 6)
+        )
+    )
+    options = TailOptions(from_start=True, stall_k=5.0, stall_floor_s=1.0)
+    session = TailSession(target, options)
+    session.cycle()
+    assert set(session.status.last_metrics) == {
+        "critic/score/mean",
+        "actor/entropy_loss",
+        "perf/time_per_step",
+    }
+    assert session.status.last_metrics["actor/entropy_loss"] == pytest.approx(1.5)
+    assert session.stall_threshold() == pytest.approx(150.0)
+
+
+def test_the_state_file_holds_only_what_a_restart_reads(full_log: Path, tmp_path: Path) -> None:
+    target = tmp_path / "live.log"
+    target.write_bytes(_chunks(full_log, 10)[0])
+    state = tmp_path / "state.json"
+    session = TailSession(target, TailOptions(from_start=True), state_file=state)
+    session.cycle()
+    session.close()
+    saved = json.loads(state.read_text())
+    assert set(saved) == {
+        "version",
+        "path",
+        "alerted",
+        "sent_ids",
+        "stalled",
+        "stall_seen",
+        "stall_step",
+    }
+    assert [p.name for p in tmp_path.iterdir() if p.suffix == ".tmp"] == []

@@ -5,7 +5,7 @@ from logscope.app import _common as ui
 
 from logscope.charts import overlay_figure
 from logscope.compare import KEY_METRICS, compare_runs
-from logscope.report import md_escape
+from logscope.present import md_escape
 
 ui.page_setup()
 st.title("Compare")
@@ -46,13 +46,7 @@ else:
 
     st.subheader("Where the runs part")
     for d in cmp.divergence:
-        label = ui.label_of(root, d.run_id)
-        if d.step is not None:
-            st.text(
-                f"{label}: {d.metric} is {d.direction} than the reference from step {d.step} on"
-            )
-        else:
-            st.text(f"{label}: no divergence ({d.reason})")
+        st.text(d.sentence(ui.label_of(root, d.run_id)))
 
     smoothing = st.sidebar.slider("Smoothing (debiased EMA)", 0.0, 0.99, 0.6, 0.01)
     metrics = []

@@ -5,9 +5,7 @@ from logscope.app import _common as ui
 
 from logscope.compare import flatten, segment_diffs
 
-ui.page_setup()
-st.title("Config")
-picked = ui.require_run()
+picked = ui.run_page("Config")
 if picked is not None:
     run_id, report = picked
     run = report.run

@@ -9,7 +9,7 @@ from logscope.app import _common as ui
 from logscope.analyze import analyze_run
 from logscope.charts import metric_figure
 from logscope.exceptions import LogscopeError
-from logscope.report import md_escape
+from logscope.present import md_escape
 
 ui.page_setup()
 st.title("Live")

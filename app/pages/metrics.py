@@ -4,11 +4,9 @@ import streamlit as st
 from logscope.app import _common as ui
 
 from logscope.charts import group_title, metric_figure, metric_groups
-from logscope.report import md_escape
+from logscope.present import md_escape
 
-ui.page_setup()
-st.title("Metrics")
-picked = ui.require_run()
+picked = ui.run_page("Metrics")
 if picked is not None:
     run_id, report = picked
     run = report.run

@@ -4,11 +4,9 @@ import streamlit as st
 from logscope.app import _common as ui
 
 from logscope.charts import incident_timeline
-from logscope.report import md_escape
+from logscope.present import md_escape, meta_rows
 
-ui.page_setup()
-st.title("Run")
-picked = ui.require_run()
+picked = ui.run_page("Run")
 if picked is not None:
     run_id, report = picked
     run = report.run
@@ -21,8 +19,7 @@ if picked is not None:
     c[2].metric("metrics", s["metrics_count"])
     c[3].metric("findings", len(report.findings))
     c[4].metric("worst", report.worst_severity or "none")
-    meta = {k: run.meta.get(k) for k in ("verl_version", "algorithm", "project", "experiment")}
-    st.text("  ".join(f"{k}: {v}" for k, v in meta.items() if v is not None))
+    st.text("  ".join(f"{label}: {value}" for label, value in meta_rows(run.meta)))
 
     if not report.findings:
         st.success("No findings: nothing at any severity.")

@@ -4,7 +4,7 @@ import streamlit as st
 from logscope.app import _common as ui
 
 from logscope.exceptions import LogscopeError
-from logscope.report import md_escape
+from logscope.present import md_escape
 
 ui.page_setup()
 st.title("Runs")

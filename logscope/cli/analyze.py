@@ -10,6 +10,7 @@ import typer
 from logscope.cli.common import (
     FailOn,
     FailOnOption,
+    FormatOption,
     NoCacheOption,
     OnlyOption,
     OutputFormat,
@@ -38,9 +39,7 @@ def analyze(
             "standard input (a pasted excerpt).",
         ),
     ],
-    format: Annotated[
-        OutputFormat, typer.Option("--format", "-f", help="Output format.")
-    ] = OutputFormat.rich,
+    format: FormatOption = OutputFormat.rich,
     output: OutputOption = None,
     fail_on: FailOnOption = FailOn.error,
     only: OnlyOption = None,

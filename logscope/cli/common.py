@@ -50,6 +50,7 @@ OutputOption = Annotated[
     Path | None,
     typer.Option("--output", "-o", metavar="FILE", help="Write to FILE instead of stdout."),
 ]
+FormatOption = Annotated[OutputFormat, typer.Option("--format", "-f", help="Output format.")]
 FailOnOption = Annotated[
     FailOn,
     typer.Option(
@@ -164,27 +165,41 @@ def same_file(a: Path, b: Path) -> bool:
         return False
 
 
+#: the terminal width of rich output written to a file
+FILE_WIDTH = 110
+
+
+def emit(
+    format: str,
+    output: Path | None,
+    rich: Callable[[Console], None],
+    **texts: Callable[[], str],
+) -> None:
+    """Write one result in `format` to `--output` or stdout: `rich` prints it on a console (the
+    terminal, or the file at a fixed width); `texts` give the other formats as text."""
+    if format != OutputFormat.rich:
+        write_output(texts[str(format)](), output)
+    elif output is None:
+        rich(Console())
+    else:
+        with output.open("w", encoding="utf-8") as fh:
+            rich(Console(file=fh, width=FILE_WIDTH, force_terminal=False))
+
+
 def emit_reports(reports: list, format: OutputFormat, output: Path | None) -> None:
     """Render reports in `format` to `--output` or stdout (rich goes to the terminal)."""
-    from rich.console import Console
-
     from logscope.cli.render import render_report
     from logscope.report import render_html, render_markdown, reports_to_json
 
-    if format == OutputFormat.rich:
-        if output is None:
-            console = Console()
-            for report in reports:
-                render_report(report, console)
-            return
-        with output.open("w", encoding="utf-8") as fh:
-            console = Console(file=fh, width=110, force_terminal=False)
-            for report in reports:
-                render_report(report, console)
-        return
-    if format == OutputFormat.json:
-        write_output(reports_to_json(reports), output)
-    elif format == OutputFormat.markdown:
-        write_output(render_markdown(reports), output)
-    else:
-        write_output(render_html(reports), output)
+    def rich(console: Console) -> None:
+        for report in reports:
+            render_report(report, console)
+
+    emit(
+        format,
+        output,
+        rich,
+        json=lambda: reports_to_json(reports),
+        markdown=lambda: render_markdown(reports),
+        html=lambda: render_html(reports),
+    )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -14,21 +13,17 @@ from rich.text import Text
 from logscope.cli.common import (
     FailOn,
     FailOnOption,
+    FormatOption,
     NoCacheOption,
+    OutputFormat,
     OutputOption,
     StoreOption,
+    emit,
     same_file,
     user_errors,
-    write_output,
 )
 from logscope.exceptions import LogscopeError
-
-
-class CompareFormat(StrEnum):
-    rich = "rich"
-    json = "json"
-    markdown = "markdown"
-    html = "html"
+from logscope.present import DASH, fmt_value
 
 
 def compare(
@@ -39,9 +34,7 @@ def compare(
             help="Two or more logs (or stored run ids); the first is the reference.",
         ),
     ],
-    format: Annotated[
-        CompareFormat, typer.Option("--format", "-f", help="Output format.")
-    ] = CompareFormat.rich,
+    format: FormatOption = OutputFormat.rich,
     output: OutputOption = None,
     fail_on: FailOnOption = FailOn.never,
     store: StoreOption = None,
@@ -74,17 +67,14 @@ def compare(
                 f"compare needs at least two runs; {', '.join(runs)} gave {len(loaded)}"
             )
         cmp = compare_runs(loaded)
-        if format == CompareFormat.json:
-            write_output(json.dumps(cmp.to_dict(), indent=2, allow_nan=False), output)
-        elif format == CompareFormat.markdown:
-            write_output(cmp.to_markdown(), output)
-        elif format == CompareFormat.html:
-            write_output(cmp.to_html(), output)
-        elif output is None:
-            render_compare(cmp, Console())
-        else:
-            with output.open("w", encoding="utf-8") as fh:
-                render_compare(cmp, Console(file=fh, width=110, force_terminal=False))
+        emit(
+            format,
+            output,
+            lambda console: render_compare(cmp, console),
+            json=lambda: json.dumps(cmp.to_dict(), indent=2, allow_nan=False),
+            markdown=cmp.to_markdown,
+            html=cmp.to_html,
+        )
     if fail_on != FailOn.never:
         from logscope.analyze import analyze_run
 
@@ -93,7 +83,7 @@ def compare(
 
 
 def _num(value: float | None) -> str:
-    return "–" if value is None else f"{value:.4g}"
+    return fmt_value(value, digits=4, missing=DASH)
 
 
 def render_compare(cmp, console: Console) -> None:  # type: ignore[no-untyped-def]
@@ -117,14 +107,7 @@ def render_compare(cmp, console: Console) -> None:  # type: ignore[no-untyped-de
     console.print(table)
     for d in cmp.divergence:
         label = cmp.labels[cmp.run_ids.index(d.run_id)]
-        if d.step is not None:
-            console.print(
-                Text(
-                    f"{label}: {d.metric} is {d.direction} than the reference from step {d.step} on"
-                )
-            )
-        else:
-            console.print(Text(f"{label}: no divergence ({d.reason})", style="dim"))
+        console.print(Text(d.sentence(label), style="" if d.step is not None else "dim"))
     if not all(cmp.config_known):
         console.print(Text("config diff: some runs have no config dump", style="dim"))
     elif not cmp.config_diff:

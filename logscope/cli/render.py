@@ -11,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from logscope.model import SEVERITIES
+from logscope.present import duration, evidence_text, fmt_value, meta_rows, overrides, step_span
 from logscope.report import Report
 
 SEVERITY_STYLE = {
@@ -21,29 +22,15 @@ SEVERITY_STYLE = {
 }
 
 
-def _fmt(value: Any) -> str:
-    if value is None:
-        return "unknown"
-    if isinstance(value, float):
-        return f"{value:.6g}"
-    return str(value)
-
-
-def summary_table(report: Report) -> Table:
-    s = report.run.summary()
+def summary_table(s: dict[str, Any]) -> Table:
+    """The run's header from `Run.summary()`."""
     table = Table.grid(padding=(0, 2))
     table.add_column(style="bold")
     table.add_column()
     meta = s["meta"]
     table.add_row("source", Text(f"{s['source']['kind']}  {s['source']['path']}"))
-    for key, label in (
-        ("verl_version", "verl version"),
-        ("algorithm", "algorithm"),
-        ("project", "project"),
-        ("experiment", "experiment"),
-    ):
-        if meta.get(key) is not None:
-            table.add_row(label, Text(str(meta[key])))
+    for label, value in meta_rows(meta):
+        table.add_row(label, Text(value))
     st = s["steps"]
     if st["count"]:
         table.add_row("steps", Text(f"{st['count']} (step {st['first']} to {st['last']})"))
@@ -51,7 +38,7 @@ def summary_table(report: Report) -> Table:
         table.add_row("steps", Text("none logged"))
     table.add_row("metrics", Text(str(s["metrics_count"])))
     if s["wall_time_s"]:
-        table.add_row("wall time", Text(_duration(s["wall_time_s"])))
+        table.add_row("wall time", Text(duration(s["wall_time_s"])))
     segs = s["config_segments"]
     if segs:
         firsts = ", ".join(str(x["first_step"]) for x in segs)
@@ -63,12 +50,6 @@ def summary_table(report: Report) -> Table:
     return table
 
 
-def _duration(seconds: float) -> str:
-    hours, rem = divmod(int(seconds), 3600)
-    minutes, secs = divmod(rem, 60)
-    return f"{hours}h {minutes:02d}m {secs:02d}s" if hours else f"{minutes}m {secs:02d}s"
-
-
 def finding_panel(finding: Any) -> Panel:
     style = SEVERITY_STYLE[finding.severity]
     head = Text()
@@ -76,29 +57,24 @@ def finding_panel(finding: Any) -> Panel:
     head.append(f" {finding.code} ", style="bold")
     head.append(finding.name, style="magenta")
     if finding.step is not None:
-        span = f"step {finding.step}"
-        if finding.end_step is not None and finding.end_step != finding.step:
-            span += f"–{finding.end_step}"
-        head.append(f"  {span}", style="bold")
+        head.append(f"  {step_span(finding.step, finding.end_step)}", style="bold")
     body: list[Any] = [Text(finding.message)]
     if finding.evidence:
         ev = Text("evidence: ", style="dim")
-        ev.append(", ".join(f"{k}={_fmt(v)}" for k, v in finding.evidence.items()), style="dim")
+        ev.append(evidence_text(finding.evidence), style="dim")
         body.append(ev)
     for a in finding.advice:
         # one block per parameter reads well at any terminal width (a table folds words)
         line = Text("→ ", style="bold")
         line.append(a.parameter, style="bold")
-        line.append(f": {_fmt(a.current)} → ")
-        line.append(_fmt(a.suggested), style="green")
+        line.append(f": {fmt_value(a.current)} → ")
+        line.append(fmt_value(a.suggested), style="green")
         body.append(line)
         body.append(Padding(Text(f"{a.rationale} [{a.source}]", style="dim"), (0, 0, 0, 2)))
-    if finding.advice:
-        overrides = [a.override for a in finding.advice if a.override]
-        if overrides:
-            ov = Text("override: ", style="bold")
-            ov.append(" ".join(overrides), style="green")
-            body.append(ov)
+    if ovs := overrides(finding.advice):
+        ov = Text("override: ", style="bold")
+        ov.append(" ".join(ovs), style="green")
+        body.append(ov)
     return Panel(Group(*body), title=head, title_align="left", border_style=style.split()[-1])
 
 
@@ -157,10 +133,9 @@ def render_report(report: Report, console: Console) -> None:
             )
         console.print()
         return
+    s = report.run.summary()
     console.print(
-        Panel(
-            summary_table(report), title=Text(f"logscope {report.kind}: {path}"), title_align="left"
-        )
+        Panel(summary_table(s), title=Text(f"logscope {report.kind}: {path}"), title_align="left")
     )
     for severity in reversed(SEVERITIES):
         for finding in (f for f in report.findings if f.severity == severity):
@@ -182,19 +157,19 @@ def render_report(report: Report, console: Console) -> None:
                 Text(inc.title),
             )
         console.print(table)
-    ps = report.run.parse_stats
-    if ps.lines_read:  # a check of a command or YAML reads no log lines
+    ps = s["parse_stats"]
+    if ps["lines_read"]:  # a check of a command or YAML reads no log lines
         stats = Text(
-            f"parsed {ps.lines_read:,} lines: {ps.step_lines:,} step lines, "
-            f"{len(report.run.events):,} events, {ps.skipped_lines:,} skipped",
+            f"parsed {ps['lines_read']:,} lines: {ps['step_lines']:,} step lines, "
+            f"{s['events_count']:,} events, {ps['skipped_lines']:,} skipped",
             style="dim",
         )
         console.print(stats)
-    for reason, count in ps.skip_reasons.items():
+    for reason, count in ps["skip_reasons"].items():
         console.print(Text(f"  skipped {count:,} line(s): {reason}", style="dim"))
-    for line_no, text in ps.skipped_examples:
-        console.print(Text(f"  skipped line {line_no}: {text}", style="dim"))
-    for note in ps.notes:
+    for example in ps["skipped_examples"]:
+        console.print(Text(f"  skipped line {example['line']}: {example['text']}", style="dim"))
+    for note in ps["notes"]:
         console.print(Text(f"  note: {note}", style="dim"))
     if report.skipped:
         console.print(Text(skipped_line(report), style="dim"))

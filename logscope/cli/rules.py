@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import json
-import sys
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
-from rich.console import Console, Group
+from rich.console import Group
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
 from logscope import catalogue
-from logscope.cli.common import user_errors
+from logscope.cli.common import OutputOption, emit, user_errors
 from logscope.detector import CATALOGUE_SECTIONS
 
 
@@ -32,6 +31,7 @@ def rules(
     format: Annotated[
         RulesFormat, typer.Option("--format", "-f", help="Output format.")
     ] = RulesFormat.rich,
+    output: OutputOption = None,
 ) -> None:
     """List logscope's diagnoses, or explain one.
 
@@ -41,31 +41,22 @@ def rules(
 
     Example: logscope rules cuda-oom --format json
     """
-    console = Console()
     with user_errors():
-        if code is None:
-            items = catalogue.entries()
-            if format is RulesFormat.json:
-                _write(json.dumps(items, indent=2, ensure_ascii=False, default=str))
-            elif format is RulesFormat.markdown:
-                _write(catalogue.render_markdown())
-            else:
-                console.print(_table(items))
-            return
-        item = catalogue.entry(code)
-    if format is RulesFormat.json:
-        _write(json.dumps(item, indent=2, ensure_ascii=False, default=str))
-    elif format is RulesFormat.markdown:
-        _write(catalogue.render_entry_markdown(item, level=1))
+        found = catalogue.entries() if code is None else catalogue.entry(code)
+    if code is None:
+        view, markdown = _table, catalogue.render_markdown
     else:
-        console.print(_panels(item))
+        view, markdown = _panels, lambda: catalogue.render_entry_markdown(found, level=1)
+    emit(
+        format,
+        output,
+        lambda console: console.print(view(found)),
+        json=lambda: json.dumps(found, indent=2, ensure_ascii=False, default=str),
+        markdown=markdown,
+    )
 
 
-def _write(text: str) -> None:
-    sys.stdout.write(text if text.endswith("\n") else text + "\n")
-
-
-def _table(items: list[dict]) -> Table:
+def _table(items: list[dict[str, Any]]) -> Table:
     table = Table(title="logscope diagnoses", show_lines=False)
     table.add_column("Code", style="bold", no_wrap=True)
     table.add_column("Name", style="cyan", no_wrap=True)
@@ -83,7 +74,7 @@ def _table(items: list[dict]) -> Table:
     return table
 
 
-def _panels(item: dict) -> Group:
+def _panels(item: dict[str, Any]) -> Group:
     from rich.markdown import Markdown  # ~50 ms of imports (markdown-it, pygments): on use
 
     head = Text.assemble(
