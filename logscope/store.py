@@ -32,7 +32,6 @@ import polars as pl
 import xxhash
 
 from logscope import __version__
-from logscope.atomic import HOST as _HOST  # noqa: F401 - the host in temporary names (tests)
 from logscope.atomic import sweep_temp_files, write_atomic
 from logscope.model import (
     METRICS_SCHEMA,
