@@ -918,3 +918,21 @@ def test_parser_compacts_rows_for_long_tails(tmp_path, monkeypatch):
     run = read_both(tmp_path, text)
     assert run.metrics.height == 39 * 3
     assert value(run, "b/y", 39) == -39
+
+
+def test_a_partial_run_taken_again_gives_the_same_step_hints():
+    """`tail` takes the run of a growing log many times: renumbering steps that lost their
+    `step:N` must not shift the parser's own events again on every call (hints drifted 8, 15,
+    22 …)."""
+    parser = ConsoleParser()
+    parser.feed(
+        [
+            "actor/pg_loss:0.1 - actor/kl:0.2 - critic/x:0.3\n",
+            "WARNING: something bad happened here\n",
+            "actor/pg_loss:0.1 - actor/kl:0.2 - critic/x:0.3\n",
+            "step:10 - actor/pg_loss:0.1\n",
+        ]
+    )
+    hints = [[e.step_hint for e in parser.to_run().events] for _ in range(3)]
+    final = [e.step_hint for e in parser.to_run(final=True).events]
+    assert hints[0] == hints[1] == hints[2] == final

@@ -27,8 +27,8 @@ import polars as pl
 from logscope.exceptions import IngestError
 from logscope.ingest import console_items
 from logscope.ingest import verl_text as vt
-from logscope.ingest.console_parser import PROGRESS_DONE, ConsoleParser, FastPart
-from logscope.ingest.console_run import looks_like_verl
+from logscope.ingest.console_parser import PROGRESS_DONE, ConsoleParser
+from logscope.ingest.console_run import FastPart, looks_like_verl
 from logscope.ingest.files import ByteChunks, read_head
 from logscope.model import Run, Source
 
@@ -118,7 +118,10 @@ def _read_bulk(p: Path, progress: Progress | None) -> Run:
         for data, end in chunks:
             line_no, steps, data = _chunk(data, end, line_no, parser, fast)
             if steps.height:
-                need_three = fast.not_three == 0 and parser._not_three == 0
+                # while every value so far is `.3f`, the items say which are not
+                need_three = (
+                    fast.counts.not_three_decimals + parser.counts.not_three_decimals
+                ) == 0
                 job = pool.submit(console_items.items, steps, data, need_three)
                 queue.append((steps, job, need_three))
             while len(queue) > 1:
@@ -132,7 +135,7 @@ def _read_bulk(p: Path, progress: Progress | None) -> Run:
             parser.feed([tail.decode("utf-8", errors="replace")], first_line_no=line_no + 1)
         run_id = chunks.hexdigest()
         if chunks.damaged:
-            parser.stats.notes.append("the gzip stream is truncated or corrupt; read what decoded")
+            parser.notes.append("the gzip stream is truncated or corrupt; read what decoded")
         if progress is not None:
             progress(chunks.total, chunks.total)
     return parser.to_run(
@@ -224,11 +227,11 @@ def _chunk(
         end = len(data)
     frame = _scan(data, end)
     n = frame.height
-    parser.stats.lines_read += n
+    parser.lines_read += n
     frame = frame.with_columns(ln=pl.int_range(line_no + 1, line_no + n + 1, dtype=pl.Int64))
     wide = frame.filter(~pl.col("ascii")).get_column("raw")
     if wide.len() and wide.str.contains("\ufffd", literal=True).any():
-        parser.damage += int(wide.str.count_matches("\ufffd", literal=True).sum())
+        parser.undecodable += int(wide.str.count_matches("\ufffd", literal=True).sum())
 
     cand = _candidates(frame)
     # Every other line, split on `\r`, without noise: what the line-by-line parser reads.
@@ -430,16 +433,16 @@ def _add_items(
     garbled, a Ray suffix, trailing blanks, ...) is handed to `parser` whole, so the line-by-line
     rules decide and count it.
     """
-    fast.step_seqs.append(steps.get_column("seq").to_numpy().astype(np.int64))
-    fast.steps.append(steps.get_column("step").to_numpy().astype(np.int64))
+    fast.mark_seqs.append(steps.get_column("seq").to_numpy().astype(np.int64))
+    fast.mark_steps.append(steps.get_column("step").to_numpy().astype(np.int64))
     heads = steps.get_column("head").unique()
     for head in heads.to_list():
         name = vt.prefix_name(vt.split_prefix(vt.strip_ansi(head))[0])
         if name:
-            fast.names.add(name)
-    items, names = job.result()
+            fast.ray_actors.add(name)
+    items, metric_names = job.result()
     ok = items.get_column("ok")
-    fixed: list[tuple[int, bool, bool]] = []  # (seq, was wrapped, not three decimals)
+    fixed: list[tuple[int, bool, bool]] = []  # (seq, numpy-wrapped, not `.3f`) of values fixed
     bad: set[int] = set()
     if not ok.all():
         # The few items the regex rejects: True/False and numpy wrappers are values (fixed
@@ -467,13 +470,16 @@ def _add_items(
         ):
             parser.step_line(seq >> vt.SUB_BITS, seq & vt.MAX_SUB, text)
         items = items.filter(~pl.col("seq").is_in(sorted(bad)))
-        names = items.get_column("metric").unique().to_list()
+        metric_names = items.get_column("metric").unique().to_list()
         fixed = [f for f in fixed if f[0] not in bad]
-    fast.step_lines += steps.height - len(bad)
-    fast.n_values += items.height
-    fast.n_np += sum(f[1] for f in fixed)
+    counts = fast.counts
+    counts.step_lines += steps.height - len(bad)
+    counts.values += items.height
+    counts.numpy_wrapped += sum(wrapped for _, wrapped, _ in fixed)
     if need_three:
         regex_ok = items.filter("ok")
-        fast.not_three += int((~regex_ok.get_column("three")).sum()) + sum(f[2] for f in fixed)
+        counts.not_three_decimals += int((~regex_ok.get_column("three")).sum()) + sum(
+            not_three for _, _, not_three in fixed
+        )
     fast.frames.append(items.select("seq", "step", "metric", "value"))
-    fast.metric_names.update(names)
+    fast.metric_names.update(metric_names)

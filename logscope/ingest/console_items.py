@@ -20,8 +20,9 @@ try:
 except ImportError:  # built without a C compiler
     native = None
 
-NEEDS_TEXT = 1
-NOT_THREE = 2
+# Item flags, as _items.c names them:
+NEEDS_TEXT = 1  # not converted in C: the value text is read in Python
+NOT_THREE = 2  # the value is not printed as `.3f`
 SPECIAL = frozenset({"nan", "inf", "-inf"})
 
 

@@ -1,6 +1,7 @@
 """Line-by-line verl console parser: the reference semantics, used for tailing a live log.
 
-`ConsoleParser.feed(lines)` takes physical lines in file order; `to_run(source)` builds the Run.
+`ConsoleParser.feed(lines)` takes physical lines in file order; `result()` gives what it read (a
+`ParsedLog` snapshot) and `to_run(source)` the Run that `console_run.build_run` makes of it.
 `logscope.ingest.console.read` runs the same parser over the lines its bulk (polars) path does not
 handle itself, so both give the same Run (tests/test_console_reader.py checks this).
 """
@@ -11,7 +12,7 @@ import copy
 import re
 from collections import Counter, deque
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -20,6 +21,15 @@ import polars as pl
 from logscope.ingest import pasted
 from logscope.ingest import verl_events as ve
 from logscope.ingest import verl_text as vt
+from logscope.ingest.console_run import (
+    ConfigDump,
+    FastPart,
+    ParsedLog,
+    ValueCounts,
+    build_run,
+    note_if_nothing_found,
+    rows_frame,
+)
 from logscope.model import Event, ParseStats, Run, Source
 
 PER_SIGNATURE = 2000  # events kept per (kind, text with digits masked)
@@ -78,11 +88,13 @@ HEADLESS_HEAD = "step:0 - "  # in front of a headless record's items until its s
 
 @dataclass
 class _Traceback:
-    start: int
+    """The lines of a traceback block (one Ray actor's), read until a line does not belong."""
+
+    first_line: int
     step_hint: int | None
     lines: list[tuple[int, str]] = field(default_factory=list)
     state: str = "frames"
-    extra: int = 0
+    lines_not_kept: int = 0
     tail: deque[tuple[int, str]] = field(default_factory=lambda: deque(maxlen=TB_TAIL_LINES))
 
     def take(self, line_no: int, text: str) -> bool:
@@ -103,12 +115,12 @@ class _Traceback:
             self.lines.append((line_no, text.rstrip()))
         else:
             if len(self.tail) == TB_TAIL_LINES:
-                self.extra += 1
+                self.lines_not_kept += 1
             self.tail.append((line_no, text.rstrip()))
         return True
 
 
-def _runs(lines: Iterable[tuple[int, str]]) -> list[list[tuple[int, str]]]:
+def _consecutive(lines: Iterable[tuple[int, str]]) -> list[list[tuple[int, str]]]:
     """(line_no, text) pairs → runs of consecutive line numbers."""
     runs: list[list[tuple[int, str]]] = []
     for line_no, text in lines:
@@ -131,7 +143,9 @@ def _tail_start(part: list[tuple[int, str]], lo: int) -> int:
 
 @dataclass
 class _Dump:
-    start: int
+    """The lines of a config dict verl pprints, read until its brackets close."""
+
+    first_line: int
     seq: int
     step_hint: int | None
     lines: list[str] = field(default_factory=list)
@@ -147,69 +161,53 @@ class _Dump:
         return True
 
 
-@dataclass
-class FastPart:
-    """What the bulk path parsed itself: metric rows and step marks, plus a few flags."""
-
-    frames: list[pl.DataFrame] = field(default_factory=list)
-    step_seqs: list[np.ndarray] = field(default_factory=list)
-    steps: list[np.ndarray] = field(default_factory=list)
-    names: set[str] = field(default_factory=set)  # Ray actors
-    metric_names: set[str] = field(default_factory=set)
-    saw_progress: bool = False
-    n_np: int = 0
-    not_three: int = 0
-    n_values: int = 0
-    step_lines: int = 0
-
-
 class ConsoleParser:
     """Incremental verl console parser (verl_formats.md §1)."""
 
     def __init__(self) -> None:
-        self.stats = ParseStats()
-        self.events: list[Event] = []
-        self.names: set[str] = set()
-        self.saw_progress = False
-        # where the text shows training ended (the progress bar at 100%, W&B's footer)
-        self.run_end: dict[str, dict[str, int | None]] = {}
-        self.logger_lines = False
-        self.total_training_steps: int | None = None
-        self.damage = 0
+        # what the bulk path of console.py also counts (it reads past the parser)
+        self.lines_read = 0
+        self.notes: list[str] = []
+        self.undecodable = 0  # byte sequences replaced (not UTF-8)
         self.nul_bytes = 0
+        self.counts = ValueCounts()
+        # where the parser is
         self._line_no = 0
         self._last_seq = -1
-        self._rows_seq: list[int] = []
-        self._rows_step: list[int] = []
-        self._rows_key: list[str] = []
-        self._rows_value: list[float] = []
-        self._frames: list[pl.DataFrame] = []
-        self._marks: list[tuple[int, int]] = []
         self._pending: _Pending | None = None
         self._last_step: int | None = None
         self._last_step_seq = -1
-        self._blocks: dict[str | None, _Traceback | _Dump] = {}
-        self._dumps: list[tuple[int, int, dict[str, Any], int | None]] = []
-        self._kind_counts: Counter[str] = Counter()
-        self._sig_counts: Counter[tuple[str, str]] = Counter()
-        self._dropped: Counter[str] = Counter()
-        self._n_np = 0
-        self._not_three = 0
-        self._n_values = 0
-        self._truncated = 0
-        self._step_lines = 0
-        self._bad: list[tuple[int, str, str]] = []
-        self._bad_count = 0
-        self._bad_reasons: Counter[str] = Counter()
-        self._unparsed_dumps = 0
-        self.overrides: dict[str, Any] = {}  # from Hydra's `Error executing job with overrides`
-        self.wandb = pasted.WandbFooter()
-        self.loose = pasted.LooseMetrics()  # metric pairs before the first verl step line
-        self.unnumbered: list[int] = []  # seqs of headless records numbered before any step
         self._last_provisional = False
-        self.pasted_step_records = 0  # steps read from another layout (set by build_run)
-        self.pasted_layout: str | None = None  # "non-native" or "wandb-summary" (build_run)
+        self._blocks: dict[str | None, _Traceback | _Dump] = {}
         self._wrappable: tuple[int, Any] | None = None  # (line_no, event or block) a cut may go on
+        # step lines: metric rows (in lists, moved into frames now and then) and step marks
+        self._rows_seq: list[int] = []
+        self._rows_step: list[int] = []
+        self._rows_metric: list[str] = []
+        self._rows_value: list[float] = []
+        self._frames: list[pl.DataFrame] = []
+        self._marks: list[tuple[int, int]] = []  # (seq, step)
+        self._unnumbered: list[int] = []  # seqs of headless records numbered before any step
+        self._incomplete_step_lines = 0
+        self._skipped_lines = 0
+        self._skipped_examples: list[tuple[int, str, str]] = []
+        self._skip_reasons: Counter[str] = Counter()
+        # everything else
+        self._events: list[Event] = []
+        self._event_counts: Counter[str] = Counter()
+        self._signature_counts: Counter[tuple[str, str]] = Counter()
+        self._dropped_events: Counter[str] = Counter()
+        self._config_dumps: list[ConfigDump] = []
+        self._unparsed_dumps = 0
+        self._ray_actors: set[str] = set()
+        self._saw_progress = False
+        self._logger_lines = False
+        self._total_training_steps: int | None = None
+        # where the text shows training ended (the progress bar at 100%, W&B's footer)
+        self._run_end: dict[str, dict[str, int | None]] = {}
+        self._overrides: dict[str, Any] = {}  # from Hydra's `Error executing job with overrides`
+        self._wandb = pasted.WandbFooter()
+        self._loose = pasted.LooseMetrics()  # metric pairs before the first verl step line
 
     # ---- input ---------------------------------------------------------------------------
     def feed(self, lines: Iterable[str], first_line_no: int | None = None) -> None:
@@ -221,9 +219,9 @@ class ConsoleParser:
         line_no = self._line_no if first_line_no is None else first_line_no - 1
         for line in lines:
             line_no += 1
-            self.stats.lines_read += 1
+            self.lines_read += 1
             if "\ufffd" in line:
-                self.damage += line.count("\ufffd")
+                self.undecodable += line.count("\ufffd")
             if "\x00" in line:
                 self.nul_bytes += line.count("\x00")
             segs = vt.segments(line)
@@ -265,15 +263,15 @@ class ConsoleParser:
             m = vt.match_step(clean[at:]) if at >= 0 else None
             if m is not None:
                 self._flush()
-                self._note_name(prefix)
+                self._note_actor(prefix)
                 step = int(m.group(1))
                 self._pending = _Pending(seq, line_no, sub, last, clean[at:], step)
                 self._set_step(seq, step)
                 return
         if vt.is_tqdm(raw):
-            self.saw_progress = self.saw_progress or "Training Progress" in raw
+            self._saw_progress = self._saw_progress or "Training Progress" in raw
             if PROGRESS_DONE in raw and PROGRESS_DONE_RE.search(raw):
-                self.run_end["progress_done"] = {"line": line_no, "after_step": self._last_step}
+                self._run_end["progress_done"] = {"line": line_no, "after_step": self._last_step}
             self._flush()
             return
         if not clean:
@@ -327,7 +325,7 @@ class ConsoleParser:
         if m is None:
             return False
         items = vt.parse_items(m.group(2))
-        if items.bad_middle or (items.bad_last and " - " not in tail):
+        if items.garbled or (items.cut_last and " - " not in tail):
             return False
         p.text, p.line_no, p.sub, p.last, p.joined = joined, line_no, sub, last, True
         step = int(m.group(1))
@@ -346,24 +344,25 @@ class ConsoleParser:
         assert m is not None
         items = vt.parse_items(m.group(2), drop_last=drop_last)
         if (p.joined or p.headless) and vt.drop_cut_three_decimals(items):
-            self._truncated += 1
+            self._incomplete_step_lines += 1
         if p.headless:
             p.step = self._number_headless(p.seq, items)
-        self._step_lines += 1
         n = len(items.pairs)
         self._rows_seq.extend([p.seq] * n)
         self._rows_step.extend([p.step] * n)
         for key, value in items.pairs:
-            self._rows_key.append(key)
+            self._rows_metric.append(key)
             self._rows_value.append(value)
-        self._n_values += n
-        self._n_np += items.n_np
-        self._not_three += items.not_three
-        if items.bad_last:
-            self._truncated += 1
+        counts = self.counts
+        counts.step_lines += 1
+        counts.values += n
+        counts.numpy_wrapped += items.numpy_wrapped
+        counts.not_three_decimals += items.not_three_decimals
+        if items.cut_last:
+            self._incomplete_step_lines += 1
         if len(self._rows_seq) >= COMPACT_ROWS:
             self._compact()
-        if items.bad_middle:
+        if items.garbled:
             text = p.text[len(HEADLESS_HEAD) :] if p.headless else p.text
             self._skip(p.line_no, text, "step line with an item that is not key:number")
 
@@ -381,32 +380,32 @@ class ConsoleParser:
             step, provisional = 1, True
         self._set_step(seq, step)
         if provisional:
-            self.unnumbered.append(seq)
+            self._unnumbered.append(seq)
             self._last_provisional = True
         return step
 
     def _compact(self) -> None:
         """Move the collected rows into a polars frame (a long tail stays small in memory)."""
-        from logscope.ingest.console_run import rows_frame
-
-        self._frames.append(rows_frame(self))
-        self._rows_seq, self._rows_step, self._rows_key, self._rows_value = [], [], [], []
+        self._frames.append(
+            rows_frame(self._rows_seq, self._rows_step, self._rows_metric, self._rows_value)
+        )
+        self._rows_seq, self._rows_step, self._rows_metric, self._rows_value = [], [], [], []
 
     def _skip(self, line_no: int, text: str, reason: str) -> None:
         """Count a line that looked like metrics but could not be read, with why."""
-        self._bad_count += 1
-        self._bad_reasons[reason] += 1
-        if len(self._bad) < ParseStats.MAX_EXAMPLES:
-            self._bad.append((line_no, text[:200], reason))
+        self._skipped_lines += 1
+        self._skip_reasons[reason] += 1
+        if len(self._skipped_examples) < ParseStats.MAX_EXAMPLES:
+            self._skipped_examples.append((line_no, text[:200], reason))
 
-    def _note_name(self, prefix: str | None) -> None:
+    def _note_actor(self, prefix: str | None) -> None:
         name = vt.prefix_name(prefix)
         if name is not None:
-            self.names.add(name)
+            self._ray_actors.add(name)
 
     # ---- other lines ---------------------------------------------------------------------
     def _other(self, line_no: int, seq: int, prefix: str | None, rest: str, clean: str) -> None:
-        self._note_name(prefix)
+        self._note_actor(prefix)
         block = self._blocks.get(prefix)
         if block is not None:
             taken = block.take(rest) if isinstance(block, _Dump) else block.take(line_no, rest)
@@ -425,17 +424,17 @@ class ConsoleParser:
             ):
                 return
             self._wrappable = None
-        if (clean.startswith("wandb:") or self.wandb.mode is not None) and self.wandb.take(
+        if (clean.startswith("wandb:") or self._wandb.mode is not None) and self._wandb.take(
             line_no, clean
         ):
-            if "wandb_footer" not in self.run_end:
-                self.run_end["wandb_footer"] = {"line": line_no, "after_step": self._last_step}
+            if "wandb_footer" not in self._run_end:
+                self._run_end["wandb_footer"] = {"line": line_no, "after_step": self._last_step}
             return
         body = clean
         level = None
         m = vt.LOGGER_RE.match(clean)
         if m is not None:  # verl 0.9 V1 logger: LEVEL:asctime:message
-            self.logger_lines = True
+            self._logger_lines = True
             body = clean[m.end() :]
             level = m.group(1)
         if body.startswith("{'"):
@@ -452,7 +451,7 @@ class ConsoleParser:
             self._wrappable = (line_no, tb)
             return
         if self._last_step is None:
-            self.loose.take(line_no, body)  # metrics in a layout that is not verl's
+            self._loose.take(line_no, body)  # metrics in a layout that is not verl's
         kind = ve.classify(body)
         if kind is None and level in ("WARNING", "ERROR", "CRITICAL"):
             kind = "warning" if level == "WARNING" else "error"
@@ -461,12 +460,12 @@ class ConsoleParser:
         if kind == "total-training-steps":
             t = ve.TOTAL_STEPS_RE.search(body)
             if t:
-                self.total_training_steps = int(t.group(1))
+                self._total_training_steps = int(t.group(1))
         if "Error executing job with overrides" in body:
             self._read_overrides(body)
         text = NOTICE_RE.sub("", rest).rstrip() if "(Ray dedup" in rest else rest.rstrip()
         if self._event(line_no, kind, text, vt.repeats(rest), self._last_step):
-            self._wrappable = (line_no, self.events[-1])
+            self._wrappable = (line_no, self._events[-1])
 
     def _continues_cut_line(self, line_no: int, clean: str) -> bool:
         """Join a line that a copy cut off from the long line before it (`… allocated by P` /
@@ -499,8 +498,8 @@ class ConsoleParser:
     def _read_overrides(self, body: str) -> None:
         """Hydra's `Error executing job with overrides: ['k=v', ...]` (often cut off): the values
         a crashed run was started with, for advice when no config dump is in the log."""
-        from logscope.check.hydra import parse_override
         from logscope.exceptions import ConfigParseError
+        from logscope.hydra_overrides import parse_override
 
         m = OVERRIDES_RE.search(body)
         if m is None:
@@ -511,7 +510,7 @@ class ConsoleParser:
             except ConfigParseError:
                 continue
             if override.op != "delete" and not SECRET_KEY_RE.search(override.key):
-                self.overrides[override.key] = override.value
+                self._overrides[override.key] = override.value
 
     def _close(self, key: str | None) -> None:
         block = self._blocks.pop(key)
@@ -520,18 +519,18 @@ class ConsoleParser:
             return
         # One event per run of consecutive lines, so line numbers stay exact.
         kept = False
-        for part in _runs(block.lines):
+        for part in _consecutive(block.lines):
             kept = self._traceback_event(part, block.step_hint)
         # The last lines of a traceback too long to keep whole: kept with the lines before
         # them, not counted again.
-        for part in _runs(block.tail):
-            if kept and len(self.events) < MAX_EVENTS:
+        for part in _consecutive(block.tail):
+            if kept and len(self._events) < MAX_EVENTS:
                 start = _tail_start(part, 0)
                 text = "\n".join(t for _, t in part[start:])[:TB_TAIL]
-                self.events.append(Event(part[start][0], block.step_hint, "traceback", text))
-        if block.extra:
-            self.stats.notes.append(
-                f"traceback at line {block.start}: {block.extra} more lines not kept"
+                self._events.append(Event(part[start][0], block.step_hint, "traceback", text))
+        if block.lines_not_kept:
+            self.notes.append(
+                f"traceback at line {block.first_line}: {block.lines_not_kept} more lines not kept"
             )
 
     def _traceback_event(self, part: list[tuple[int, str]], hint: int | None) -> bool:
@@ -547,9 +546,9 @@ class ConsoleParser:
         start = _tail_start(part, head)
         kept = self._event(part[0][0], "traceback", "\n".join(t for _, t in part[:head]), 0, hint)
         # The tail belongs to the same traceback: kept with its head, not counted again.
-        if kept and start >= head and len(self.events) < MAX_EVENTS:
+        if kept and start >= head and len(self._events) < MAX_EVENTS:
             tail = "\n".join(t for _, t in part[start:])
-            self.events.append(Event(part[start][0], hint, "traceback", tail[:TB_TAIL]))
+            self._events.append(Event(part[start][0], hint, "traceback", tail[:TB_TAIL]))
         return kept
 
     def _close_dump(self, dump: _Dump) -> None:
@@ -558,26 +557,26 @@ class ConsoleParser:
         except (SyntaxError, ValueError, TypeError, MemoryError, RecursionError):
             value = None
         if isinstance(value, dict) and any(k in value for k in CONFIG_KEYS):
-            if self._dumps:
+            if self._config_dumps:
                 self._event(
-                    dump.start, "restart", "config printed again (restart)", 0, dump.step_hint
+                    dump.first_line, "restart", "config printed again (restart)", 0, dump.step_hint
                 )
-            self._dumps.append((dump.seq, dump.start, value, dump.step_hint))
+            self._config_dumps.append(ConfigDump(dump.seq, dump.first_line, value))
             return
         if isinstance(value, dict):
             return  # some other dict that verl pprinted
         self._unparsed_dumps += 1
-        self._event(dump.start, "config-dump-unparsed", dump.lines[0], 0, dump.step_hint)
+        self._event(dump.first_line, "config-dump-unparsed", dump.lines[0], 0, dump.step_hint)
 
     def _event(self, line_no: int, kind: str, text: str, rep: int, hint: int | None) -> bool:
         """Count an event and keep it (True) unless its signature or the total is over the cap."""
-        self._kind_counts[kind] += 1 + rep
+        self._event_counts[kind] += 1 + rep
         sig = (kind, DIGITS_RE.sub("#", text[:160]))
-        self._sig_counts[sig] += 1
-        if self._sig_counts[sig] > PER_SIGNATURE or len(self.events) >= MAX_EVENTS:
-            self._dropped[kind] += 1
+        self._signature_counts[sig] += 1
+        if self._signature_counts[sig] > PER_SIGNATURE or len(self._events) >= MAX_EVENTS:
+            self._dropped_events[kind] += 1
             return False
-        self.events.append(Event(line_no, hint, kind, text[:MAX_EVENT_TEXT]))
+        self._events.append(Event(line_no, hint, kind, text[:MAX_EVENT_TEXT]))
         return True
 
     # ---- output --------------------------------------------------------------------------
@@ -588,6 +587,44 @@ class ConsoleParser:
         for key in list(self._blocks):
             self._close(key)
 
+    def result(self, *, ended_mid_line: bool = False, final: bool = False) -> ParsedLog:
+        """What was read so far, with what is held back (a step line that may continue, an open
+        traceback) flushed: in a copy, so the parser can be fed on, unless `final`."""
+        parser = self if final else self._copy()
+        parser.finish(ended_mid_line)
+        rows = rows_frame(
+            parser._rows_seq, parser._rows_step, parser._rows_metric, parser._rows_value
+        )
+        return ParsedLog(
+            lines_read=parser.lines_read,
+            notes=tuple(parser.notes),
+            frames=tuple(f for f in (*parser._frames, rows) if f.height),
+            mark_seqs=np.array([s for s, _ in parser._marks], dtype=np.int64),
+            mark_steps=np.array([s for _, s in parser._marks], dtype=np.int64),
+            unnumbered=tuple(parser._unnumbered),
+            counts=copy.copy(parser.counts),
+            incomplete_step_lines=parser._incomplete_step_lines,
+            skipped_lines=parser._skipped_lines,
+            skipped_examples=tuple(parser._skipped_examples),
+            skip_reasons=dict(parser._skip_reasons),
+            events=tuple(parser._events),
+            event_counts=dict(parser._event_counts),
+            dropped_events=dict(parser._dropped_events),
+            config_dumps=tuple(parser._config_dumps),
+            unparsed_dumps=parser._unparsed_dumps,
+            ray_actors=frozenset(parser._ray_actors),
+            saw_progress=parser._saw_progress,
+            logger_lines=parser._logger_lines,
+            total_training_steps=parser._total_training_steps,
+            run_end={k: dict(v) for k, v in parser._run_end.items()},
+            overrides=dict(parser._overrides),
+            wandb_summary=dict(parser._wandb.summary),
+            wandb_line_no=parser._wandb.line_no,
+            loose_steps=tuple(replace(r, pairs=dict(r.pairs)) for r in parser._loose.steps()),
+            undecodable=parser.undecodable,
+            nul_bytes=parser.nul_bytes,
+        )
+
     def to_run(
         self,
         source: Source | None = None,
@@ -597,24 +634,21 @@ class ConsoleParser:
         fast: FastPart | None = None,
         final: bool = False,
     ) -> Run:
-        """The Run read so far. Unless `final`, the parser can keep being fed afterwards
-        (what is held back — a step line that may continue, an open traceback — is flushed in a
-        copy)."""
-        from logscope.ingest.console_run import build_run, note_if_nothing_found
-
-        parser = self if final else self._snapshot()
-        parser.finish(ended_mid_line)
-        run = build_run(parser, source or Source("verl-console", "<stream>"), run_id, fast)
+        """The Run read so far (with `fast`, what the bulk path read itself). Unless `final`, the
+        parser can keep being fed afterwards."""
+        parsed = self.result(ended_mid_line=ended_mid_line, final=final)
+        run = build_run(parsed, source or Source("verl-console", "<stream>"), run_id, fast)
         if final:
             note_if_nothing_found(run)
         return run
 
-    def _snapshot(self) -> ConsoleParser:
+    def _copy(self) -> ConsoleParser:
+        """A twin to flush what is held back in, without touching this parser."""
         twin = copy.copy(self)
         for name, value in vars(self).items():
             if isinstance(value, (list, set, dict, Counter)):
                 setattr(twin, name, copy.copy(value))
-        twin.stats = copy.deepcopy(self.stats)
+        twin.counts = copy.copy(self.counts)
         twin._pending = copy.copy(self._pending)
         twin._blocks = copy.deepcopy(self._blocks)
         return twin

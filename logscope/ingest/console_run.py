@@ -1,18 +1,22 @@
-"""Assemble a Run from what the console parser (and the bulk path) collected; guess the metadata."""
+"""Assemble a Run from what the console parser (and the bulk path) collected; guess the metadata.
+
+`ConsoleParser.result()` hands over a `ParsedLog`, the bulk path of console.py a `FastPart`;
+`build_run` takes both. This module imports nothing from the parser.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, NamedTuple
 
 import numpy as np
 import polars as pl
 
 from logscope.ingest import verl_text as vt
 from logscope.ingest._common import nest_dotted
-from logscope.model import ConfigSegment, ParseStats, Run, Source
-
-if TYPE_CHECKING:
-    from logscope.ingest.console_parser import ConsoleParser, FastPart
+from logscope.ingest.pasted import LooseRecord
+from logscope.model import ConfigSegment, Event, ParseStats, Run, Source
 
 ROWS_SCHEMA: dict[str, pl.DataType] = {
     "seq": pl.Int64(),
@@ -23,86 +27,180 @@ ROWS_SCHEMA: dict[str, pl.DataType] = {
 THREE_DECIMALS_RESOLUTION = 0.0005
 
 
+@dataclass
+class ValueCounts:
+    """What the values of the step lines read look like (the verl version guess asks)."""
+
+    step_lines: int = 0
+    values: int = 0
+    not_three_decimals: int = 0  # values not printed as `.3f` (verl ≤ 0.4 prints all that way)
+    numpy_wrapped: int = 0  # values printed as `np.float64(…)` (verl 0.9)
+
+    def __add__(self, other: ValueCounts) -> ValueCounts:
+        return ValueCounts(
+            self.step_lines + other.step_lines,
+            self.values + other.values,
+            self.not_three_decimals + other.not_three_decimals,
+            self.numpy_wrapped + other.numpy_wrapped,
+        )
+
+
+@dataclass
+class FastPart:
+    """What the bulk path parsed itself: metric rows and step marks, plus a few flags."""
+
+    frames: list[pl.DataFrame] = field(default_factory=list)  # seq, step, metric, value
+    mark_seqs: list[np.ndarray] = field(default_factory=list)  # seq and step of each step line
+    mark_steps: list[np.ndarray] = field(default_factory=list)
+    ray_actors: set[str] = field(default_factory=set)  # names in the Ray prefixes of step lines
+    metric_names: set[str] = field(default_factory=set)
+    saw_progress: bool = False  # a `Training Progress` bar
+    counts: ValueCounts = field(default_factory=ValueCounts)
+
+
+class ConfigDump(NamedTuple):
+    """A config dict verl pprinted (at its first line)."""
+
+    seq: int
+    line_no: int
+    config: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ParsedLog:
+    """What `ConsoleParser` read, as `build_run` takes it: a snapshot, which feeding the parser
+    more lines does not change (only the last event may still grow by a line a copy cut)."""
+
+    lines_read: int
+    notes: tuple[str, ...]
+    # step lines
+    frames: tuple[pl.DataFrame, ...]  # their metric rows (seq, step, metric, value), none empty
+    mark_seqs: np.ndarray  # seq and step of each step line, in the order read
+    mark_steps: np.ndarray
+    unnumbered: tuple[int, ...]  # seqs of records that lost their `step:N`, read before any step
+    counts: ValueCounts
+    incomplete_step_lines: int  # whose last item was cut off (ignored)
+    # lines that looked like metrics but could not be read
+    skipped_lines: int
+    skipped_examples: tuple[tuple[int, str, str], ...]  # (line_no, text, reason)
+    skip_reasons: dict[str, int]
+    # everything else
+    events: tuple[Event, ...]
+    event_counts: dict[str, int]  # by kind, repeats included
+    dropped_events: dict[str, int]  # by kind: over the caps, not kept
+    config_dumps: tuple[ConfigDump, ...]
+    unparsed_dumps: int
+    ray_actors: frozenset[str]
+    saw_progress: bool
+    logger_lines: bool  # verl 0.9's `LEVEL:asctime:message` lines
+    total_training_steps: int | None
+    run_end: dict[str, dict[str, int | None]]  # where the text shows training ended
+    overrides: dict[str, Any]  # from Hydra's `Error executing job with overrides`
+    wandb_summary: dict[str, float]
+    wandb_line_no: int | None
+    loose_steps: tuple[LooseRecord, ...]  # metrics in a layout that is not verl's
+    undecodable: int  # byte sequences replaced (not UTF-8)
+    nul_bytes: int  # removed
+
+
 def build_run(
-    parser: ConsoleParser, source: Source, run_id: str | None, fast: FastPart | None
+    parsed: ParsedLog, source: Source, run_id: str | None, fast: FastPart | None = None
 ) -> Run:
-    from logscope.ingest.console_parser import FastPart
-
+    """The Run of what the parser read (`parsed`) and the bulk path parsed itself (`fast`)."""
     fast = fast or FastPart()
-    slow = [f for f in [*parser._frames, rows_frame(parser)] if f.height]
-    frames = [f for f in fast.frames if f.height] + slow
-    rows = pl.concat(frames) if frames else rows_frame(parser)  # not in file order: fine
+    frames = [f for f in fast.frames if f.height] + list(parsed.frames)
+    rows = pl.concat(frames) if frames else rows_frame([], [], [], [])  # not in file order: fine
     names = set(fast.metric_names)
-    for frame in slow:
+    for frame in parsed.frames:
         names.update(frame.get_column("metric").unique().to_list())
-
-    mark_seq = np.concatenate(
-        [*fast.step_seqs, np.array([s for s, _ in parser._marks], dtype=np.int64)]
-    ).astype(np.int64)
-    mark_step = np.concatenate(
-        [*fast.steps, np.array([s for _, s in parser._marks], dtype=np.int64)]
-    ).astype(np.int64)
+    mark_seq = np.concatenate([*fast.mark_seqs, parsed.mark_seqs]).astype(np.int64)
+    mark_step = np.concatenate([*fast.mark_steps, parsed.mark_steps]).astype(np.int64)
     order = np.argsort(mark_seq, kind="stable")
     mark_seq, mark_step = mark_seq[order], mark_step[order]
+    counts = parsed.counts + fast.counts
+
+    step_lines = counts.step_lines
     notes: list[str] = []
-    if parser._step_lines + fast.step_lines == 0:
-        pasted = _pasted_steps(parser, notes)
-        if pasted is not None:
-            rows = pl.concat([rows, pasted])
-            names.update(pasted.get_column("metric").unique().to_list())
-            marks = pasted.select("seq", "step").unique().sort("seq")
-            mark_seq = marks.get_column("seq").to_numpy()
-            mark_step = marks.get_column("step").to_numpy()
-    if parser.unnumbered:
-        rows, mark_step = _renumber(parser, rows, mark_seq, mark_step, notes)
+    pasted = _pasted_steps(parsed, notes) if step_lines == 0 else None
+    if pasted is not None:
+        rows = pl.concat([rows, pasted.rows])
+        names.update(pasted.rows.get_column("metric").unique().to_list())
+        marks = pasted.rows.select("seq", "step").unique().sort("seq")
+        mark_seq = marks.get_column("seq").to_numpy()
+        mark_step = marks.get_column("step").to_numpy()
+        step_lines += pasted.records
+    events: Sequence[Event] = parsed.events
+    if parsed.unnumbered:
+        rows, mark_step, events = _renumber(parsed, rows, mark_seq, mark_step, notes)
 
-    uniq, counts = np.unique(mark_step, return_counts=True)
-    if (counts > 1).any():
-        # A restart logged some steps again: the latest value of each (step, metric) wins.
-        again = pl.col("step").is_in(uniq[counts > 1].tolist())
-        latest = rows.filter(again).sort("seq").unique(["step", "metric"], keep="last")
-        rows = pl.concat([rows.filter(~again), latest])
-    metrics = rows.select(
-        "step", "metric", "value", pl.lit(None, dtype=pl.Float64).alias("wall_time")
+    run = Run(
+        id=run_id or "",
+        source=source,
+        config_segments=_segments(parsed.config_dumps, mark_seq, mark_step),
+        metrics=_latest_per_step(rows, mark_step).select(
+            "step", "metric", "value", pl.lit(None, dtype=pl.Float64).alias("wall_time")
+        ),
+        events=sorted(events, key=lambda e: e.line_no),
+        parse_stats=_stats(parsed, step_lines),
     )
+    run.parse_stats.notes[:0] = notes
+    signals = {
+        "three_decimals": counts.values > 0 and counts.not_three_decimals == 0,
+        "numpy_wrappers": counts.numpy_wrapped > 0,
+        "ray_actors": sorted(parsed.ray_actors | fast.ray_actors),
+        "training_progress": parsed.saw_progress or fast.saw_progress,
+        "logger_lines": parsed.logger_lines,
+    }
+    run.meta = _meta(run, names, parsed, signals, pasted.layout if pasted else None)
+    return run
 
+
+def _latest_per_step(rows: pl.DataFrame, mark_step: np.ndarray) -> pl.DataFrame:
+    """A restart logged some steps again: the latest value of each (step, metric) wins."""
+    uniq, n_marks = np.unique(mark_step, return_counts=True)
+    if not (n_marks > 1).any():
+        return rows
+    again = pl.col("step").is_in(uniq[n_marks > 1].tolist())
+    latest = rows.filter(again).sort("seq").unique(["step", "metric"], keep="last")
+    return pl.concat([rows.filter(~again), latest])
+
+
+def _segments(
+    dumps: tuple[ConfigDump, ...], mark_seq: np.ndarray, mark_step: np.ndarray
+) -> list[ConfigSegment]:
+    """Each config dump, in force from the first step logged after it."""
     segments = []
-    for seq, line_no, config, _hint in parser._dumps:
-        i = int(np.searchsorted(mark_seq, seq, side="right"))
+    for dump in dumps:
+        i = int(np.searchsorted(mark_seq, dump.seq, side="right"))
         if i < len(mark_step):
             first = int(mark_step[i])
         elif i > 0:
             first = int(mark_step[i - 1]) + 1
         else:
             first = 0
-        segments.append(ConfigSegment(first, config, line_no))
-
-    run = Run(
-        id=run_id or "",
-        source=source,
-        config_segments=segments,
-        metrics=metrics,
-        events=sorted(parser.events, key=lambda e: e.line_no),
-        parse_stats=_stats(parser, fast),
-    )
-    run.parse_stats.notes[:0] = notes
-    run.meta = _meta(run, names, parser, fast)
-    return run
+        segments.append(ConfigSegment(first, dump.config, dump.line_no))
+    return segments
 
 
-def _pasted_steps(parser: ConsoleParser, notes: list[str]) -> pl.DataFrame | None:
+class PastedSteps(NamedTuple):
+    layout: str  # "non-native" (`key: value` lines and the like) or "wandb-summary"
+    records: int  # steps read
+    rows: pl.DataFrame  # seq, step, metric, value
+
+
+def _pasted_steps(parsed: ParsedLog, notes: list[str]) -> PastedSteps | None:
     """With no verl step line at all: metrics pasted in another layout (`key: value` lines), or
-    else W&B's run summary (the final values), as step rows (seq, step, metric, value)."""
-    records = [(r.line_no, r.step, r.pairs) for r in parser.loose.steps()]
+    else W&B's run summary (the final values), as step rows."""
+    records = [(r.line_no, r.step, r.pairs) for r in parsed.loose_steps]
     if records:
-        parser.pasted_layout = "non-native"
+        layout = "non-native"
         notes.append(
             f"no verl step line: read {len(records)} step(s) from metrics in another layout "
             f"(key: value pairs from line {records[0][0]}; not verl's `step:N - key:value`)"
         )
-    elif parser.wandb.summary:
-        parser.pasted_layout = "wandb-summary"
-        records = [(parser.wandb.line_no or 0, None, parser.wandb.summary)]
+    elif parsed.wandb_summary:
+        layout = "wandb-summary"
+        records = [(parsed.wandb_line_no or 0, None, parsed.wandb_summary)]
     else:
         return None
     seqs, steps, keys, values = [], [], [], []
@@ -121,44 +219,47 @@ def _pasted_steps(parser: ConsoleParser, notes: list[str]) -> pl.DataFrame | Non
             steps.append(step)
             keys.append(key)
             values.append(value)
-    if parser.pasted_layout == "wandb-summary":
+    if layout == "wandb-summary":
         notes.append(f"no verl step line: read W&B's run summary (final values) as step {step}")
-    parser.pasted_step_records = len(records)
-    return pl.DataFrame(
-        {"seq": seqs, "step": steps, "metric": keys, "value": values}, schema=ROWS_SCHEMA
-    )
+    return PastedSteps(layout, len(records), rows_frame(seqs, steps, keys, values))
 
 
 def _renumber(
-    parser: ConsoleParser,
+    parsed: ParsedLog,
     rows: pl.DataFrame,
     mark_seq: np.ndarray,
     mark_step: np.ndarray,
     notes: list[str],
-) -> tuple[pl.DataFrame, np.ndarray]:
+) -> tuple[pl.DataFrame, np.ndarray, list[Event]]:
     """Step records whose `step:N` was cut off before any numbered step were numbered from 1; with
-    a numbered step after them, they are the steps just before it."""
-    provisional = np.isin(mark_seq, np.array(parser.unnumbered, dtype=np.int64))
-    later = np.flatnonzero(~provisional & (mark_seq > max(parser.unnumbered)))
+    a numbered step after them, they are the steps just before it (and so are the step hints of
+    the events between)."""
+    unnumbered = list(parsed.unnumbered)
+    events = list(parsed.events)
+    provisional = np.isin(mark_seq, np.array(unnumbered, dtype=np.int64))
+    later = np.flatnonzero(~provisional & (mark_seq > max(unnumbered)))
     if len(later):
         shift = int(mark_step[later[0]]) - 1 - int(mark_step[provisional].max())
         if shift > 0:
-            old = rows.get_column("seq").is_in(parser.unnumbered)
+            old = rows.get_column("seq").is_in(unnumbered)
             rows = rows.with_columns(
                 step=pl.when(old).then(pl.col("step") + shift).otherwise(pl.col("step"))
             )
             mark_step = np.where(provisional, mark_step + shift, mark_step)
             last_line = int(mark_seq[later[0]]) >> vt.SUB_BITS
-            first_line = min(parser.unnumbered) >> vt.SUB_BITS
-            for event in parser.events:
-                if first_line < event.line_no < last_line and event.step_hint is not None:
-                    event.step_hint += shift
+            first_line = min(unnumbered) >> vt.SUB_BITS
+            events = [
+                replace(e, step_hint=e.step_hint + shift)
+                if first_line < e.line_no < last_line and e.step_hint is not None
+                else e
+                for e in events
+            ]
     numbers = sorted({int(x) for x in mark_step[provisional]})
     notes.append(
         f"{len(numbers)} step record(s) at the start had their `step:N` cut off; read as "
         + (f"step {numbers[0]}" if len(numbers) == 1 else f"steps {numbers[0]}–{numbers[-1]}")
     )
-    return rows, mark_step
+    return rows, mark_step, events
 
 
 def looks_like_verl(run: Run) -> bool:
@@ -179,79 +280,71 @@ def note_if_nothing_found(run: Run) -> None:
     run.parse_stats.notes.insert(0, text)
 
 
-def rows_frame(parser: ConsoleParser) -> pl.DataFrame:
-    """The metric rows the parser holds in lists, as a frame."""
+def rows_frame(
+    seqs: list[int], steps: list[int], keys: list[str], values: list[float]
+) -> pl.DataFrame:
+    """Metric rows held in Python lists, as a frame (seq, step, metric, value)."""
     return pl.DataFrame(
-        {
-            "seq": parser._rows_seq,
-            "step": parser._rows_step,
-            "metric": parser._rows_key,
-            "value": parser._rows_value,
-        },
-        schema=ROWS_SCHEMA,
+        {"seq": seqs, "step": steps, "metric": keys, "value": values}, schema=ROWS_SCHEMA
     )
 
 
-def _stats(parser: ConsoleParser, fast: FastPart) -> ParseStats:
+def _stats(parsed: ParsedLog, step_lines: int) -> ParseStats:
     stats = ParseStats(
-        lines_read=parser.stats.lines_read,
-        step_lines=parser._step_lines + fast.step_lines + parser.pasted_step_records,
-        skipped_lines=parser._bad_count,
-        skipped_examples=[(n, t) for n, t, _ in sorted(parser._bad)[: ParseStats.MAX_EXAMPLES]],
-        notes=list(parser.stats.notes),
-        skip_reasons=dict(parser._bad_reasons),
+        lines_read=parsed.lines_read,
+        step_lines=step_lines,
+        skipped_lines=parsed.skipped_lines,
+        skipped_examples=[
+            (n, t) for n, t, _ in sorted(parsed.skipped_examples)[: ParseStats.MAX_EXAMPLES]
+        ],
+        notes=list(parsed.notes),
+        skip_reasons=dict(parsed.skip_reasons),
     )
-    truncated = parser._truncated
-    if truncated:
-        stats.notes.append(f"{truncated} step line(s) ended in an incomplete item (ignored)")
-    if parser.damage:
-        stats.notes.append(f"{parser.damage} undecodable byte sequence(s) replaced (not UTF-8)")
-    if parser.nul_bytes:
-        stats.notes.append(f"{parser.nul_bytes} NUL byte(s) removed")
-    if parser._unparsed_dumps:
-        stats.notes.append(f"{parser._unparsed_dumps} config dump(s) could not be parsed")
-    for kind, n in sorted(parser._dropped.items()):
+    for n, what in (
+        (parsed.incomplete_step_lines, "step line(s) ended in an incomplete item (ignored)"),
+        (parsed.undecodable, "undecodable byte sequence(s) replaced (not UTF-8)"),
+        (parsed.nul_bytes, "NUL byte(s) removed"),
+        (parsed.unparsed_dumps, "config dump(s) could not be parsed"),
+    ):
+        if n:
+            stats.notes.append(f"{n} {what}")
+    for kind, n in sorted(parsed.dropped_events.items()):
         stats.notes.append(f"{n} more '{kind}' event(s) not kept (repeated)")
     return stats
 
 
-def _meta(run: Run, names: set[str], parser: ConsoleParser, fast: FastPart) -> dict[str, Any]:
-    n_values = parser._n_values + fast.n_values
-    three = n_values > 0 and parser._not_three + fast.not_three == 0
+def _meta(
+    run: Run, names: set[str], parsed: ParsedLog, signals: dict[str, Any], layout: str | None
+) -> dict[str, Any]:
+    """Metadata: the verl version guess (from `signals`, what the text showed), the algorithm,
+    the project's names and the notable lines."""
     # without a config dump, the Hydra overrides of a crashed run tell what they set
-    config = run.config() or nest_dotted(parser.overrides)
+    config = run.config() or nest_dotted(parsed.overrides)
     step0 = run.metrics.filter(pl.col("step") == 0).get_column("metric").to_list()
-    signals = {
-        "three_decimals": three,
-        "numpy_wrappers": parser._n_np + fast.n_np > 0,
-        "ray_actors": sorted(parser.names | fast.names),
-        "training_progress": parser.saw_progress or fast.saw_progress,
-        "logger_lines": parser.logger_lines,
-        "trains_from_step_0": any(m.startswith("actor/") for m in step0),
-    }
+    signals = {**signals, "trains_from_step_0": any(m.startswith("actor/") for m in step0)}
     meta: dict[str, Any] = {
         "verl_version": guess_version(names, signals, config),
         "ray_actors": signals["ray_actors"],
     }
-    if three:
+    if signals["three_decimals"]:
         meta["value_resolution"] = THREE_DECIMALS_RESOLUTION
     meta.update(_algorithm(names, config))
     trainer = config.get("trainer") if isinstance(config.get("trainer"), dict) else {}
-    for key, field in (("project", "project_name"), ("experiment", "experiment_name")):
-        if trainer.get(field) is not None:
-            meta[key] = trainer[field]
-    if parser.total_training_steps is not None:
-        meta["total_training_steps"] = parser.total_training_steps
-    if parser.overrides:
-        meta["overrides"] = dict(parser.overrides)
-    if parser.wandb.summary:
-        meta["wandb_summary"] = dict(parser.wandb.summary)
-    if parser.run_end:  # for telling a crash from a normal shutdown
-        meta["run_end"] = {k: dict(v) for k, v in parser.run_end.items()}
-    if parser.pasted_layout == "non-native":
+    for key, name in (("project", "project_name"), ("experiment", "experiment_name")):
+        if trainer.get(name) is not None:
+            meta[key] = trainer[name]
+    if parsed.total_training_steps is not None:
+        meta["total_training_steps"] = parsed.total_training_steps
+    if parsed.overrides:
+        meta["overrides"] = dict(parsed.overrides)
+    if parsed.wandb_summary:
+        meta["wandb_summary"] = dict(parsed.wandb_summary)
+    if parsed.run_end:  # for telling a crash from a normal shutdown
+        meta["run_end"] = {k: dict(v) for k, v in parsed.run_end.items()}
+    if layout == "non-native":
         meta["layout"] = "non-native"
-    if parser._kind_counts:
-        meta["event_counts"] = dict(sorted(parser._kind_counts.items()))
+    if parsed.event_counts:
+        meta["event_counts"] = dict(sorted(parsed.event_counts.items()))
     return meta
 
 

@@ -236,26 +236,33 @@ def parse_value(text: str) -> float | None:
 class Items:
     """The parsed body of one step line."""
 
-    __slots__ = ("bad_last", "bad_middle", "last_not_three", "n_np", "not_three", "pairs")
+    __slots__ = (
+        "cut_last",
+        "garbled",
+        "last_not_three_decimals",
+        "not_three_decimals",
+        "numpy_wrapped",
+        "pairs",
+    )
 
     def __init__(self) -> None:
         self.pairs: list[tuple[str, float]] = []
-        self.bad_middle = 0
-        self.bad_last = False
-        self.n_np = 0
-        self.not_three = 0
-        self.last_not_three = False  # the last value read is not in `.3f` shape
+        self.garbled = 0  # items before the last that are not `key:number`
+        self.cut_last = False  # the last item is not `key:number` (cut off)
+        self.numpy_wrapped = 0  # values printed as `np.float64(…)`
+        self.not_three_decimals = 0  # values not printed as `.3f`
+        self.last_not_three_decimals = False  # the last value read is not `.3f`
 
 
 def drop_cut_three_decimals(items: Items) -> bool:
     """In a `.3f` record (verl ≤ 0.4) a last value with fewer decimals was cut by a copy
     (`critic/values/max:0.62`): drop it. True when it was dropped."""
-    if items.not_three == 1 and items.last_not_three and len(items.pairs) > 3:
+    if items.not_three_decimals == 1 and items.last_not_three_decimals and len(items.pairs) > 3:
         value = items.pairs[-1][1]
         if value == value and abs(value) != math.inf:
             items.pairs.pop()
-            items.not_three = 0
-            items.last_not_three = False
+            items.not_three_decimals = 0
+            items.last_not_three_decimals = False
             return True
     return False
 
@@ -273,21 +280,21 @@ def parse_items(body: str | None, drop_last: bool = False) -> Items:
     last = len(items) - 1
     for i, item in enumerate(items):
         if drop_last and i == last:
-            out.bad_last = True
+            out.cut_last = True
             break
         key, colon, value = item.partition(":")
         plain = unwrap(value)
         parsed = value_of(plain) if colon and key else None
         if parsed is None:
             if i == last:
-                out.bad_last = True
+                out.cut_last = True
             else:
-                out.bad_middle += 1
+                out.garbled += 1
             continue
         if plain is not value:
-            out.n_np += 1
-        out.last_not_three = THREE_DECIMALS_RE.match(plain) is None
-        out.not_three += out.last_not_three
+            out.numpy_wrapped += 1
+        out.last_not_three_decimals = THREE_DECIMALS_RE.match(plain) is None
+        out.not_three_decimals += out.last_not_three_decimals
         out.pairs.append((key, parsed))
     return out
 
