@@ -62,7 +62,10 @@ def test_dashboard_ingests_then_runs_streamlit_on_localhost(seeded, monkeypatch)
     res = runner.invoke(app, ["dashboard", "--store", str(root), "--port", "8765"])
     assert res.exit_code == 0, res.output
     [(cmd, env)] = calls
-    assert cmd[1:4] == ["-m", "streamlit", "run"]
+    # streamlit's own CLI, after pandas/plotly are imported in the server process (two sessions
+    # importing them at once could see a partly initialised pandas)
+    assert cmd[1:4] == ["-c", dashboard_mod.SERVE, "run"]
+    assert cmd[2].index("pandas") < cmd[2].index("streamlit.web")
     assert Path(cmd[4]).name == "app.py" and Path(cmd[4]).is_file()
     args = dict(zip(cmd[5::2], cmd[6::2], strict=True))
     assert args["--server.port"] == "8765"

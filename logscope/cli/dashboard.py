@@ -23,11 +23,23 @@ def app_path() -> Path:
     return Path(next(iter(spec.submodule_search_locations))) / "app.py"
 
 
+#: Streamlit runs each browser session's script in its own thread. The first two sessions after
+#: start-up (two tabs, a reload) then import pandas/plotly at the same time, and one of them can
+#: see a partly initialised pandas ("partially initialized module 'pandas' has no attribute
+#: 'Series'"). Importing them in the server process before it serves avoids the race.
+SERVE = (
+    "import sys, pandas, plotly.graph_objects, polars\n"
+    "from streamlit.web import cli\n"
+    "sys.argv = ['streamlit', *sys.argv[1:]]\n"
+    "sys.exit(cli.main())"
+)
+
+
 def streamlit_command(port: int, host: str) -> list[str]:
     return [
         sys.executable,
-        "-m",
-        "streamlit",
+        "-c",
+        SERVE,
         "run",
         str(app_path()),
         "--server.port",
