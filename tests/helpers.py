@@ -39,3 +39,21 @@ def make_run(
         config_segments=[ConfigSegment(0, config)] if config is not None else [],
         metrics=metrics,
     )
+
+
+def block_texts(blocks: list[dict], kind: str) -> list[str]:
+    """Every text object of `kind` (mrkdwn or plain_text) in Block Kit blocks."""
+    out: list[str] = []
+
+    def walk(node) -> None:
+        if isinstance(node, dict):
+            if node.get("type") == kind and isinstance(node.get("text"), str):
+                out.append(node["text"])
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(blocks)
+    return out

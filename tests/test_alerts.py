@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from logscope.alerts import Alert, Notifier, Outbox, SlackSender, plain
+from tests.helpers import block_texts
 from tests.slack_server import SlackStandIn
 
 
@@ -83,24 +84,6 @@ def test_secret_never_in_outbox_or_repr(tmp_path) -> None:
         json.dumps([a.to_dict() for a in n.outbox.pending()])
 
 
-def _texts(blocks: list[dict], kind: str) -> list[str]:
-    """Every text object of `kind` (mrkdwn or plain_text) in Block Kit blocks."""
-    out: list[str] = []
-
-    def walk(node) -> None:
-        if isinstance(node, dict):
-            if node.get("type") == kind and isinstance(node.get("text"), str):
-                out.append(node["text"])
-            for value in node.values():
-                walk(value)
-        elif isinstance(node, list):
-            for value in node:
-                walk(value)
-
-    walk(blocks)
-    return out
-
-
 def test_identifiers_reach_slack_unaltered(tmp_path) -> None:
     """Parameter keys, overrides and the run name in the message Slack receives are exactly the
     run's own (copyable); only &, <, > are escaped, as Slack requires."""
@@ -120,11 +103,11 @@ def test_identifiers_reach_slack_unaltered(tmp_path) -> None:
         assert n.flush() == 1
         (body,) = slack.received
     assert "\u200b" not in json.dumps(body, ensure_ascii=False)
-    mrkdwn = "\n".join(_texts(body["blocks"], "mrkdwn"))
+    mrkdwn = "\n".join(block_texts(body["blocks"], "mrkdwn"))
     for adv in first.advice:
         assert f"`{adv.parameter}`" in mrkdwn, adv.parameter  # in code: never auto-formatted
         assert adv.override in mrkdwn
-    plain = _texts(body["blocks"], "plain_text")
+    plain = block_texts(body["blocks"], "plain_text")
     assert any("qwen_7b_*grpo*_a&lt;b&gt;&amp;c" in t for t in plain), plain
     assert first.message.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;") in plain
 

@@ -21,6 +21,7 @@ from rich.console import Console
 from logscope.alerts import Notifier, Outbox, SlackSender, incident_alert, status_alert
 from logscope.analyze import analyze_paths
 from tests._reliability import cli, logscope_argv, subprocess_env
+from tests.helpers import block_texts
 from tests.slack_server import SlackStandIn
 
 TOKEN = "xXsEcReTtOkEn4242Xx"
@@ -264,23 +265,6 @@ def test_html_escapes_log_text(hostile) -> None:
 # ---- Slack ---------------------------------------------------------------------------------
 
 
-def _mrkdwn_texts(blocks: list[dict]) -> list[str]:
-    out = []
-
-    def walk(node) -> None:
-        if isinstance(node, dict):
-            if node.get("type") == "mrkdwn":
-                out.append(node["text"])
-            for value in node.values():
-                walk(value)
-        elif isinstance(node, list):
-            for value in node:
-                walk(value)
-
-    walk(blocks)
-    return out
-
-
 def test_slack_blocks_escape_log_text(hostile, tmp_path) -> None:
     _, report, _ = hostile
     run_name = report.run.meta["experiment"]
@@ -290,7 +274,7 @@ def test_slack_blocks_escape_log_text(hostile, tmp_path) -> None:
         "<script>" in a.text for a in alerts
     )  # the content is there, unescaped, for terminals
     for alert in alerts:
-        for text in _mrkdwn_texts(alert.blocks):
+        for text in block_texts(alert.blocks, "mrkdwn"):
             stripped = re.sub(r"&(amp|lt|gt);", "", text)
             assert not re.search(r"[<>&]", stripped), text
             for mark in ("*star*", "_under_", "`tick`", "~strike~"):
