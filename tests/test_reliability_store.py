@@ -293,6 +293,7 @@ def test_stale_temp_files_of_live_writers_are_kept(tmp_path) -> None:
     folder = tmp_path / "runs" / "run_id=x"
     folder.mkdir(parents=True)
     from logscope.atomic import HOST as host
+
     mine = folder / f".run.json.{host}.{os.getpid()}.abc123.tmp"
     other_host = folder / ".run.json.otherhost.1.abc123.tmp"
     dead = folder / f".run.json.{host}.999999999.abc123.tmp"
