@@ -12,13 +12,12 @@ import bisect
 import dataclasses
 import math
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from logscope import verl_config
 from logscope.advice import SEED_GRPO, SEED_PPO, advise, current_value
-from logscope.model import Advice, Run
+from logscope.model import Advice, Finding, Run
 from logscope.sources import cite
 from logscope.verl_config import ACT, RO
 
@@ -327,35 +326,24 @@ def non_finite_advice(run: Run, role: str = "actor") -> list[Advice]:
     )
     if mem is not None:
         out.append(mem)
-    clip = grad_clip_advice(
+    return out + clip_and_lr_advice(
         run,
         role,
         "verl skips the optimizer step when the gradient norm is not finite, but a "
         "large finite gradient just before it is what usually pushes the weights to overflow.",
+        "A learning rate that is too high makes updates overshoot until values overflow; "
+        "halve it and resume from the last checkpoint before the first non-finite step.",
     )
-    if clip is not None:
-        out.append(clip)
+
+
+def clip_and_lr_advice(run: Run, role: str, clip_why: str, lr_why: str) -> list[Advice]:
+    """A gradient clip for `role` (when one is worth advising), then half its learning rate."""
+    clip = grad_clip_advice(run, role, clip_why)
     lr_key = f"{ACT}.optim.lr" if role == "actor" else "critic.optim.lr"
-    out.append(
-        halve_advice(
-            run,
-            lr_key,
-            "A learning rate that is too high makes updates overshoot until values overflow; "
-            "halve it and resume from the last checkpoint before the first non-finite step.",
-            f"{SEED_PPO} §3.3",
-        )
-    )
-    return out
+    lr = halve_advice(run, lr_key, lr_why, f"{SEED_PPO} §3.3")
+    return [clip, lr] if clip is not None else [lr]
 
 
-def iter_windows(values: list[int]) -> Iterator[tuple[int, int]]:
-    """Runs of consecutive integers in a sorted list, as (first, last)."""
-    if not values:
-        return
-    start = prev = values[0]
-    for v in values[1:]:
-        if v != prev + 1:
-            yield start, prev
-            start = v
-        prev = v
-    yield start, prev
+def by_step(findings: list[Finding]) -> list[Finding]:
+    """Findings of several metrics in step order (metric name breaks ties)."""
+    return sorted(findings, key=lambda f: (f.step or 0, f.metric or ""))

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from logscope.detector import Detector
-from logscope.exceptions import BadDetectorParameters
 from logscope.model import Finding, Run
 
 from ._common import (
@@ -547,9 +546,6 @@ class SignatureDetector(Detector):
     pattern: ClassVar[re.Pattern[str]]
     keywords: ClassVar[tuple[str, ...]] = ()
 
-    def __init__(self) -> None:
-        """No tunables; a subclass that has some declares them as keyword arguments."""
-
     def hits(self, run: Run) -> list[Hit]:
         return find_lines(run, self.pattern, self.keywords)
 
@@ -590,11 +586,6 @@ class SignatureDetector(Detector):
             evidence=evidence,
             **fields,
         )
-
-
-def check_window(label: str, value: int) -> None:
-    if not isinstance(value, int) or value < 0:
-        raise BadDetectorParameters(f"{label} must be a non-negative integer, got {value!r}")
 
 
 def batch_for(tbs: int, n: int, unit: int) -> int:

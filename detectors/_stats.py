@@ -1,4 +1,5 @@
-"""Robust statistics shared by detectors: cleaning, median/MAD, trends, changepoints.
+"""Robust statistics on arrays, shared by detectors: median/MAD noise, trends, changepoints,
+mean-shift splits, autocorrelation, and the number formats of messages and evidence.
 
 Every function accepts short, NaN-padded series and returns something sensible (never raises
 on them): callers check lengths through the returned values.
@@ -11,13 +12,6 @@ import math
 import numpy as np
 
 MAD_TO_SIGMA = 1.4826
-
-
-def finite(steps: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Drop points whose value is NaN/inf."""
-    values = np.asarray(values, dtype=np.float64)
-    mask = np.isfinite(values)
-    return np.asarray(steps)[mask], values[mask]
 
 
 def robust_sigma(values: np.ndarray) -> float:
@@ -39,44 +33,9 @@ def mad_sigma(values: np.ndarray) -> float:
     return float(MAD_TO_SIGMA * np.median(np.abs(v - np.median(v))))
 
 
-def rolling_median(values: np.ndarray, window: int) -> np.ndarray:
-    """Centered rolling median (edges use the available points). O(n·window) but vectorised."""
-    v = np.asarray(values, dtype=np.float64)
-    n = len(v)
-    if n == 0 or window <= 1:
-        return v.copy()
-    half = window // 2
-    padded = np.pad(v, half, mode="edge")
-    view = np.lib.stride_tricks.sliding_window_view(padded, 2 * half + 1)
-    return np.nanmedian(view, axis=1)[:n]
-
-
-def trailing_median(values: np.ndarray, window: int) -> np.ndarray:
-    """Median of the `window` points before each point (causal; first point uses itself)."""
-    v = np.asarray(values, dtype=np.float64)
-    n = len(v)
-    if n == 0:
-        return v.copy()
-    padded = np.concatenate([np.full(window, v[0]), v])
-    view = np.lib.stride_tricks.sliding_window_view(padded, window)[:n]
-    return np.nanmedian(view, axis=1)
-
-
-def spike_scores(values: np.ndarray, window: int = 15) -> np.ndarray:
-    """Robust z-score of each point against its rolling median and the series' noise."""
-    v = np.asarray(values, dtype=np.float64)
-    if len(v) == 0:
-        return v.copy()
-    base = rolling_median(v, window)
-    resid = v - base
-    sigma = mad_sigma(resid)
-    if sigma <= 0:
-        sigma = float(np.nanmean(np.abs(resid))) or 1.0
-    return resid / sigma
-
-
 def theil_sen(x: np.ndarray, y: np.ndarray, max_points: int = 400) -> tuple[float, float]:
-    """Theil–Sen slope and intercept (median of pairwise slopes), subsampled for long series."""
+    """Theil–Sen slope (median of pairwise slopes) and intercept (median of y − slope·x), by
+    scipy's `theilslopes`; long series are subsampled to `max_points`."""
     x = np.asarray(x, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)
     if len(x) < 2:
@@ -84,18 +43,19 @@ def theil_sen(x: np.ndarray, y: np.ndarray, max_points: int = 400) -> tuple[floa
     if len(x) > max_points:
         idx = np.linspace(0, len(x) - 1, max_points).astype(int)
         x, y = x[idx], y[idx]
-    i, j = np.triu_indices(len(x), k=1)
-    dx = x[j] - x[i]
-    ok = dx != 0
-    if not ok.any():
+    if np.ptp(x) == 0:
         return 0.0, float(np.median(y))
-    slope = float(np.median((y[j] - y[i])[ok] / dx[ok]))
-    intercept = float(np.median(y - slope * x))
-    return slope, intercept
+    from scipy.stats import theilslopes  # on use: `logscope compare` reads this module too
+
+    fit = theilslopes(y, x, method="joint")
+    return float(fit.slope), float(fit.intercept)
 
 
 def mann_kendall(y: np.ndarray, max_points: int = 400) -> tuple[float, float]:
-    """Mann–Kendall trend test: (z statistic, two-sided p-value). Subsampled for long series."""
+    """Mann–Kendall trend test: (z statistic, two-sided p-value). Subsampled for long series.
+
+    scipy's `kendalltau(arange(n), y)` tests the same S statistic but without the continuity
+    correction (S − sign S), so its p-values differ: kept here."""
     y = np.asarray(y, dtype=np.float64)
     y = y[np.isfinite(y)]
     n = len(y)
@@ -155,3 +115,53 @@ def fmt(x: float | None, digits: int = 3) -> str:
     if x != 0 and (abs(x) < 1e-3 or abs(x) >= 1e5):
         return f"{x:.{digits - 1}e}"
     return f"{x:.{digits}g}"
+
+
+def sig(x: float, digits: int = 4) -> float:
+    """A float rounded to `digits` significant digits, for evidence."""
+    if not math.isfinite(x) or x == 0:
+        return float(x)
+    return float(f"{x:.{digits}g}")
+
+
+def best_split(values: np.ndarray, min_side: int = 3, direction: int = 0) -> tuple[int, float]:
+    """Index of the single mean shift that best splits `values` (CUSUM), and its t-like score.
+
+    `direction` +1 keeps only upward shifts, -1 downward, 0 either. Returns (-1, 0.0) when the
+    series is too short.
+    """
+    v = np.asarray(values, dtype=np.float64)
+    n = len(v)
+    if n < 2 * min_side:
+        return -1, 0.0
+    c = np.concatenate([[0.0], np.cumsum(v)])
+    k = np.arange(min_side, n - min_side + 1)
+    mean_l = c[k] / k
+    mean_r = (c[n] - c[k]) / (n - k)
+    diff = mean_r - mean_l
+    gain = k * (n - k) / n * diff**2
+    if direction:
+        gain = np.where(np.sign(diff) == direction, gain, -1.0)
+    best = int(np.argmax(gain))
+    if gain[best] < 0:
+        return -1, 0.0
+    split = int(k[best])
+    resid = np.concatenate([v[:split] - mean_l[best], v[split:] - mean_r[best]])
+    sd = float(np.std(resid)) or 1e-12
+    score = abs(float(diff[best])) / (sd * math.sqrt(1 / split + 1 / (n - split)))
+    return split, score
+
+
+def autocorrelation(values: np.ndarray, max_lag: int) -> np.ndarray:
+    """Sample autocorrelation at lags 0..max_lag (FFT; the series is centered first)."""
+    v = np.asarray(values, dtype=np.float64)
+    v = v - v.mean() if len(v) else v
+    n = len(v)
+    if n < 2:
+        return np.ones(1)
+    size = 1 << math.ceil(math.log2(2 * n))
+    f = np.fft.rfft(v, size)
+    acov = np.fft.irfft(f * np.conj(f), size)[: min(max_lag, n - 1) + 1]
+    if acov[0] <= 0:
+        return np.zeros(len(acov))
+    return acov / acov[0]

@@ -81,9 +81,6 @@ class RunCrashed(Detector):
     default_severity = "error"
     groups = ("crash",)
 
-    def __init__(self) -> None:
-        pass
-
     def detect(self, run: Run) -> list[Finding]:
         story = crash_story(run)
         if not story.crashed:

@@ -9,8 +9,7 @@ import numpy as np
 
 from logscope.advice import SEED_GRPO, SEED_PPO, advise
 from logscope.aliases import resolve
-from logscope.detector import Detector
-from logscope.exceptions import BadDetectorParameters
+from logscope.detector import Detector, param
 from logscope.health import REFERENCES, WARMUP_STEPS, grad_clip, recent_level, values_by_step
 from logscope.model import Advice, Finding, Run
 from logscope.sources import cite_all
@@ -18,41 +17,15 @@ from logscope.verl_config import RO
 from logscope.words import plural
 
 from ._common import grad_clip_advice
-from ._signal import best_split, binned, clean_series, concept_series, moving_average
-from ._stats import fmt, mad_sigma
+from ._series import Series, binned, moving_average, stretches
+from ._stats import best_split, fmt, mad_sigma
 from .reward import constant_score, reward_fires_advice, score_story
-
-
-def _positive(label: str, value: float) -> None:
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
-        raise BadDetectorParameters(f"{label} must be a positive number, got {value!r}")
-
-
-def _on(steps: np.ndarray, src_steps: np.ndarray, src_values: np.ndarray) -> np.ndarray:
-    """`src` sampled at `steps` (NaN where it has no value at that step)."""
-    out = np.full(len(steps), np.nan)
-    if len(src_steps) == 0:
-        return out
-    idx = np.searchsorted(src_steps, steps)
-    idx = np.clip(idx, 0, len(src_steps) - 1)
-    hit = src_steps[idx] == steps
-    out[hit] = src_values[idx[hit]]
-    return out
-
-
-def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
-    """(start, end exclusive) of each run of True in `mask`."""
-    if len(mask) == 0:
-        return []
-    d = np.diff(np.concatenate([[0], mask.astype(np.int8), [0]]))
-    return list(zip(np.flatnonzero(d == 1), np.flatnonzero(d == -1), strict=True))
 
 
 def _close_gaps(mask: np.ndarray, gap: int) -> np.ndarray:
     """`mask` with runs of at most `gap` False between two True filled in."""
     out = mask.copy()
-    runs = _runs(~mask)
-    for a, b in runs:
+    for a, b in stretches(~mask):
         if a > 0 and b < len(mask) and b - a <= gap:
             out[a:b] = True
     return out
@@ -142,48 +115,25 @@ class CriticValueError(Detector):
     default_severity = "warning"
     groups = ("critic",)
 
-    def __init__(
-        self,
-        *,
-        vf_loss_threshold: float = 0.1,
-        explained_var_threshold: float = -0.2,
-        adv_mean_threshold: float = 0.05,
-        rise_factor: float = 2.0,
-        min_duration: int = 10,
-        min_fraction: float = 0.05,
-        max_points: int = 2000,
-    ) -> None:
-        for label, value in (
-            ("vf_loss_threshold", vf_loss_threshold),
-            ("adv_mean_threshold", adv_mean_threshold),
-            ("rise_factor", rise_factor),
-            ("min_duration", min_duration),
-            ("min_fraction", min_fraction),
-            ("max_points", max_points),
-        ):
-            _positive(f"critic-value-error: {label}", value)
-        self.vf_loss_threshold = vf_loss_threshold
-        self.explained_var_threshold = explained_var_threshold
-        self.adv_mean_threshold = adv_mean_threshold
-        self.rise_factor = rise_factor
-        self.min_duration = min_duration
-        self.min_fraction = min_fraction
-        self.max_points = max_points
+    vf_loss_threshold: float = param(0.1, gt=0)
+    explained_var_threshold: float = param(-0.2, le=1)
+    adv_mean_threshold: float = param(0.05, gt=0)
+    rise_factor: float = param(2.0, gt=0)
+    min_duration: int = param(10, ge=1)
+    min_fraction: float = param(0.05, gt=0, le=1)
+    max_points: int = param(2000, ge=1)
 
     def detect(self, run: Run) -> list[Finding]:
-        vf_name = resolve(run, "vf_loss")
-        ev_name = resolve(run, "vf_explained_var")
-        vs, vv = clean_series(run, vf_name)
-        es, ev = clean_series(run, ev_name)
-        base_steps, _base_name = (vs, "vf") if len(vs) >= len(es) else (es, "ev")
+        vf_s = Series.read(run, resolve(run, "vf_loss"))
+        ev_s = Series.read(run, resolve(run, "vf_explained_var"))
+        base_steps = vf_s.steps if len(vf_s) >= len(ev_s) else ev_s.steps
         if len(base_steps) < max(self.min_duration, 6):
             return self._point_in_time(run)
         x, _ = binned(base_steps, base_steps.astype(float), self.max_points)
         width = float(np.median(np.diff(x))) if len(x) > 1 else 1.0
-        vf = self._smooth_on(x, vs, vv)
-        evs = self._smooth_on(x, es, ev)
-        _, as_, av = concept_series(run, "advantages_mean")
-        adv = self._smooth_on(x, as_, av)
+        vf = self._smooth_on(x, vf_s)
+        evs = self._smooth_on(x, ev_s)
+        adv = self._smooth_on(x, Series.read(run, resolve(run, "advantages_mean")))
         n = len(x)
         win = max(3, min(15, n // 10))
         thr = self.vf_loss_threshold
@@ -205,10 +155,10 @@ class CriticValueError(Detector):
             bad = ev_bad & ~rising
         need = max(self.min_duration, self.min_fraction * (x[-1] - x[0]))
         bad = _close_gaps(bad, max(2, int(need / width / 10)))
-        for a, b in _runs(bad):
+        for a, b in stretches(bad):
             if x[b - 1] - x[a] + width < need:
                 continue
-            return [self._finding(run, x, a, b, vf, evs, adv, vf_name, ev_name, vs, vv, es, ev)]
+            return [self._finding(run, x, a, b, vf, evs, adv, vf_s, ev_s)]
         return []
 
     def _point_in_time(self, run: Run) -> list[Finding]:
@@ -282,10 +232,10 @@ class CriticValueError(Detector):
             )
         ]
 
-    def _smooth_on(self, x: np.ndarray, s: np.ndarray, v: np.ndarray) -> np.ndarray:
+    def _smooth_on(self, x: np.ndarray, s: Series) -> np.ndarray:
         if len(s) == 0:
             return np.full(len(x), np.nan)
-        bs, bv = binned(s, v, self.max_points)
+        bs, bv = binned(s.steps, s.values, self.max_points)
         med = moving_average(bv, 5) if len(bv) >= 5 else bv
         # robust to single outliers: median of raw and smoothed
         med = np.where(np.abs(bv - med) > 3 * (np.nanstd(bv) + 1e-12), med, (med + bv) / 2)
@@ -301,22 +251,19 @@ class CriticValueError(Detector):
         vf: np.ndarray,
         evs: np.ndarray,
         adv: np.ndarray,
-        vf_name: str | None,
-        ev_name: str | None,
-        vs: np.ndarray,
-        vv: np.ndarray,
-        es: np.ndarray,
-        ev: np.ndarray,
+        vf_s: Series,
+        ev_s: Series,
     ) -> Finding:
         approx = float(x[a])
         width = float(np.median(np.diff(x))) if len(x) > 1 else 1.0
         half = max(30.0, 5 * width, 0.05 * float(x[-1] - x[0]))
-        if vf_name is not None and len(vs) and (vv > 0).all():
-            step = _refine_up(vs, np.log(vv), approx, half, +1)
-        elif vf_name is not None and len(vs):
-            step = _refine_up(vs, vv, approx, half, +1)
+        vf_name, ev_name = vf_s.metric, ev_s.metric
+        if len(vf_s) and (vf_s.values > 0).all():
+            step = _refine_up(vf_s.steps, np.log(vf_s.values), approx, half, +1)
+        elif len(vf_s):
+            step = _refine_up(vf_s.steps, vf_s.values, approx, half, +1)
         else:
-            step = _refine_up(es, -ev, approx, half, +1)
+            step = _refine_up(ev_s.steps, -ev_s.values, approx, half, +1)
         end = int(x[b - 1])
 
         def med(arr: np.ndarray, lo: int, hi: int) -> float | None:
@@ -440,25 +387,10 @@ class AdvantageCollapse(Detector):
     default_severity = "error"
     groups = ("critic", "grpo")
 
-    def __init__(
-        self,
-        *,
-        abs_eps: float = 1e-3,
-        rel_eps: float = 0.02,
-        min_steps: int = 5,
-        min_fraction: float = 0.03,
-    ) -> None:
-        for label, value in (
-            ("abs_eps", abs_eps),
-            ("rel_eps", rel_eps),
-            ("min_steps", min_steps),
-            ("min_fraction", min_fraction),
-        ):
-            _positive(f"advantage-collapse: {label}", value)
-        self.abs_eps = abs_eps
-        self.rel_eps = rel_eps
-        self.min_steps = min_steps
-        self.min_fraction = min_fraction
+    abs_eps: float = param(1e-3, gt=0)
+    rel_eps: float = param(0.02, gt=0)
+    min_steps: int = param(5, ge=1)
+    min_fraction: float = param(0.03, gt=0, le=1)
 
     def skip_reason(self, run: Run) -> str | None:
         if resolve(run, "advantages_max") is None or resolve(run, "advantages_min") is None:
@@ -469,13 +401,11 @@ class AdvantageCollapse(Detector):
         mx_name, mn_name = resolve(run, "advantages_max"), resolve(run, "advantages_min")
         if mx_name is None or mn_name is None:
             return []
-        s1, v1 = clean_series(run, mx_name)
-        s2, v2 = clean_series(run, mn_name)
-        steps = np.intersect1d(s1, s2)
+        top, bottom = Series.read(run, mx_name), Series.read(run, mn_name)
+        steps = np.intersect1d(top.steps, bottom.steps, assume_unique=True)
         if len(steps) == 0:
             return []
-        mx = _on(steps, s1, v1)
-        mn = _on(steps, s2, v2)
+        mx, mn = top.at(steps), bottom.at(steps)
         size = np.maximum(np.abs(mx), np.abs(mn))
         typical = float(np.median(size))
         eps = max(self.abs_eps, 2 * (run.value_resolution or 0.0))
@@ -485,7 +415,7 @@ class AdvantageCollapse(Detector):
         if typical > eps:
             flat = size <= max(eps, self.rel_eps * typical)
         need = max(self.min_steps, math.ceil(self.min_fraction * len(steps)))
-        for a, b in _runs(flat):
+        for a, b in stretches(flat):
             if b - a < need:
                 continue
             return [
@@ -600,15 +530,16 @@ class AdvantageCollapse(Detector):
         spread = None
         smx_name, smn_name = resolve(run, "score_max"), resolve(run, "score_min")
         if smx_name and smn_name:
-            ss1, sv1 = clean_series(run, smx_name)
-            ss2, sv2 = clean_series(run, smn_name)
-            common = np.intersect1d(ss1[(ss1 >= lo) & (ss1 <= hi)], ss2)
+            top, bottom = Series.read(run, smx_name), Series.read(run, smn_name)
+            within = top.steps[(top.steps >= lo) & (top.steps <= hi)]
+            common = np.intersect1d(within, bottom.steps, assume_unique=True)
             if len(common):
-                spread = float(np.median(_on(common, ss1, sv1) - _on(common, ss2, sv2)))
-        mean_name, ms, mv = concept_series(run, "score_mean", "reward_mean")
+                spread = float(np.median(top.at(common) - bottom.at(common)))
+        score = Series.load(run, "score_mean", "reward_mean")
+        mean_name = score.metric if score is not None else None
         mean_var = None
-        if mean_name is not None:
-            sel = mv[(ms >= lo) & (ms <= hi)]
+        if score is not None:
+            sel = score.values[(score.steps >= lo) & (score.steps <= hi)]
             if len(sel) >= 2:
                 mean_var = float(np.std(sel))
         varies = (spread is not None and spread > 1e-6) or (

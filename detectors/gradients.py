@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from logscope.detector import Detector
+from logscope.detector import Detector, param
 from logscope.model import Finding, Run
 from logscope.sources import cite_all
 
 from ._common import _num, grad_clip_advice, grad_clip_key
-from ._stats import finite, rolling_median
+from ._series import Series, running_median
 
 
 class GradNormAboveClip(Detector):
@@ -56,15 +56,13 @@ class GradNormAboveClip(Detector):
     default_severity = "info"
     groups = ("rl", "gradients")
 
-    def __init__(
-        self, ratio: float = 5.0, clipfrac_share: float = 0.8, min_steps: int = 20
-    ) -> None:
-        self.ratio = ratio
-        self.clipfrac_share = clipfrac_share
-        self.min_steps = min_steps
+    ratio: float = param(5.0, gt=0)
+    clipfrac_share: float = param(0.8, ge=0, le=1)
+    min_steps: int = param(20, ge=1)
 
     def detect(self, run: Run) -> list[Finding]:
-        steps, norms = finite(*run.series("actor/grad_norm"))
+        grad = Series.read(run, "actor/grad_norm")
+        steps, norms = grad.steps, grad.values
         if len(norms) == 0:
             return []
         # a short run (an excerpt) is judged on all its steps, a longer one on its last half
@@ -77,7 +75,7 @@ class GradNormAboveClip(Detector):
         if median < self.ratio * clip:
             return []
         # Where the condition began: the first step whose rolling median is already above it.
-        above = rolling_median(norms, 9) >= self.ratio * clip
+        above = running_median(norms, 9, shrink=False) >= self.ratio * clip
         start = int(np.argmax(above)) if above.any() else half
         start = min(start, half)
         tail_steps, tail = steps[start:], norms[start:]
@@ -88,7 +86,8 @@ class GradNormAboveClip(Detector):
             "from_step": int(tail_steps[0]),
             "steps": len(tail),
         }
-        c_steps, clipfrac = finite(*run.series("actor/pg_clipfrac"))
+        clip_series = Series.read(run, "actor/pg_clipfrac")
+        c_steps, clipfrac = clip_series.steps, clip_series.values
         if len(clipfrac):
             in_tail = clipfrac[c_steps >= tail_steps[0]]
             share = float(np.mean(in_tail > 0)) if len(in_tail) else 0.0

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import replace
 from typing import Any, NamedTuple
@@ -13,7 +14,7 @@ from scipy.stats import binom, median_abs_deviation, norm
 
 from logscope import verl_config
 from logscope.advice import SEED_GRPO, SEED_PPO, advise, current_value
-from logscope.detector import Detector
+from logscope.detector import Detector, param
 from logscope.exceptions import BadDetectorParameters
 from logscope.health import REFERENCES, consecutive_jump, recent_level
 from logscope.model import Advice, Finding, Run
@@ -21,21 +22,10 @@ from logscope.sources import cite_all
 from logscope.verl_config import ACT
 from logscope.words import plural
 
-from ._common import halve_advice
-from ._policy_signals import (
-    Change,
-    Series,
-    by_step,
-    config_changes,
-    domain,
-    first_stretch,
-    level_shifts,
-    load,
-    sig,
-    smooth,
-    spike_changes,
-)
-from ._stats import fmt
+from ._changes import Change, domain, level_shifts, spike_changes
+from ._common import by_step, halve_advice
+from ._series import Series, running_median, stretches
+from ._stats import fmt, sig
 
 #: the GRPO article's calibration step (×0.7 / ×1.5 per round), applied in the direction the
 #: mechanics give: a larger KL coefficient pulls the policy back toward the reference.
@@ -56,7 +46,7 @@ def _lr_share(run: Run, steps: np.ndarray) -> np.ndarray | None:
     """LR / peak LR at `steps`: the last `actor/lr` logged at or before each step, else (the LR
     not logged, or printed as 0.000 by a `.3f` log) the schedule the config implies. None when
     the LR is constant."""
-    lr = load(run, "lr", 3)
+    lr = Series.load(run, "lr", min_points=3)
     peak = float(np.max(lr.values)) if lr is not None else 0.0
     if lr is None or not peak > 0:
         return _config_lr_share(run, steps)
@@ -112,7 +102,7 @@ def _on_policy(run: Run, ppo_kl: Series) -> str | None:
         except (TypeError, ValueError):
             pass
     negative = float(np.mean(ppo_kl.values < 0))
-    clip = load(run, "pg_clipfrac")
+    clip = Series.load(run, "pg_clipfrac")
     unclipped = clip is None or float(np.mean(clip.values > 0)) <= 0.05
     if negative >= ON_POLICY_NEGATIVE_SHARE and unclipped:
         return (
@@ -183,13 +173,25 @@ def _spread_text(spread: float, log_scale: bool) -> str:
 def _tail_sigma(x: np.ndarray, window: int = 31) -> float:
     """The noise scale at which the series' own 99th percentile of |residual| from its running
     median sits where a Gaussian's would: above the MAD σ when the tails are heavy."""
-    resid = np.abs(x - smooth(x, window))
+    resid = np.abs(x - running_median(x, window))
     return float(np.quantile(resid, 0.99)) / Z99 if len(resid) else 0.0
 
 
-def _positive(name: str, value: float) -> None:
-    if not isinstance(value, (int, float)) or not value > 0:
-        raise BadDetectorParameters(f"{name} must be a positive number, got {value!r}")
+def config_changes(run: Run, step: int, keys: tuple[str, ...], before: int = 10) -> dict:
+    """Keys among `keys` whose value changed at a config segment starting within
+    `before` steps ahead of `step` (a restart with new settings): {key: [old, new], "at": step}.
+    """
+    segs = sorted(run.config_segments, key=lambda s: s.first_step)
+    for prev, seg in itertools.pairwise(segs):
+        if step - before <= seg.first_step <= step + 1:
+            changed = {
+                k: [verl_config.get(prev.config, k), verl_config.get(seg.config, k)]
+                for k in keys
+                if verl_config.get(prev.config, k) != verl_config.get(seg.config, k)
+            }
+            if changed:
+                return {"at_step": seg.first_step, **changed}
+    return {}
 
 
 def _kl_coef_key(run: Run, metric: str) -> str:
@@ -203,7 +205,7 @@ def _levels(
     run: Run, concept: str, first_step: int, step: int, end: int
 ) -> tuple[float | None, float | None]:
     """(median over the first tenth of the run before `step`, median over [step, end])."""
-    other = load(run, concept)
+    other = Series.load(run, concept)
     if other is None:
         return None, None
     early_end = first_step + max(10, (step - first_step) // 10)
@@ -320,53 +322,22 @@ class KLJump(Detector):
     default_severity = "warning"
     groups = ("kl",)
 
-    def __init__(
-        self,
-        *,
-        min_ratio: float = 2.0,
-        min_ppo_kl_ratio: float = 3.0,
-        z_threshold: float = 4.5,
-        min_ppo_kl_rise: float = 1e-4,
-        min_kl_rise: float = 0.01,
-        spike_z: float = 10.0,
-        max_rise_steps: int = 15,
-        window: int = 15,
-        warmup_steps: int = 5,
-        min_points: int = 20,
-        max_findings: int = 3,
-    ) -> None:
-        for label, value in (
-            ("min_ratio", min_ratio),
-            ("min_ppo_kl_ratio", min_ppo_kl_ratio),
-            ("z_threshold", z_threshold),
-            ("min_ppo_kl_rise", min_ppo_kl_rise),
-            ("min_kl_rise", min_kl_rise),
-            ("spike_z", spike_z),
-        ):
-            _positive(label, value)
-        if min_ratio <= 1 or min_ppo_kl_ratio <= 1:
-            raise BadDetectorParameters(
-                f"kl-jump: min_ratio and min_ppo_kl_ratio must be > 1, got {min_ratio!r}, "
-                f"{min_ppo_kl_ratio!r}"
-            )
-        if not isinstance(window, int) or window < 3:
-            raise BadDetectorParameters(f"kl-jump: window must be an int ≥ 3, got {window!r}")
-        self.min_ratio = min_ratio
-        self.min_ppo_kl_ratio = min_ppo_kl_ratio
-        self.z_threshold = z_threshold
-        self.min_ppo_kl_rise = min_ppo_kl_rise
-        self.min_kl_rise = min_kl_rise
-        self.spike_z = spike_z
-        self.max_rise_steps = max_rise_steps
-        self.window = window
-        self.warmup_steps = warmup_steps
-        self.min_points = min_points
-        self.max_findings = max_findings
+    min_ratio: float = param(2.0, gt=1)
+    min_ppo_kl_ratio: float = param(3.0, gt=1)
+    z_threshold: float = param(4.5, gt=0)
+    min_ppo_kl_rise: float = param(1e-4, gt=0)
+    min_kl_rise: float = param(0.01, gt=0)
+    spike_z: float = param(10.0, gt=0)
+    max_rise_steps: int = param(15, ge=0)
+    window: int = param(15, ge=3)
+    warmup_steps: int = param(5, ge=0)
+    min_points: int = param(20, ge=1)
+    max_findings: int = param(3, ge=1)
 
     def detect(self, run: Run) -> list[Finding]:
         findings: list[Finding] = []
         for concept in self.concepts:
-            s = load(run, concept, self.min_points)
+            s = Series.load(run, concept, min_points=self.min_points)
             if s is None:
                 findings.extend(self._short(run, concept))
                 continue
@@ -384,7 +355,7 @@ class KLJump(Detector):
         share = _lr_share(run, s.steps) if concept == "ppo_kl" else None
         if share is not None:  # the LR warm-up ends where the LR stops rising
             first = max(first, int(np.argmax(np.append(np.diff(share) <= 0, True))))
-        s = Series(s.metric, s.steps[first:], s.values[first:], s.resolution)
+        s = s[first:]
         if len(s) < self.min_points:
             return self._short(run, concept)
         x, floor, inv = domain(s, log_scale)
@@ -635,49 +606,32 @@ class KLOutOfBand(Detector):
     default_severity = "warning"
     groups = ("kl",)
 
-    def __init__(
-        self,
-        *,
-        band_low: float = 0.01,
-        band_high: float = 0.03,
-        low_threshold: float = 0.005,
-        high_threshold: float = 0.05,
-        warmup_steps: int = 20,
-        min_fraction: float = 0.1,
-        min_steps: int = 5,
-        low_fraction: float = 0.5,
-        smooth_steps: int = 5,
-    ) -> None:
-        for label, value in (
-            ("band_low", band_low),
-            ("band_high", band_high),
-            ("low_threshold", low_threshold),
-            ("high_threshold", high_threshold),
-        ):
-            _positive(label, value)
-        if not (low_threshold <= band_low < band_high <= high_threshold):
+    band_low: float = param(0.01, gt=0)
+    band_high: float = param(0.03, gt=0)
+    low_threshold: float = param(0.005, gt=0)
+    high_threshold: float = param(0.05, gt=0)
+    warmup_steps: int = param(20, ge=0)
+    min_fraction: float = param(0.1, ge=0, le=1)
+    min_steps: int = param(5, ge=1)
+    low_fraction: float = param(0.5, ge=0, le=1)
+    smooth_steps: int = param(5, ge=1)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not (self.low_threshold <= self.band_low < self.band_high <= self.high_threshold):
             raise BadDetectorParameters(
                 "kl-out-of-band: need low_threshold ≤ band_low < band_high ≤ high_threshold"
             )
-        self.band_low = band_low
-        self.band_high = band_high
-        self.low_threshold = low_threshold
-        self.high_threshold = high_threshold
-        self.warmup_steps = warmup_steps
-        self.min_fraction = min_fraction
-        self.min_steps = min_steps
-        self.low_fraction = low_fraction
-        self.smooth_steps = smooth_steps
 
     def detect(self, run: Run) -> list[Finding]:
-        s = load(run, "kl_ref")
+        s = Series.load(run, "kl_ref")
         if s is None:
             return []
         post = s.steps >= s.steps[0] + self.warmup_steps
         n_post = int(post.sum())
         if n_post < self.min_steps:
             return []
-        sm = smooth(s.values, self.smooth_steps)
+        sm = running_median(s.values, self.smooth_steps)
         out: list[Finding] = []
         high = self._stretch(sm > self.high_threshold, post, n_post)
         if high is not None:
@@ -694,9 +648,8 @@ class KLOutOfBand(Detector):
 
     def _stretch(self, mask: np.ndarray, post: np.ndarray, n_post: int) -> tuple[int, int] | None:
         """(first, last) index of the first run of `mask` within `post` long enough to count."""
-        return first_stretch(
-            mask & post, max(self.min_steps, math.ceil(self.min_fraction * n_post))
-        )
+        found = stretches(mask & post, max(self.min_steps, math.ceil(self.min_fraction * n_post)))
+        return (found[0][0], found[0][1] - 1) if found else None
 
     def _high(self, run: Run, s: Series, first: int, last: int) -> Finding:
         step, end = s.step_at(first), s.step_at(last)
@@ -851,45 +804,26 @@ class PPOKLTooLow(Detector):
     default_severity = "warning"
     groups = ("kl",)
 
-    def __init__(
-        self,
-        *,
-        threshold: float = 1e-4,
-        warmup_steps: int = 5,
-        min_lr_share: float = 0.5,
-        min_fraction: float = 0.25,
-        min_steps: int = 10,
-        min_drop_ratio: float = 2.0,
-        drop_z: float = 3.0,
-        smooth_steps: int = 9,
-    ) -> None:
-        _positive("threshold", threshold)
-        _positive("min_drop_ratio", min_drop_ratio)
-        _positive("drop_z", drop_z)
-        if not 0 <= min_lr_share <= 1:
-            raise BadDetectorParameters(
-                f"ppo-kl-too-low: min_lr_share must be in [0, 1], got {min_lr_share!r}"
-            )
-        self.threshold = threshold
-        self.warmup_steps = warmup_steps
-        self.min_lr_share = min_lr_share
-        self.min_fraction = min_fraction
-        self.min_steps = min_steps
-        self.min_drop_ratio = min_drop_ratio
-        self.drop_z = drop_z
-        self.smooth_steps = smooth_steps
+    threshold: float = param(1e-4, gt=0)
+    warmup_steps: int = param(5, ge=0)
+    min_lr_share: float = param(0.5, ge=0, le=1)
+    min_fraction: float = param(0.25, ge=0, le=1)
+    min_steps: int = param(10, ge=1)
+    min_drop_ratio: float = param(2.0, gt=0)
+    drop_z: float = param(3.0, gt=0)
+    smooth_steps: int = param(9, ge=1)
 
     def skip_reason(self, run: Run) -> str | None:
         reason = super().skip_reason(run)
         if reason:
             return reason
-        s = load(run, "ppo_kl")
+        s = Series.load(run, "ppo_kl")
         return _on_policy(run, s) if s is not None else None
 
     def detect(self, run: Run) -> list[Finding]:
         if self.skip_reason(run):
             return []
-        s = load(run, "ppo_kl")
+        s = Series.load(run, "ppo_kl")
         if s is None:
             return []
         share = _lr_share(run, s.steps)
@@ -902,16 +836,16 @@ class PPOKLTooLow(Detector):
         if s.resolution is not None and s.resolution >= self.threshold:
             return self._rounded(run, s, judged, need)
         # even if update size went like lr², ppo_kl is below the threshold on a long stretch
-        sm = smooth(s.values / lr**2, self.smooth_steps)
+        sm = running_median(s.values / lr**2, self.smooth_steps)
         low = np.abs(sm) < self.threshold
-        found = first_stretch(low & judged, need)
+        found = stretches(low & judged, need)
         drops = self._drops(s, lr, judged, need)
-        if found is None and not drops:
+        if not found and not drops:
             return []
-        if found is None:
+        if not found:
             first, last = drops[0], len(s) - 1
         else:
-            first, last = found
+            first, last = found[0][0], found[0][1] - 1
             # date the stretch from where ppo_kl started falling into it, when it fell, or
             # from the first logged steps when it was low from the start (a critic warm-up)
             while first > 0 and low[first - 1]:
@@ -953,7 +887,7 @@ class PPOKLTooLow(Detector):
         res = float(s.resolution or 0.0)
         shown = np.abs(s.values) >= res
         metrics = [s.metric]
-        clip = load(run, "pg_clipfrac")
+        clip = Series.load(run, "pg_clipfrac")
         if clip is not None:  # falls with the update size too, and prints 0.002 when healthy
             at = np.clip(np.searchsorted(clip.steps, s.steps), 0, len(clip) - 1)
             shown |= (clip.steps[at] == s.steps) & (np.abs(clip.values[at]) >= res)

@@ -9,13 +9,13 @@ import polars as pl
 
 from logscope.advice import SEED_GRPO
 from logscope.aliases import LOSS_LIKE_PREFIXES
-from logscope.detector import Detector
-from logscope.exceptions import BadDetectorParameters
+from logscope.detector import Detector, param
 from logscope.model import SEVERITY_RANK, Finding, Run, Severity
 from logscope.sources import cite_all
 from logscope.words import plural
 
-from ._common import Hit, iter_windows, non_finite_advice, occurrences, where
+from ._common import Hit, non_finite_advice, occurrences, where
+from ._series import stretches
 from ._signatures import GRAD_NORM_KEYS, GRAD_NORM_RE, SignatureDetector
 
 # Metric families: one finding per family, naming the metric that went non-finite first.
@@ -114,28 +114,10 @@ class NonFiniteMetric(Detector):
     default_severity = "error"
     groups = ("numerics",)
 
-    def __init__(
-        self,
-        *,
-        critical_trailing: int = 3,
-        critical_count: int = 10,
-        transient_max: int = 2,
-        merge_within: int = 2,
-    ) -> None:
-        for label, value in (
-            ("critical_trailing", critical_trailing),
-            ("critical_count", critical_count),
-            ("transient_max", transient_max),
-            ("merge_within", merge_within),
-        ):
-            if not isinstance(value, int) or value < 0:
-                raise BadDetectorParameters(
-                    f"non-finite-metric: {label} must be a non-negative integer, got {value!r}"
-                )
-        self.critical_trailing = critical_trailing
-        self.critical_count = critical_count
-        self.transient_max = transient_max
-        self.merge_within = merge_within
+    critical_trailing: int = param(3, ge=0)
+    critical_count: int = param(10, ge=0)
+    transient_max: int = param(2, ge=0)
+    merge_within: int = param(2, ge=0)
 
     def skip_reason(self, run: Run) -> str | None:
         if not any(family_of(m) for m in run.metric_names):
@@ -349,22 +331,15 @@ class GradNormNotFiniteStepSkipped(SignatureDetector):
     pattern = GRAD_NORM_RE
     keywords = GRAD_NORM_KEYS
 
-    def __init__(self, *, error_steps: int = 5, error_consecutive: int = 3) -> None:
-        for label, value in (
-            ("error_steps", error_steps),
-            ("error_consecutive", error_consecutive),
-        ):
-            if not isinstance(value, int) or value < 1:
-                raise BadDetectorParameters(
-                    f"grad-norm-not-finite-step-skipped: {label} must be an integer ≥ 1, got {value!r}"
-                )
-        self.error_steps = error_steps
-        self.error_consecutive = error_consecutive
+    error_steps: int = param(5, ge=1)
+    error_consecutive: int = param(3, ge=1)
 
     def build(self, run: Run, hits: list[Hit]) -> Finding:
         steps = sorted({h.step for h in hits if h.step is not None})
         ranks = sorted({int(h.match.group(1)) for h in hits if h.match.group(1)})
-        longest = max((b - a + 1 for a, b in iter_windows(steps)), default=0)
+        # a stretch of k unit gaps between the steps is k + 1 consecutive steps
+        gaps = stretches(np.diff(steps) == 1)
+        longest = 1 + max((b - a for a, b in gaps), default=0) if steps else 0
         distinct = len(steps) if steps else len(hits)
         many = distinct >= self.error_steps or longest >= self.error_consecutive
         values = sorted({h.match.group(2) for h in hits})

@@ -10,7 +10,7 @@ import numpy as np
 from logscope import verl_config
 from logscope.advice import SEED_GRPO, SEED_PPO, advise, current_value
 from logscope.aliases import resolve
-from logscope.exceptions import BadDetectorParameters
+from logscope.detector import param
 from logscope.model import Advice, Finding, Run
 from logscope.sources import cite_all
 from logscope.verl_config import ACT, REF, RO
@@ -36,7 +36,6 @@ from ._signatures import (
     KV_CACHE_RE,
     RAY_OOM_DOC,
     SignatureDetector,
-    check_window,
     phase_near,
 )
 
@@ -101,16 +100,9 @@ class CudaOom(SignatureDetector):
     pattern = CUDA_OOM_RE
     keywords = CUDA_OOM_KEYS
 
-    def __init__(
-        self, *, context_before: int = 150, context_after: int = 60, leak_growth: float = 0.05
-    ) -> None:
-        check_window("cuda-oom: context_before", context_before)
-        check_window("cuda-oom: context_after", context_after)
-        if not (isinstance(leak_growth, (int, float)) and leak_growth > 0):
-            raise BadDetectorParameters(f"cuda-oom: leak_growth must be > 0, got {leak_growth!r}")
-        self.context_before = context_before
-        self.context_after = context_after
-        self.leak_growth = leak_growth
+    context_before: int = param(150, ge=0)
+    context_after: int = param(60, ge=0)
+    leak_growth: float = param(0.05, gt=0)
 
     def hits(self, run: Run) -> list[Hit]:
         out = []
@@ -476,12 +468,7 @@ class VllmKvCacheNoMemory(SignatureDetector):
     pattern = KV_CACHE_RE
     keywords = KV_CACHE_KEYS
 
-    def __init__(self, *, max_utilization: float = 0.7) -> None:
-        if not (isinstance(max_utilization, (int, float)) and 0 < max_utilization <= 1):
-            raise BadDetectorParameters(
-                f"vllm-kv-cache-no-memory: max_utilization must be in (0, 1], got {max_utilization!r}"
-            )
-        self.max_utilization = max_utilization
+    max_utilization: float = param(0.7, gt=0, le=1)
 
     def build(self, run: Run, hits: list[Hit]) -> Finding:
         key = f"{RO}.gpu_memory_utilization"

@@ -11,8 +11,7 @@ import numpy as np
 
 from logscope import verl_config
 from logscope.advice import SEED_PPO, advise, current_value
-from logscope.detector import Detector
-from logscope.exceptions import BadDetectorParameters
+from logscope.detector import Detector, param
 from logscope.health import (
     RECENT_STEPS,
     REFERENCES,
@@ -29,24 +28,10 @@ from logscope.sources import cite_all
 from logscope.verl_config import ACT, RO
 from logscope.words import plural
 
-from ._common import grad_clip_advice, halve_advice
-from ._policy_signals import (
-    Change,
-    Series,
-    by_step,
-    level_shifts,
-    load,
-    sig,
-    smooth,
-    spike_changes,
-    transitions,
-)
-from ._stats import fmt, robust_sigma, theil_sen
-
-
-def _check(name: str, value: float, low: float = 0.0, high: float = math.inf) -> None:
-    if not isinstance(value, (int, float)) or not (low < value < high):
-        raise BadDetectorParameters(f"{name} must be in ({low}, {high}), got {value!r}")
+from ._changes import Change, level_shifts, spike_changes, transitions
+from ._common import by_step, clip_and_lr_advice, grad_clip_advice, halve_advice
+from ._series import Series, odd_width, running_median
+from ._stats import fmt, robust_sigma, sig, theil_sen
 
 
 def responses_per_step(run: Run, s: Series) -> tuple[int | None, str]:
@@ -91,7 +76,7 @@ def count_spikes(
     n = len(x)
     if n < 5 or samples < 1:
         return [], {}
-    capped = np.minimum(x, smooth(x, min(window, n if n % 2 else n - 1)) + min_rise)
+    capped = np.minimum(x, running_median(x, odd_width(window, n)) + min_rise)
     half = max(1, window // 2)
     cum = np.concatenate([[0.0], np.cumsum(capped)])
     lo, hi = np.maximum(np.arange(n) - half, 0), np.minimum(np.arange(n) + half + 1, n)
@@ -314,39 +299,22 @@ class EntropyCollapse(Detector):
     default_severity = "warning"
     groups = ("policy", "entropy")
 
-    def __init__(
-        self,
-        *,
-        max_ratio: float = 0.25,
-        error_ratio: float = 0.1,
-        z_threshold: float = 4.0,
-        max_half_steps: int = 40,
-        max_half_fraction: float = 0.1,
-        tail_steps: int = 15,
-        min_tail_fall: float = 0.2,
-        warmup_steps: int = 3,
-        min_points: int = 20,
-    ) -> None:
-        _check("max_ratio", max_ratio, 0, 1)
-        _check("error_ratio", error_ratio, 0, 1)
-        _check("z_threshold", z_threshold)
-        _check("min_tail_fall", min_tail_fall, 0, 1)
-        self.max_ratio = max_ratio
-        self.error_ratio = error_ratio
-        self.z_threshold = z_threshold
-        self.max_half_steps = max_half_steps
-        self.max_half_fraction = max_half_fraction
-        self.tail_steps = tail_steps
-        self.min_tail_fall = min_tail_fall
-        self.warmup_steps = warmup_steps
-        self.min_points = min_points
+    max_ratio: float = param(0.25, gt=0, lt=1)
+    error_ratio: float = param(0.1, gt=0, lt=1)
+    z_threshold: float = param(4.0, gt=0)
+    max_half_steps: int = param(40, ge=0)
+    max_half_fraction: float = param(0.1, ge=0, le=1)
+    tail_steps: int = param(15, ge=1)
+    min_tail_fall: float = param(0.2, gt=0, lt=1)
+    warmup_steps: int = param(3, ge=0)
+    min_points: int = param(20, ge=1)
 
     def detect(self, run: Run) -> list[Finding]:
-        s = load(run, "entropy", self.min_points)
+        s = Series.load(run, "entropy", min_points=self.min_points)
         if s is None:
             return self._level(run)
         start = s.steps[0] + self.warmup_steps
-        sm = smooth(s.values, 5)
+        sm = running_median(s.values, 5)
         limit = max(self.max_half_steps, self.max_half_fraction * len(s))
         near_zero = REFERENCES["entropy"].alarm_low or 0.0
         floor = _entropy_floor(s)
@@ -438,7 +406,7 @@ class EntropyCollapse(Detector):
         if level is None or ref.alarm_low is None or level.value >= ref.alarm_low:
             return []
         shown = "0.000 (|x| < 5e-4)" if level.rounded else fmt(level.value)
-        n = len(load(run, "entropy") or ())
+        n = len(Series.load(run, "entropy") or ())
         message = (
             f"{level.metric} is {shown} {level.where()}, below {ref.alarm_low:g} nats per token: "
             "the policy is almost deterministic (entropy collapse). The log holds "
@@ -550,18 +518,9 @@ class EntropyBlowup(Detector):
     default_severity = "warning"
     groups = ("policy", "entropy")
 
-    def __init__(
-        self,
-        *,
-        max_entropy: float = 3.0,
-        error_entropy: float = 6.0,
-        last_steps: int = RECENT_STEPS,
-    ) -> None:
-        _check("max_entropy", max_entropy)
-        _check("error_entropy", error_entropy)
-        self.max_entropy = max_entropy
-        self.error_entropy = error_entropy
-        self.last_steps = last_steps
+    max_entropy: float = param(3.0, gt=0)
+    error_entropy: float = param(6.0, gt=0)
+    last_steps: int = param(RECENT_STEPS, ge=1)
 
     def detect(self, run: Run) -> list[Finding]:
         level = recent_level(run, "entropy", self.last_steps)
@@ -685,40 +644,21 @@ class ClipRatioSpike(Detector):
     default_severity = "warning"
     groups = ("policy", "clipping")
 
-    def __init__(
-        self,
-        *,
-        max_p: float = 1e-4,
-        z_threshold: float = 10.0,
-        rise_z_threshold: float = 6.0,
-        min_ratio: float = 3.0,
-        min_rise: float = 0.03,
-        window: int = 31,
-        max_rise_steps: int = 15,
-        min_points: int = 15,
-        max_spikes: int = 5,
-        max_findings: int = 3,
-    ) -> None:
-        _check("max_p", max_p, 0, 1)
-        _check("z_threshold", z_threshold)
-        _check("rise_z_threshold", rise_z_threshold)
-        _check("min_ratio", min_ratio, 1)
-        _check("min_rise", min_rise, 0, 1)
-        self.max_p = max_p
-        self.z_threshold = z_threshold
-        self.rise_z_threshold = rise_z_threshold
-        self.min_ratio = min_ratio
-        self.min_rise = min_rise
-        self.window = window
-        self.max_rise_steps = max_rise_steps
-        self.min_points = min_points
-        self.max_spikes = max_spikes
-        self.max_findings = max_findings
+    max_p: float = param(1e-4, gt=0, lt=1)
+    z_threshold: float = param(10.0, gt=0)
+    rise_z_threshold: float = param(6.0, gt=0)
+    min_ratio: float = param(3.0, gt=1)
+    min_rise: float = param(0.03, gt=0, lt=1)
+    window: int = param(31, ge=3)
+    max_rise_steps: int = param(15, ge=0)
+    min_points: int = param(15, ge=1)
+    max_spikes: int = param(5, ge=1)
+    max_findings: int = param(3, ge=1)
 
     def detect(self, run: Run) -> list[Finding]:
         out: list[Finding] = []
         for concept in self.concepts:
-            s = load(run, concept, self.min_points)
+            s = Series.load(run, concept, min_points=self.min_points)
             if s is None:
                 continue
             out.extend(self._series(run, s))
@@ -904,37 +844,21 @@ class GradNormSpike(Detector):
     default_severity = "warning"
     groups = ("optimisation",)
 
-    def __init__(
-        self,
-        *,
-        z_threshold: float = 6.0,
-        min_ratio: float = 6.0,
-        rise_ratio: float = 3.0,
-        window: int = 31,
-        max_rise_steps: int = 15,
-        warmup_steps: int = 3,
-        min_points: int = 15,
-        max_spikes: int = 5,
-        max_findings: int = 3,
-    ) -> None:
-        _check("z_threshold", z_threshold)
-        _check("min_ratio", min_ratio, 1)
-        _check("rise_ratio", rise_ratio, 1)
-        self.z_threshold = z_threshold
-        self.min_ratio = min_ratio
-        self.rise_ratio = rise_ratio
-        self.window = window
-        self.max_rise_steps = max_rise_steps
-        self.warmup_steps = warmup_steps
-        self.min_points = min_points
-        self.max_spikes = max_spikes
-        self.max_findings = max_findings
+    z_threshold: float = param(6.0, gt=0)
+    min_ratio: float = param(6.0, gt=1)
+    rise_ratio: float = param(3.0, gt=1)
+    window: int = param(31, ge=3)
+    max_rise_steps: int = param(15, ge=0)
+    warmup_steps: int = param(3, ge=0)
+    min_points: int = param(15, ge=1)
+    max_spikes: int = param(5, ge=1)
+    max_findings: int = param(3, ge=1)
 
     def detect(self, run: Run) -> list[Finding]:
         out: list[Finding] = []
         for concept in self.concepts:
             role = "critic" if concept.startswith("critic") else "actor"
-            s = load(run, concept, self.min_points)
+            s = Series.load(run, concept, min_points=self.min_points)
             if s is None:
                 out.extend(self._short(run, concept, role))
                 continue
@@ -954,19 +878,7 @@ class GradNormSpike(Detector):
             f"{fmt(jump.after)} at step {jump.step} ({jump.ratio:.0f}×; {jump.after / clip:.0f}× "
             f"the clip {clip:g}, {clip_source})."
         )
-        advice: list[Advice] = []
-        clip_advice = grad_clip_advice(
-            run, role, "The norm is measured before clipping; clipping bounds the update."
-        )
-        if clip_advice is not None:
-            advice.append(clip_advice)
-        lr_key = f"{ACT}.optim.lr" if role == "actor" else "critic.optim.lr"
-        advice.append(
-            halve_advice(
-                run, lr_key, "A smaller learning rate shrinks the step a bad batch can cause.",
-                f"{SEED_PPO} §3.3",
-            )
-        )  # fmt: skip
+        advice = _grad_spike_advice(run, role)
         return [
             self.finding(
                 message=message,
@@ -1034,21 +946,7 @@ class GradNormSpike(Detector):
             },
             **_spike_evidence(s, found, c),
         )
-        advice: list[Advice] = []
-        clip = grad_clip_advice(
-            run, role, "The norm is measured before clipping; clipping bounds the update."
-        )
-        if clip is not None:
-            advice.append(clip)
-        lr_key = f"{ACT}.optim.lr" if role == "actor" else "critic.optim.lr"
-        advice.append(
-            halve_advice(
-                run,
-                lr_key,
-                "A smaller learning rate shrinks the step a bad batch can cause.",
-                f"{SEED_PPO} §3.3",
-            )
-        )
+        advice = _grad_spike_advice(run, role)
         return self.finding(
             severity="warning" if spike else "error",
             message=message,
@@ -1059,6 +957,15 @@ class GradNormSpike(Detector):
             advice=advice,
             references=cite_all([f"{SEED_PPO} §3.2", "verl:workers/actor/dp_actor.py"]),
         )
+
+
+def _grad_spike_advice(run: Run, role: str) -> list[Advice]:
+    return clip_and_lr_advice(
+        run,
+        role,
+        "The norm is measured before clipping; clipping bounds the update.",
+        "A smaller learning rate shrinks the step a bad batch can cause.",
+    )
 
 
 class ResponseLengthCollapse(Detector):
@@ -1106,23 +1013,11 @@ class ResponseLengthCollapse(Detector):
     default_severity = "warning"
     groups = ("policy", "length")
 
-    def __init__(
-        self,
-        *,
-        max_ratio: float = 0.6,
-        cap_fraction: float = 0.8,
-        z_threshold: float = 4.0,
-        warmup_steps: int = 3,
-        min_points: int = 20,
-    ) -> None:
-        _check("max_ratio", max_ratio, 0, 1)
-        _check("cap_fraction", cap_fraction, 0, 1)
-        _check("z_threshold", z_threshold)
-        self.max_ratio = max_ratio
-        self.cap_fraction = cap_fraction
-        self.z_threshold = z_threshold
-        self.warmup_steps = warmup_steps
-        self.min_points = min_points
+    max_ratio: float = param(0.6, gt=0, lt=1)
+    cap_fraction: float = param(0.8, gt=0, lt=1)
+    z_threshold: float = param(4.0, gt=0)
+    warmup_steps: int = param(3, ge=0)
+    min_points: int = param(20, ge=1)
 
     def _level(self, run: Run) -> list[Finding]:
         """Too few steps to see a fall: a mean of a few tokens is a collapse on its own."""
@@ -1163,7 +1058,7 @@ class ResponseLengthCollapse(Detector):
         ]
 
     def detect(self, run: Run) -> list[Finding]:
-        s = load(run, "response_length_mean", self.min_points)
+        s = Series.load(run, "response_length_mean", min_points=self.min_points)
         if s is None:
             return self._level(run)
         start = s.steps[0] + self.warmup_steps
@@ -1197,8 +1092,8 @@ class ResponseLengthCollapse(Detector):
         """Without a config: the largest `response_length/max`, when responses were truncated
         (a positive `response_length/clip_ratio`) — truncated responses have the cap's length.
         """
-        top = load(run, "response_length_max")
-        clip = load(run, "response_clip_ratio")
+        top = Series.load(run, "response_length_max")
+        clip = Series.load(run, "response_clip_ratio")
         if top is None or clip is None or not (clip.values > 0).any():
             return None
         return float(np.max(top.values))
@@ -1305,18 +1200,9 @@ class ResponseLengthClipped(Detector):
     default_severity = "warning"
     groups = ("policy", "length")
 
-    def __init__(
-        self,
-        *,
-        min_ratio: float = 0.1,
-        at_cap_share: float = 0.5,
-        last_steps: int = RECENT_STEPS,
-    ) -> None:
-        _check("min_ratio", min_ratio, 0, 1)
-        _check("at_cap_share", at_cap_share, 0, 1)
-        self.min_ratio = min_ratio
-        self.at_cap_share = at_cap_share
-        self.last_steps = last_steps
+    min_ratio: float = param(0.1, gt=0, lt=1)
+    at_cap_share: float = param(0.5, gt=0, lt=1)
+    last_steps: int = param(RECENT_STEPS, ge=1)
 
     def detect(self, run: Run) -> list[Finding]:
         clip = recent_level(run, "response_clip_ratio", self.last_steps)

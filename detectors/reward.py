@@ -12,35 +12,17 @@ from scipy.stats import kendalltau
 from logscope import verl_config
 from logscope.advice import SEED_GRPO, SEED_PPO, advise, current_value
 from logscope.aliases import resolve, validation_metrics
-from logscope.detector import Detector
-from logscope.exceptions import BadDetectorParameters
+from logscope.detector import Detector, param
 from logscope.health import values_by_step
 from logscope.model import Advice, Finding, Run
 from logscope.sources import cite_all
 from logscope.verl_config import ACT
 
-from ._signal import (
-    bin_width,
-    binned,
-    clean_series,
-    concept_series,
-    hinge_fit,
-    isotonic_prefix_fit,
-    line_at,
-    line_rss,
-    moving_average,
-    noise_floor,
-    poly_prefix_fit,
-    regular_grid,
-)
+from ._fits import hinge_fit, isotonic_prefix_fit, line_at, line_rss, poly_prefix_fit
+from ._series import Series, bin_width, binned, moving_average, noise_floor, regular_grid
 from ._stats import fmt, mad_sigma, mann_kendall, theil_sen
 
 KL_COEF_KEYS = (f"{ACT}.kl_loss_coef", "algorithm.kl_ctrl.kl_coef")
-
-
-def _positive(label: str, value: float) -> None:
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
-        raise BadDetectorParameters(f"{label} must be a positive number, got {value!r}")
 
 
 def _first_step_at_or_after(steps: np.ndarray, x: float) -> int:
@@ -143,42 +125,20 @@ class RewardSawtooth(Detector):
     default_severity = "warning"
     groups = ("reward",)
 
-    def __init__(
-        self,
-        *,
-        min_cycles: int = 3,
-        min_period: int = 4,
-        max_period: int = 500,
-        min_autocorr: float = 0.6,
-        noise_z: float = 4.5,
-        min_amplitude_sigma: float = 0.75,
-        max_points: int = 2000,
-        max_raw_steps: int = 200000,
-    ) -> None:
-        for label, value in (
-            ("min_cycles", min_cycles),
-            ("min_period", min_period),
-            ("max_period", max_period),
-            ("min_autocorr", min_autocorr),
-            ("noise_z", noise_z),
-            ("min_amplitude_sigma", min_amplitude_sigma),
-            ("max_points", max_points),
-            ("max_raw_steps", max_raw_steps),
-        ):
-            _positive(f"reward-sawtooth: {label}", value)
-        self.min_cycles = min_cycles
-        self.min_period = min_period
-        self.max_period = max_period
-        self.min_autocorr = min_autocorr
-        self.noise_z = noise_z
-        self.min_amplitude_sigma = min_amplitude_sigma
-        self.max_points = max_points
-        self.max_raw_steps = max_raw_steps
+    min_cycles: int = param(3, ge=1)
+    min_period: int = param(4, ge=1)
+    max_period: int = param(500, ge=1)
+    min_autocorr: float = param(0.6, gt=0, le=1)
+    noise_z: float = param(4.5, gt=0)
+    min_amplitude_sigma: float = param(0.75, gt=0)
+    max_points: int = param(2000, ge=1)
+    max_raw_steps: int = param(200000, ge=1)
 
     def detect(self, run: Run) -> list[Finding]:
-        metric, steps, values = concept_series(run, *self.concepts)
-        if metric is None or len(steps) < 4 * self.min_cycles * 2:
+        s = Series.load(run, *self.concepts)
+        if s is None or len(s) < 4 * self.min_cycles * 2:
             return []
+        metric, steps, values = s.metric, s.steps, s.values
         # one grid per resolution: the binned one for long periods, finer ones (×8 apart) for
         # periods too short to survive binning; each searches periods of 4..32 of its points
         grid, vals, width = regular_grid(steps, values, self.max_points)
@@ -459,36 +419,18 @@ class RewardPlateau(Detector):
     default_severity = "info"
     groups = ("reward",)
 
-    def __init__(
-        self,
-        *,
-        min_fraction: float = 0.2,
-        min_points: int = 20,
-        max_change_sigma: float = 2.5,
-        max_change_fraction: float = 0.2,
-        max_points: int = 2000,
-        rising_p: float = 0.01,
-    ) -> None:
-        for label, value in (
-            ("rising_p", rising_p),
-            ("min_fraction", min_fraction),
-            ("min_points", min_points),
-            ("max_change_sigma", max_change_sigma),
-            ("max_change_fraction", max_change_fraction),
-            ("max_points", max_points),
-        ):
-            _positive(f"reward-plateau: {label}", value)
-        self.min_fraction = min_fraction
-        self.min_points = min_points
-        self.max_change_sigma = max_change_sigma
-        self.max_change_fraction = max_change_fraction
-        self.max_points = max_points
-        self.rising_p = rising_p
+    min_fraction: float = param(0.2, gt=0, le=1)
+    min_points: int = param(20, ge=1)
+    max_change_sigma: float = param(2.5, gt=0)
+    max_change_fraction: float = param(0.2, gt=0, le=1)
+    max_points: int = param(2000, ge=1)
+    rising_p: float = param(0.01, gt=0, le=1)
 
     def detect(self, run: Run) -> list[Finding]:
-        metric, steps, values = concept_series(run, *self.concepts)
-        if metric is None:
+        s = Series.load(run, *self.concepts)
+        if s is None:
             return []
+        metric, steps, values = s.metric, s.steps, s.values
         if len(steps) < self.min_points:
             return self._never_moves(run, [int(s) for s in steps])
         x, y = binned(steps, values, self.max_points)
@@ -766,31 +708,12 @@ class ValidationDrop(Detector):
     default_severity = "warning"
     groups = ("reward", "validation")
 
-    def __init__(
-        self,
-        *,
-        min_val_points: int = 6,
-        min_points_after: int = 3,
-        min_drop_sigma: float = 4.0,
-        min_drop: float = 0.02,
-        trend_p: float = 0.05,
-        train_fall_ratio: float = 0.5,
-    ) -> None:
-        for label, value in (
-            ("min_val_points", min_val_points),
-            ("min_points_after", min_points_after),
-            ("min_drop_sigma", min_drop_sigma),
-            ("min_drop", min_drop),
-            ("trend_p", trend_p),
-            ("train_fall_ratio", train_fall_ratio),
-        ):
-            _positive(f"validation-drop: {label}", value)
-        self.min_val_points = min_val_points
-        self.min_points_after = min_points_after
-        self.min_drop_sigma = min_drop_sigma
-        self.min_drop = min_drop
-        self.trend_p = trend_p
-        self.train_fall_ratio = train_fall_ratio
+    min_val_points: int = param(6, ge=1)
+    min_points_after: int = param(3, ge=1)
+    min_drop_sigma: float = param(4.0, gt=0)
+    min_drop: float = param(0.02, gt=0)
+    trend_p: float = param(0.05, gt=0, le=1)
+    train_fall_ratio: float = param(0.5, gt=0)
 
     def skip_reason(self, run: Run) -> str | None:
         if not validation_metrics(run):
@@ -813,7 +736,8 @@ class ValidationDrop(Detector):
         return [first]
 
     def _one(self, run: Run, metric: str) -> Finding | None:
-        steps, values = clean_series(run, metric)
+        s = Series.read(run, metric)
+        steps, values = s.steps, s.values
         if len(steps) < self.min_val_points:
             return None
         x, y = binned(steps, values, 2000)
@@ -866,13 +790,14 @@ class ValidationDrop(Detector):
             return None
         if p >= self.trend_p and drop < 2 * self.min_drop_sigma * sigma:
             return None
-        tmetric, tsteps, tvalues = concept_series(run, "score_mean", "reward_mean")
+        train = Series.load(run, "score_mean", "reward_mean")
+        tmetric = train.metric if train is not None else None
         train_change = None
-        if tmetric is not None:
-            mask = tsteps >= xb[-1]
+        if train is not None:
+            mask = train.steps >= xb[-1]
             if mask.sum() >= 3:
-                ts, _ = theil_sen(tsteps[mask], tvalues[mask])
-                train_change = ts * float(tsteps[mask][-1] - tsteps[mask][0])
+                ts, _ = theil_sen(train.steps[mask], train.values[mask])
+                train_change = ts * float(train.steps[mask][-1] - train.steps[mask][0])
                 if train_change < -self.train_fall_ratio * drop:
                     return None
         turn = int(xa[0])

@@ -12,31 +12,22 @@ from scipy.stats import chi2
 
 from logscope.advice import SEED_GRPO, SEED_PPO, advise, current_value
 from logscope.aliases import resolve
-from logscope.detector import Detector
-from logscope.exceptions import BadDetectorParameters
+from logscope.detector import Detector, param
 from logscope.model import Advice, Finding, Run
 from logscope.sources import cite_all
 from logscope.verl_config import RO, model_size_b, n_gpus
 from logscope.words import plural
 
 from ._common import gpu_memory_advice, gpu_memory_bound
-from ._signal import (
+from ._series import Series, bin_width, binned, noise_floor, regular_grid, running_median
+from ._stats import (
     autocorrelation,
     best_split,
-    bin_width,
-    binned,
-    clean_series,
-    concept_series,
-    noise_floor,
-    regular_grid,
-)
-from ._stats import (
     changepoints,
     fmt,
     mad_sigma,
     mann_kendall,
     robust_sigma,
-    rolling_median,
     theil_sen,
 )
 
@@ -47,11 +38,6 @@ GPU_SIZES_GB = (24.0, 40.0, 48.0, 80.0, 94.0, 141.0)
 _NOT_PHASES = {"step", "testing", "save_checkpoint", "start_profile", "stop_profile"}
 #: sub-timings of generation that the rollout adds on top of `gen`.
 _GEN_PARTS = ("generate_sequences", "generation_timing", "agent_loop", "gen_max")
-
-
-def _positive(label: str, value: float) -> None:
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
-        raise BadDetectorParameters(f"{label} must be a positive number, got {value!r}")
 
 
 def _timing_prefix(run: Run) -> str:
@@ -71,16 +57,6 @@ def _phase_metrics(run: Run) -> dict[str, str]:
     return out
 
 
-def _aligned(steps: np.ndarray, src_steps: np.ndarray, src_values: np.ndarray) -> np.ndarray:
-    out = np.full(len(steps), np.nan)
-    if len(src_steps) == 0:
-        return out
-    idx = np.clip(np.searchsorted(src_steps, steps), 0, len(src_steps) - 1)
-    hit = src_steps[idx] == steps
-    out[hit] = src_values[idx[hit]]
-    return out
-
-
 def _ratio(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """a / b, NaN where b is not a positive number."""
     ok = np.isfinite(a) & np.isfinite(b) & (b > 0)
@@ -92,8 +68,7 @@ def _extra_seconds(run: Run, steps: np.ndarray) -> np.ndarray:
     out = np.zeros(len(steps))
     prefix = _timing_prefix(run)
     for phase in ("testing", "save_checkpoint"):
-        s, v = clean_series(run, prefix + phase)
-        extra = _aligned(steps, s, v)
+        extra = Series.read(run, prefix + phase).at(steps)
         out += np.where(np.isfinite(extra) & (extra > 0), extra, 0.0)
     return out
 
@@ -103,7 +78,7 @@ def _actor_start(run: Run, steps: np.ndarray) -> float | None:
     `trainer.critic_warmup`): earlier steps have no update_actor phase and are shorter."""
     if len(steps) == 0:
         return None
-    s, _ = clean_series(run, _timing_prefix(run) + "update_actor")
+    s = Series.read(run, _timing_prefix(run) + "update_actor").steps
     if len(s):
         return float(s[0]) if s[0] > steps[0] else None
     try:
@@ -115,10 +90,10 @@ def _actor_start(run: Run, steps: np.ndarray) -> float | None:
 
 def _gen_rounds(run: Run, steps: np.ndarray) -> np.ndarray | None:
     """Generation rounds per step where the run logs them (DAPO's `train/num_gen_batches`)."""
-    s, v = clean_series(run, "train/num_gen_batches")
-    if len(s) == 0:
+    logged = Series.read(run, "train/num_gen_batches")
+    if len(logged) == 0:
         return None
-    rounds = _aligned(steps, s, v)
+    rounds = logged.at(steps)
     return np.where(np.isfinite(rounds) & (rounds >= 1), rounds, 1.0)
 
 
@@ -157,7 +132,7 @@ def _period(steps: np.ndarray, values: np.ndarray, max_period: int = 60) -> tupl
     d = np.diff(grid)
     if len(d) < 9:
         return 1, 0.0
-    d = d - rolling_median(d, 9)
+    d = d - running_median(d, 9)
     acf = autocorrelation(d, min(max_period, len(d) // 2))
     if len(acf) < 3:
         return 1, 0.0
@@ -389,37 +364,14 @@ class MemoryLeak(Detector):
     default_severity = "warning"
     groups = ("system", "memory")
 
-    def __init__(
-        self,
-        *,
-        min_rise_gb: float = 0.5,
-        min_rise_host_gb: float = 2.0,
-        min_rise_sigma: float = 5.0,
-        trend_p: float = 0.001,
-        min_fraction: float = 0.1,
-        min_ramp_steps: int = 10,
-        min_points: int = 10,
-        max_points: int = 2000,
-    ) -> None:
-        for label, value in (
-            ("min_rise_gb", min_rise_gb),
-            ("min_rise_host_gb", min_rise_host_gb),
-            ("min_ramp_steps", min_ramp_steps),
-            ("min_rise_sigma", min_rise_sigma),
-            ("trend_p", trend_p),
-            ("min_fraction", min_fraction),
-            ("min_points", min_points),
-            ("max_points", max_points),
-        ):
-            _positive(f"memory-leak: {label}", value)
-        self.min_rise_gb = min_rise_gb
-        self.min_rise_host_gb = min_rise_host_gb
-        self.min_rise_sigma = min_rise_sigma
-        self.trend_p = trend_p
-        self.min_fraction = min_fraction
-        self.min_ramp_steps = min_ramp_steps
-        self.min_points = min_points
-        self.max_points = max_points
+    min_rise_gb: float = param(0.5, gt=0)
+    min_rise_host_gb: float = param(2.0, gt=0)
+    min_rise_sigma: float = param(5.0, gt=0)
+    trend_p: float = param(0.001, gt=0, le=1)
+    min_fraction: float = param(0.1, gt=0, le=1)
+    min_ramp_steps: int = param(10, ge=1)
+    min_points: int = param(10, ge=1)
+    max_points: int = param(2000, ge=1)
 
     def detect(self, run: Run) -> list[Finding]:
         findings = []
@@ -432,9 +384,10 @@ class MemoryLeak(Detector):
         return findings
 
     def _one(self, run: Run, concepts: tuple[str, ...], gpu: bool) -> Finding | None:
-        metric, steps, values = concept_series(run, *concepts)
-        if metric is None or len(steps) < self.min_points:
+        s = Series.load(run, *concepts, min_points=self.min_points)
+        if s is None:
             return None
+        metric, steps, values = s.metric, s.steps, s.values
         steps, values = _before_ceiling(steps, values, noise_floor(values, run.value_resolution))
         x, y = binned(steps, values, self.max_points)
         n = len(x)
@@ -668,31 +621,12 @@ class RolloutBottleneck(Detector):
     default_severity = "warning"
     groups = ("system", "throughput")
 
-    def __init__(
-        self,
-        *,
-        min_share: float = 0.6,
-        min_ratio: float = 2.0,
-        min_duration: int = 10,
-        min_fraction: float = 0.1,
-        round_window: int = 20,
-        max_points: int = 2000,
-    ) -> None:
-        for label, value in (
-            ("min_share", min_share),
-            ("min_ratio", min_ratio),
-            ("round_window", round_window),
-            ("min_duration", min_duration),
-            ("min_fraction", min_fraction),
-            ("max_points", max_points),
-        ):
-            _positive(f"rollout-bottleneck: {label}", value)
-        self.min_share = min_share
-        self.min_ratio = min_ratio
-        self.round_window = int(round_window)
-        self.min_duration = min_duration
-        self.min_fraction = min_fraction
-        self.max_points = max_points
+    min_share: float = param(0.6, gt=0, le=1)
+    min_ratio: float = param(2.0, gt=0)
+    min_duration: int = param(10, ge=1)
+    min_fraction: float = param(0.1, gt=0, le=1)
+    round_window: int = param(20, ge=1)
+    max_points: int = param(2000, ge=1)
 
     def skip_reason(self, run: Run) -> str | None:
         if resolve(run, "time_gen") is None or resolve(run, "time_step") is None:
@@ -703,14 +637,13 @@ class RolloutBottleneck(Detector):
         gen_name, step_name = resolve(run, "time_gen"), resolve(run, "time_step")
         if gen_name is None or step_name is None:
             return []
-        gs, gv = clean_series(run, gen_name)
-        ss, sv = clean_series(run, step_name)
-        steps = np.intersect1d(gs, ss)
+        gen_series, step_series = Series.read(run, gen_name), Series.read(run, step_name)
+        steps = np.intersect1d(gen_series.steps, step_series.steps, assume_unique=True)
         if len(steps) < max(self.min_duration, 6):
-            return self._short(run, gen_name, step_name, steps)
-        gen = _aligned(steps, gs, gv)
+            return self._short(run, gen_series, step_series, steps)
+        gen = gen_series.at(steps)
         # a step's time includes validation and checkpoint saving when they ran: take them out
-        total = _aligned(steps, ss, sv) - _extra_seconds(run, steps)
+        total = step_series.at(steps) - _extra_seconds(run, steps)
         ok = np.isfinite(gen) & np.isfinite(total) & (total > 0) & (gen <= 1.05 * total)
         steps, gen, total = steps[ok], gen[ok], total[ok]
         if len(steps) < max(self.min_duration, 6):
@@ -726,9 +659,9 @@ class RolloutBottleneck(Detector):
         for phase, name in _phase_metrics(run).items():
             if name == gen_name or phase == "gen":
                 continue
-            s, v = clean_series(run, name)
+            s = Series.read(run, name)
             if len(s):
-                others[phase] = _aligned(steps, s, v)
+                others[phase] = s.at(steps)
         x, bs = binned(steps, basis, self.max_points)
         start_i = 0
         k, score = best_split(bs, min_side=max(3, len(bs) // 20), direction=+1)
@@ -824,14 +757,14 @@ class RolloutBottleneck(Detector):
         ratio = _leading_min(gen / np.maximum(rest, 1e-9), self.round_window)
         return ratio / (1 + ratio), "inferred"
 
-    def _short(self, run: Run, gen_name: str, step_name: str, steps: np.ndarray) -> list[Finding]:
+    def _short(
+        self, run: Run, gen_series: Series, step_series: Series, steps: np.ndarray
+    ) -> list[Finding]:
         """Too few steps for a lasting stretch: the median over the steps that did not also run
         validation or save a checkpoint (their step time is not the rollout's story)."""
         if len(steps) == 0:
             return []
-        gs, gv = clean_series(run, gen_name)
-        ss, sv = clean_series(run, step_name)
-        gen, total = _aligned(steps, gs, gv), _aligned(steps, ss, sv)
+        gen, total = gen_series.at(steps), step_series.at(steps)
         plain = _extra_seconds(run, steps) == 0
         ok = plain & np.isfinite(gen) & np.isfinite(total) & (total > 0) & (gen <= 1.05 * total)
         if not ok.any():
@@ -843,9 +776,9 @@ class RolloutBottleneck(Detector):
         gen_s = float(np.median(gen))
         slowest, slowest_s = None, 0.0
         for phase, name in _phase_metrics(run).items():
-            if name == gen_name or phase == "gen":
+            if name == gen_series.metric or phase == "gen":
                 continue
-            v = _aligned(steps, *clean_series(run, name))
+            v = Series.read(run, name).at(steps)
             v = v[np.isfinite(v)]
             if len(v) and float(np.median(v)) > slowest_s:
                 slowest, slowest_s = phase, float(np.median(v))
@@ -853,8 +786,8 @@ class RolloutBottleneck(Detector):
             return []  # one step needs both rules: no other phase logged, no comparison
         finding = self._finding(
             run,
-            gen_name,
-            step_name,
+            gen_series.metric,
+            step_series.metric,
             int(steps[0]),
             int(steps[-1]),
             share,
@@ -1056,34 +989,13 @@ class ThroughputDrop(Detector):
     default_severity = "warning"
     groups = ("system", "throughput")
 
-    def __init__(
-        self,
-        *,
-        min_change: float = 0.15,
-        min_duration: int = 10,
-        min_fraction: float = 0.05,
-        penalty_scale: float = 3.0,
-        max_drift_ratio: float = 0.8,
-        max_points: int = 2000,
-        max_findings: int = 3,
-    ) -> None:
-        for label, value in (
-            ("min_change", min_change),
-            ("max_drift_ratio", max_drift_ratio),
-            ("min_duration", min_duration),
-            ("min_fraction", min_fraction),
-            ("penalty_scale", penalty_scale),
-            ("max_points", max_points),
-            ("max_findings", max_findings),
-        ):
-            _positive(f"throughput-drop: {label}", value)
-        self.min_change = min_change
-        self.min_duration = min_duration
-        self.min_fraction = min_fraction
-        self.penalty_scale = penalty_scale
-        self.max_drift_ratio = max_drift_ratio
-        self.max_points = max_points
-        self.max_findings = max_findings
+    min_change: float = param(0.15, gt=0)
+    min_duration: int = param(10, ge=1)
+    min_fraction: float = param(0.05, gt=0, le=1)
+    penalty_scale: float = param(3.0, gt=0)
+    max_drift_ratio: float = param(0.8, gt=0)
+    max_points: int = param(2000, ge=1)
+    max_findings: int = param(3, ge=1)
 
     def detect(self, run: Run) -> list[Finding]:
         series = self._series(run)
@@ -1106,14 +1018,13 @@ class ThroughputDrop(Detector):
         """(label, sign, steps, values, note): throughput (sign −1) or step time (+1), with
         validation and checkpoint seconds taken out, per token when tokens are logged, and
         without generation when its sampling rounds vary step to step."""
-        t_name = resolve(run, "time_step")
-        ts, tv = clean_series(run, t_name)
+        step_time = Series.read(run, resolve(run, "time_step"))
+        t_name, ts, tv = step_time.metric, step_time.steps, step_time.values
         if len(ts) < 2 * self.min_duration:
-            metric = resolve(run, "throughput")
-            steps, values = clean_series(run, metric)
-            return (metric, -1, steps, values, "") if len(steps) else None
+            thr = Series.read(run, resolve(run, "throughput"))
+            return (thr.metric, -1, thr.steps, thr.values, "") if len(thr) else None
         total = tv - _extra_seconds(run, ts)
-        gen = _aligned(ts, *clean_series(run, resolve(run, "time_gen")))
+        gen = Series.read(run, resolve(run, "time_gen")).at(ts)
         rounds = _gen_rounds(run, ts)
         note = ""
         label = t_name
@@ -1132,7 +1043,7 @@ class ThroughputDrop(Detector):
             )
         thr_name = resolve(run, "throughput")
         if label == t_name and thr_name is not None:  # tokens / step time, as verl logs it
-            thr = _aligned(ts, *clean_series(run, thr_name))
+            thr = Series.read(run, thr_name).at(ts)
             if np.isfinite(thr).mean() > 0.9:
                 return thr_name, -1, ts, _ratio(thr * tv, total), note
         tokens, tok_name = self._tokens(run, ts, tv)
@@ -1144,15 +1055,14 @@ class ThroughputDrop(Detector):
     def _tokens(run: Run, ts: np.ndarray, tv: np.ndarray) -> tuple[np.ndarray | None, str]:
         """Tokens of each step (any unit proportional to them) and what they come from."""
         for name in ("perf/total_num_tokens", "global_seqlen/mean"):
-            tok = _aligned(ts, *clean_series(run, name))
+            tok = Series.read(run, name).at(ts)
             if np.isfinite(tok).mean() > 0.9:
                 return tok, name
-        thr = _aligned(ts, *clean_series(run, resolve(run, "throughput")))
+        thr = Series.read(run, resolve(run, "throughput")).at(ts)
         if np.isfinite(thr).mean() > 0.9:
             return thr * tv, "perf/throughput × step time"
         parts = [
-            _aligned(ts, *clean_series(run, name))
-            for name in ("prompt_length/mean", "response_length/mean")
+            Series.read(run, name).at(ts) for name in ("prompt_length/mean", "response_length/mean")
         ]
         tok = parts[0] + parts[1]
         if np.isfinite(tok).mean() > 0.9:
@@ -1173,7 +1083,7 @@ class ThroughputDrop(Detector):
             return []
         logv = np.log(values)
         # isolated slow steps are clipped to the local level, so only lasting shifts remain
-        base = rolling_median(logv, 5)
+        base = running_median(logv, 5)
         noise = robust_sigma(logv)
         filt = np.clip(logv, base - 3 * noise, base + 3 * noise)
         x, y = binned(steps, filt, self.max_points)
@@ -1246,7 +1156,7 @@ class ThroughputDrop(Detector):
         ws = steps[win]
         if len(ws) < 8:
             return int(steps[min(int(np.searchsorted(steps, approx - 1e-9)), len(steps) - 1)])
-        wv = rolling_median(logv[win], 3)
+        wv = running_median(logv[win], 3)
         k, _ = best_split(wv, min_side=3, direction=sign)
         if k < 0:
             return int(ws[min(int(np.searchsorted(ws, approx - 1e-9)), len(ws) - 1)])
@@ -1357,7 +1267,8 @@ class ThroughputDrop(Detector):
         """Timing phases ranked by how many seconds they grew across `step`."""
         out = []
         for phase, name in _phase_metrics(run).items():
-            s, v = clean_series(run, name)
+            logged = Series.read(run, name)
+            s, v = logged.steps, logged.values
             b = v[(s < step) & (s >= step - window)]
             a = v[(s >= step) & (s < step + window)]
             if len(b) >= 2 and len(a) >= 2:

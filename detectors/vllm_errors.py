@@ -70,9 +70,6 @@ class VllmError(Detector):
     default_severity = "error"
     groups = ("vllm", "crash", "environment")
 
-    def __init__(self) -> None:
-        pass
-
     def detect(self, run: Run) -> list[Finding]:
         if any(_has(run, kind) for kind in VLLM_SPECIFIC_KINDS):
             return []

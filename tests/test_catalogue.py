@@ -1,16 +1,17 @@
 """Generic checks for EVERY registered detector, and the generated catalogue.
 
 Parametrized over `registry.detector_classes()`, so a new detector is checked as soon as its
-module exists: docstring sections, code/name conventions, explicit parameters, robustness on
-empty / short / all-NaN runs; its positive example (fixtures/diagnoses/<code>.*, written by
-scripts/gen_diagnosis_fixtures.py) fires, and on it detection is deterministic, blind to the row
-order of the metrics frame and leaves the run unchanged; plus docs/diagnoses.md freshness and the
-`logscope rules` command.
+module exists: docstring sections, code/name conventions, explicit parameters (each value out
+of its declared range raises), robustness on empty / short / all-NaN runs; its positive example
+(fixtures/diagnoses/<code>.*, written by scripts/gen_diagnosis_fixtures.py) fires, and on it
+detection is deterministic, blind to the row order of the metrics frame and leaves the run
+unchanged; plus docs/diagnoses.md freshness and the `logscope rules` command.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import importlib.util
 import inspect
 import json
@@ -26,7 +27,8 @@ from typer.testing import CliRunner
 from logscope import catalogue
 from logscope.aliases import ALIASES, LOSS_LIKE_PREFIXES
 from logscope.check import check_path
-from logscope.detector import CATALOGUE_SECTIONS, Detector
+from logscope.detector import CATALOGUE_SECTIONS, PARAM_KINDS, Detector
+from logscope.exceptions import BadDetectorParameters
 from logscope.ingest import load
 from logscope.model import SEVERITIES, Finding
 from tests import _foundation_logs as L
@@ -110,6 +112,37 @@ def test_init_has_explicit_stored_keyword_params(cls):
         assert getattr(detector, p.name) == p.default
     assert detector.params() == {p.name: p.default for p in params}
     assert repr(detector).startswith(cls.__name__ + "(")
+
+
+def out_of_range_values(field: dataclasses.Field) -> list[object]:
+    """Values its declaration rejects: past each bound, of a wrong type, a bool."""
+    bounds, kind = field.metadata["bounds"], PARAM_KINDS[field.type]
+    values: list[object] = ["3", True, *([1.5] if kind is int else [])]
+    values += [b for b in (bounds.gt, bounds.lt) if b is not None]
+    values += [bounds.ge - 1] if bounds.ge is not None else []
+    values += [bounds.le + 1] if bounds.le is not None else []
+    return values
+
+
+BAD_PARAMS = [
+    (cls, f.name, value)
+    for cls in CLASSES
+    if dataclasses.is_dataclass(cls)
+    for f in dataclasses.fields(cls)
+    for value in out_of_range_values(f)
+]
+
+
+@pytest.mark.parametrize(
+    ("cls", "name", "value"),
+    BAD_PARAMS,
+    ids=[f"{c.code}-{n}={v!r}" for c, n, v in BAD_PARAMS],
+)
+def test_out_of_range_parameter_raises_naming_it(cls, name, value):
+    with pytest.raises(BadDetectorParameters) as raised:
+        cls(**{name: value})
+    message = str(raised.value)
+    assert cls.name in message and name in message and repr(value) in message, message
 
 
 # ---- robustness, determinism, no mutation ------------------------------------------------------

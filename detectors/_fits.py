@@ -1,129 +1,13 @@
-"""Series helpers for the reward, critic and system detectors: cleaning, binning, fits.
-
-Everything here accepts short, NaN-padded, irregularly stepped series and returns something
-sensible (empty arrays, None) instead of raising. Long series are binned along the step axis so
-that the heavy work runs on at most a few thousand points whatever the run length.
+"""Least-squares fits of the reward and system detectors: a continuous two-piece line (`hinge_fit`),
+lines over every prefix and suffix, and polynomial and isotonic fits over every prefix, each in
+O(n) or O(n · degree³) with cumulative sums.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
-
-from logscope.aliases import resolve
-from logscope.model import Run
-
-from ._stats import mad_sigma, robust_sigma
-
-
-def clean_series(run: Run, metric: str | None) -> tuple[np.ndarray, np.ndarray]:
-    """(steps, values) of `metric` with non-finite values and duplicate steps dropped."""
-    if metric is None:
-        return np.array([], dtype=np.float64), np.array([], dtype=np.float64)
-    steps, values = run.series(metric)
-    steps = np.asarray(steps, dtype=np.float64)
-    values = np.asarray(values, dtype=np.float64)
-    mask = np.isfinite(values) & np.isfinite(steps)
-    steps, values = steps[mask], values[mask]
-    if len(steps) > 1:
-        keep = np.concatenate([np.diff(steps) != 0, [True]])
-        steps, values = steps[keep], values[keep]
-    return steps, values
-
-
-def concept_series(run: Run, *concepts: str) -> tuple[str | None, np.ndarray, np.ndarray]:
-    """The first concept that resolves in `run` with finite data: (metric, steps, values)."""
-    for concept in concepts:
-        metric = resolve(run, concept)
-        if metric is None:
-            continue
-        steps, values = clean_series(run, metric)
-        if len(steps):
-            return metric, steps, values
-    return None, np.array([], dtype=np.float64), np.array([], dtype=np.float64)
-
-
-def bin_width(steps: np.ndarray, max_points: int) -> float:
-    """Step width of bins so that the run's span fits in `max_points` bins (≥ the log stride)."""
-    if len(steps) < 2:
-        return 1.0
-    span = float(steps[-1] - steps[0])
-    stride = float(np.median(np.diff(steps)))
-    return max(stride, 1.0, span / max(max_points - 1, 1))
-
-
-def binned(
-    steps: np.ndarray, values: np.ndarray, max_points: int = 2000, how: str = "median"
-) -> tuple[np.ndarray, np.ndarray]:
-    """Reduce to at most `max_points` points: (bin step, bin value), one per non-empty bin.
-
-    Short series come back unchanged. The bin step is the first step in the bin, so a
-    change found at a bin is located at a real step.
-    """
-    if len(steps) <= max_points:
-        return steps, values
-    width = bin_width(steps, max_points)
-    idx = np.floor((steps - steps[0]) / width).astype(np.int64)
-    starts = np.flatnonzero(np.concatenate([[True], np.diff(idx) != 0]))
-    ends = np.concatenate([starts[1:], [len(steps)]])
-    out = np.empty(len(starts))
-    for k, (a, b) in enumerate(zip(starts, ends, strict=True)):
-        chunk = values[a:b]
-        out[k] = np.median(chunk) if how == "median" else np.mean(chunk)
-    return steps[starts], out
-
-
-def regular_grid(
-    steps: np.ndarray, values: np.ndarray, max_points: int = 2000
-) -> tuple[np.ndarray, np.ndarray, float]:
-    """Values on a regular step grid (bin means, gaps linearly interpolated): (grid, vals, width)."""
-    if len(steps) == 0:
-        return steps, values, 1.0
-    width = bin_width(steps, max_points)
-    idx = np.floor((steps - steps[0]) / width + 1e-9).astype(np.int64)
-    m = int(idx[-1]) + 1
-    sums = np.bincount(idx, weights=values, minlength=m)
-    counts = np.bincount(idx, minlength=m)
-    grid = steps[0] + width * np.arange(m)
-    have = counts > 0
-    vals = np.empty(m)
-    vals[have] = sums[have] / counts[have]
-    if not have.all():
-        vals[~have] = np.interp(grid[~have], grid[have], vals[have])
-    return grid, vals, width
-
-
-def moving_average(values: np.ndarray, window: int) -> np.ndarray:
-    """Centered moving average; the edges average over the points available."""
-    v = np.asarray(values, dtype=np.float64)
-    n = len(v)
-    window = max(1, min(int(window), n))
-    if window <= 1 or n == 0:
-        return v.copy()
-    c = np.concatenate([[0.0], np.cumsum(v)])
-    half_lo = window // 2
-    half_hi = window - half_lo
-    i = np.arange(n)
-    lo = np.clip(i - half_lo, 0, n)
-    hi = np.clip(i + half_hi, 0, n)
-    return (c[hi] - c[lo]) / (hi - lo)
-
-
-def autocorrelation(values: np.ndarray, max_lag: int) -> np.ndarray:
-    """Sample autocorrelation at lags 0..max_lag (FFT; the series is centered first)."""
-    v = np.asarray(values, dtype=np.float64)
-    v = v - v.mean() if len(v) else v
-    n = len(v)
-    if n < 2:
-        return np.ones(1)
-    size = 1 << math.ceil(math.log2(2 * n))
-    f = np.fft.rfft(v, size)
-    acov = np.fft.irfft(f * np.conj(f), size)[: min(max_lag, n - 1) + 1]
-    if acov[0] <= 0:
-        return np.zeros(len(acov))
-    return acov / acov[0]
 
 
 @dataclass
@@ -221,43 +105,6 @@ def hinge_fit(
         rss=float(max(rss[best], 0.0)),
         rss_line=rss_line,
     )
-
-
-def best_split(values: np.ndarray, min_side: int = 3, direction: int = 0) -> tuple[int, float]:
-    """Index of the single mean shift that best splits `values` (CUSUM), and its t-like score.
-
-    `direction` +1 keeps only upward shifts, -1 downward, 0 either. Returns (-1, 0.0) when the
-    series is too short.
-    """
-    v = np.asarray(values, dtype=np.float64)
-    n = len(v)
-    if n < 2 * min_side:
-        return -1, 0.0
-    c = np.concatenate([[0.0], np.cumsum(v)])
-    k = np.arange(min_side, n - min_side + 1)
-    mean_l = c[k] / k
-    mean_r = (c[n] - c[k]) / (n - k)
-    diff = mean_r - mean_l
-    gain = k * (n - k) / n * diff**2
-    if direction:
-        gain = np.where(np.sign(diff) == direction, gain, -1.0)
-    best = int(np.argmax(gain))
-    if gain[best] < 0:
-        return -1, 0.0
-    split = int(k[best])
-    resid = np.concatenate([v[:split] - mean_l[best], v[split:] - mean_r[best]])
-    sd = float(np.std(resid)) or 1e-12
-    score = abs(float(diff[best])) / (sd * math.sqrt(1 / split + 1 / (n - split)))
-    return split, score
-
-
-def noise_floor(values: np.ndarray, resolution: float | None) -> float:
-    """Noise scale of a series, never below the print resolution (`.3f` rounding)."""
-    sigma = robust_sigma(values)
-    if sigma <= 0:
-        sigma = mad_sigma(values)
-    floor = (resolution or 0.0) * 2 / math.sqrt(12)
-    return max(sigma, floor)
 
 
 def line_rss(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -1,5 +1,6 @@
-"""Signal shapes shared by the KL and policy detectors (LS1xx): series loading with rounding
-awareness, level transitions (binned changepoints refined at full resolution) and robust spikes.
+"""Level shifts and spikes of a `Series`, for the KL and policy detectors (LS1xx): level
+transitions (changepoints on bin medians, located at full resolution by a flat–ramp–flat fit) and
+robust spikes, in the domain where the noise is additive (log for positive metrics).
 
 Everything here takes short, NaN-padded, irregularly logged or `.3f`-rounded series and returns
 empty results rather than raising.
@@ -13,106 +14,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from logscope.aliases import resolve
-from logscope.model import Finding, Run
-
-from ._stats import MAD_TO_SIGMA, changepoints_sigma, finite, mad_sigma, robust_sigma
+from ._series import (
+    Series,
+    bin_medians,
+    noise_sigma,
+    odd_width,
+    running_median,
+    tail_sigma,
+)
+from ._stats import MAD_TO_SIGMA, changepoints_sigma, mad_sigma
 
 #: Long series are reduced to at most this many bin medians before ruptures runs
 #: (KernelCPD cost grows ~n²; 2,000 points take milliseconds).
 MAX_CPD_POINTS = 2000
-
-
-@dataclass
-class Series:
-    """One metric's finite points, sorted by step, with the print resolution of the log."""
-
-    metric: str
-    steps: np.ndarray
-    values: np.ndarray
-    resolution: float | None
-
-    def __len__(self) -> int:
-        return len(self.values)
-
-    @property
-    def quant_sigma(self) -> float:
-        """Noise that rounding alone adds: a uniform error of ±resolution has σ = res/√3."""
-        return self.resolution / math.sqrt(3) if self.resolution else 0.0
-
-    def step_at(self, index: int) -> int:
-        index = min(max(int(index), 0), len(self.steps) - 1)
-        return int(self.steps[index])
-
-
-def load(run: Run, concept: str, min_points: int = 1) -> Series | None:
-    """The run's series for a concept (finite points only), or None when absent or shorter
-    than `min_points` (at least one point)."""
-    metric = resolve(run, concept)
-    if metric is None:
-        return None
-    steps, values = run.series(metric)
-    steps, values = finite(steps, values)
-    if len(values) < max(1, min_points):
-        return None
-    return Series(metric, steps.astype(np.int64), values, run.value_resolution)
-
-
-def by_step(findings: list[Finding]) -> list[Finding]:
-    """Findings of several metrics in step order (metric name breaks ties)."""
-    return sorted(findings, key=lambda f: (f.step or 0, f.metric or ""))
-
-
-def log_floor(values: np.ndarray, floor: float) -> np.ndarray:
-    """log(max(x, floor)): multiplicative noise becomes additive; zeros/rounded zeros stay finite."""
-    return np.log(np.maximum(values, floor))
-
-
-def positive_floor(values: np.ndarray, resolution: float | None) -> float:
-    """A floor for logs of a positive metric: the print resolution, else a small quantile."""
-    pos = values[values > 0]
-    low = float(np.quantile(pos, 0.05)) * 0.5 if len(pos) else 1e-12
-    if resolution:
-        return max(resolution, low if low > 0 else resolution)
-    return max(low, 1e-12)
-
-
-def smooth(values: np.ndarray, width: int) -> np.ndarray:
-    """Centred running median (odd width; edges use the nearest value)."""
-    if len(values) == 0 or width <= 1:
-        return np.asarray(values, dtype=np.float64).copy()
-    width = min(width | 1, len(values) | 1)
-    from scipy.ndimage import median_filter  # imported on use: scipy.ndimage costs ~0.25 s
-
-    return median_filter(np.asarray(values, dtype=np.float64), size=width, mode="nearest")
-
-
-def bin_medians(values: np.ndarray, max_points: int = MAX_CPD_POINTS) -> tuple[np.ndarray, int]:
-    """(medians of consecutive bins, bin size): at most `max_points` bins, bin size ≥ 1."""
-    n = len(values)
-    size = max(1, math.ceil(n / max_points))
-    if size == 1:
-        return values.astype(np.float64), 1
-    m = n // size
-    head = values[: m * size].reshape(m, size)
-    meds = np.median(head, axis=1)
-    if n > m * size:
-        meds = np.append(meds, np.median(values[m * size :]))
-    return meds, size
-
-
-def noise_sigma(x: np.ndarray) -> float:
-    """Point-to-point noise: `robust_sigma`, or — when most differences are exactly 0 (a metric
-    pinned at a cap, or constant stretches) — the same statistic over the non-zero differences.
-    """
-    sigma = robust_sigma(x)
-    if sigma > 0:
-        return sigma
-    d = np.diff(np.asarray(x, dtype=np.float64))
-    nz = d[np.isfinite(d) & (d != 0)]
-    if len(nz) >= 3:
-        return mad_sigma(nz) / math.sqrt(2)
-    return float(np.std(x)) if len(x) else 0.0
 
 
 @dataclass
@@ -221,7 +135,7 @@ def locate_change(
     a, b = fit_ramp(x, lo, hi, before, after)
     if b - a <= 1:
         return b, b, b  # a step: b is the first point at the new level
-    prog = (smooth(np.asarray(x[lo:hi], dtype=np.float64), 3) - before) / (after - before)
+    prog = (running_median(np.asarray(x[lo:hi], dtype=np.float64), 3) - before) / (after - before)
     crossed = np.nonzero(prog[a - lo :] >= 0.5)[0]
     t50 = a + int(crossed[0]) if len(crossed) else a + (b - a) // 2
     t90_rel = np.nonzero(prog[t50 - lo :] >= 0.9)[0]
@@ -327,7 +241,7 @@ def spikes(
     n = len(x)
     if n < 5:
         return [], x.copy(), 0.0
-    base = smooth(x, min(window, n if n % 2 else n - 1))
+    base = running_median(x, odd_width(window, n))
     resid = direction * (x - base)
     sigma = max(mad_sigma(resid), sigma_floor)
     if sigma <= 0:
@@ -351,32 +265,6 @@ def spikes(
     return out, base, sigma
 
 
-def sig(x: float, digits: int = 4) -> float:
-    """A float rounded to `digits` significant digits, for evidence."""
-    if not math.isfinite(x) or x == 0:
-        return float(x)
-    return float(f"{x:.{digits}g}")
-
-
-def config_changes(run: Run, step: int, keys: tuple[str, ...], before: int = 10) -> dict:
-    """Keys among `keys` whose value changed at a config segment starting within
-    `before` steps ahead of `step` (a restart with new settings): {key: [old, new], "at": step}.
-    """
-    from logscope import verl_config
-
-    segs = sorted(run.config_segments, key=lambda s: s.first_step)
-    for prev, seg in itertools.pairwise(segs):
-        if step - before <= seg.first_step <= step + 1:
-            changed = {
-                k: [verl_config.get(prev.config, k), verl_config.get(seg.config, k)]
-                for k in keys
-                if verl_config.get(prev.config, k) != verl_config.get(seg.config, k)
-            }
-            if changed:
-                return {"at_step": seg.first_step, **changed}
-    return {}
-
-
 @dataclass
 class Change:
     """A candidate for a finding: a level shift or a spike, in raw units, with its indices."""
@@ -394,6 +282,20 @@ class Change:
     def ratio(self) -> float:
         base = max(abs(self.before), 1e-12)
         return self.after / base
+
+
+def log_floor(values: np.ndarray, floor: float) -> np.ndarray:
+    """log(max(x, floor)): multiplicative noise becomes additive; zeros/rounded zeros stay finite."""
+    return np.log(np.maximum(values, floor))
+
+
+def positive_floor(values: np.ndarray, resolution: float | None) -> float:
+    """A floor for logs of a positive metric: the print resolution, else a small quantile."""
+    pos = values[values > 0]
+    low = float(np.quantile(pos, 0.05)) * 0.5 if len(pos) else 1e-12
+    if resolution:
+        return max(resolution, low if low > 0 else resolution)
+    return max(low, 1e-12)
 
 
 def domain(s: Series, log_scale: bool) -> tuple[np.ndarray, float, object]:
@@ -429,18 +331,6 @@ def level_shifts(s: Series, log_scale: bool, direction: int, **kw: float) -> lis
     return out
 
 
-def tail_sigma(resid: np.ndarray) -> float:
-    """Noise of residuals that allows for heavy tails: the larger of the MAD-based σ and the
-    95th percentile of |residual| / 1.96. Both are σ for Gaussian noise; for Student-t noise
-    with 3 degrees of freedom the second is ~1.4× the first, so rare healthy excursions count
-    for fewer noise units. Upward spikes are a few points and barely move either."""
-    r = np.asarray(resid, dtype=np.float64)
-    r = r[np.isfinite(r)]
-    if len(r) == 0:
-        return 0.0
-    return max(mad_sigma(r), float(np.quantile(np.abs(r - np.median(r)), 0.95)) / 1.96)
-
-
 def spike_changes(
     s: Series, log_scale: bool, z_threshold: float, window: int = 31, heavy_tails: bool = False
 ) -> list[Change]:
@@ -452,7 +342,7 @@ def spike_changes(
     if heavy_tails:
         if len(x) < 5:
             return []
-        resid = x - smooth(x, min(window, len(x) if len(x) % 2 else len(x) - 1))
+        resid = x - running_median(x, odd_width(window, len(x)))
         floor = max(floor, tail_sigma(resid))
     found, _, sigma = spikes(x, window=window, z_threshold=z_threshold, sigma_floor=floor)
     return [
@@ -468,17 +358,3 @@ def spike_changes(
         )
         for sp in found
     ]
-
-
-def first_stretch(mask: np.ndarray, need: int) -> tuple[int, int] | None:
-    """(first, last) index of the first run of True in `mask` at least `need` long."""
-    idx = np.nonzero(mask)[0]
-    if len(idx) < max(need, 1):
-        return None
-    breaks = np.nonzero(np.diff(idx) > 1)[0]
-    starts = np.concatenate([[0], breaks + 1])
-    ends = np.concatenate([breaks, [len(idx) - 1]])
-    for a, b in zip(starts, ends, strict=True):
-        if b - a + 1 >= need:
-            return int(idx[a]), int(idx[b])
-    return None
