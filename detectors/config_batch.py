@@ -11,6 +11,7 @@ from typing import Any
 from logscope import verl_config
 from logscope.advice import SEED_GRPO, SEED_PPO
 from logscope.config_view import ConfigView, Hit, fmt
+from logscope.detector import param
 from logscope.model import Advice, Severity
 from logscope.verl_config import ACT, GOLDEN_BUDGET_TOKENS, RO, divisor_at_most, divisors
 from logscope.words import plural
@@ -22,7 +23,6 @@ from .config_lint import (
     ConfigRule,
     both_set,
     is_grpo,
-    param,
     seq_len,
 )
 
@@ -168,16 +168,9 @@ class MicroBatchOomRisk(ConfigRule):
     title = "Actor micro batch risks GPU OOM"
     default_severity = "error"
 
-    def __init__(
-        self,
-        *,
-        token_limit: int = 12_000,
-        budget_tokens: int = GOLDEN_BUDGET_TOKENS,
-        memory_factor: float = 2.5,
-    ) -> None:
-        self.token_limit = param("token_limit", token_limit, integer=True)
-        self.budget_tokens = param("budget_tokens", budget_tokens, integer=True)
-        self.memory_factor = param("memory_factor", memory_factor)
+    token_limit: int = param(12_000, ge=1)
+    budget_tokens: int = param(GOLDEN_BUDGET_TOKENS, ge=1)
+    memory_factor: float = param(2.5, gt=0)
 
     def check(self, v: ConfigView) -> list[Hit]:
         if v.flag(DYNAMIC):
@@ -421,9 +414,8 @@ class GrpoGroupSize(ConfigRule):
     name = "grpo-group-size"
     title = "GRPO group size (rollout.n) out of the safe range"
 
-    def __init__(self, *, minimum: int = 4, costly: int = 16) -> None:
-        self.minimum = param("minimum", minimum, integer=True)
-        self.costly = param("costly", costly, integer=True)
+    minimum: int = param(4, ge=1)
+    costly: int = param(16, ge=1)
 
     def check(self, v: ConfigView) -> list[Hit]:
         if not is_grpo(v):

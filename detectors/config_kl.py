@@ -9,11 +9,12 @@ import math
 from logscope import verl_config
 from logscope.advice import SEED_GRPO, SEED_PPO
 from logscope.config_view import ConfigView, Hit, fmt
+from logscope.detector import param
 from logscope.model import Finding, Run, Severity
 from logscope.sources import cite, cite_all
 from logscope.verl_config import ACT, suggested_kl_coef
 
-from .config_lint import KL_IN_REWARD, USE_KL_LOSS, ConfigRule, is_grpo, param, views
+from .config_lint import KL_IN_REWARD, USE_KL_LOSS, ConfigRule, is_grpo, views
 
 KL_LOSS_COEF = f"{ACT}.kl_loss_coef"
 KL_CTRL_COEF = "algorithm.kl_ctrl.kl_coef"
@@ -184,9 +185,8 @@ class KlCoefScaleMismatch(ConfigRule):
     title = "KL coefficient not scaled to the model size"
     default_severity = "info"
 
-    def __init__(self, *, small_b: float = 3.0, large_b: float = 30.0) -> None:
-        self.small_b = param("small_b", small_b)
-        self.large_b = param("large_b", large_b)
+    small_b: float = param(3.0, gt=0)
+    large_b: float = param(30.0, gt=0)
 
     def check(self, v: ConfigView) -> list[Hit]:
         size = v.model_size()

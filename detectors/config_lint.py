@@ -1,6 +1,6 @@
 """Config lint: the base of the config rules (LS501–LS518) and what several of them share.
 
-A config rule is one class: its docstring (the catalogue entry), its keyword-only tunables and
+A config rule is one class: its docstring (the catalogue entry), its parameters (`param` fields, as every detector) and
 its `check(v)`, which returns `Hit`s on one config view. The `check` command runs the rules on
 a launch command or YAML (a run that has not started: verl's own start-up checks are repeated),
 the `analyze` command on the config dump(s) of a log (findings at the segment's first step;
@@ -11,14 +11,12 @@ rollout batching), `config_reproducibility` (shuffle, seed), `config_keys` (keys
 
 from __future__ import annotations
 
-import math
 from abc import abstractmethod
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from logscope.advice import cited
 from logscope.config_view import ConfigView, Hit, fmt
 from logscope.detector import Detector
-from logscope.exceptions import BadDetectorParameters
 from logscope.model import Advice, Finding, Run
 from logscope.sources import cite, cite_all
 from logscope.verl_config import ACT, GRPO_ESTIMATORS
@@ -50,28 +48,11 @@ def views(run: Run) -> list[tuple[int | None, ConfigView]]:
     return out
 
 
-def param(
-    name: str, value: Any, *, integer: bool = False, above: float = 0, at_most: float = math.inf
-) -> Any:
-    """`value` when it is a number (an int when `integer`; never a bool) with
-    `above < value ≤ at_most`; else BadDetectorParameters naming the parameter."""
-    kind = int if integer else (int, float)
-    if isinstance(value, bool) or not isinstance(value, kind) or not above < value <= at_most:
-        wanted = f"an integer ≥ {above + 1:g}" if integer else f"a number > {above:g}"
-        if at_most < math.inf:
-            wanted += f" and ≤ {at_most:g}"
-        raise BadDetectorParameters(f"{name} must be {wanted}, got {value!r}")
-    return value
-
-
 class ConfigRule(Detector):
     """Base for config rules: lint each config segment; don't repeat a finding unchanged."""
 
     reads: ClassVar[str] = "config"
     groups: ClassVar[tuple[str, ...]] = ("config",)
-
-    def __init__(self) -> None:
-        """No tunables; a subclass that has some declares them as keyword-only arguments."""
 
     @abstractmethod
     def check(self, v: ConfigView) -> list[Hit]:

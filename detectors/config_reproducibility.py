@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from logscope.advice import SEED_GRPO
 from logscope.config_view import ConfigView, Hit
+from logscope.detector import param
 from logscope.verl_config import ACT
 
-from .config_lint import ConfigRule, param
+from .config_lint import ConfigRule
 
 
 class ShuffleMismatch(ConfigRule):
@@ -100,8 +101,7 @@ class SeedUnset(ConfigRule):
     title = "No explicit seed"
     default_severity = "info"
 
-    def __init__(self, *, seed: int = 42) -> None:
-        self.seed = param("seed", seed, integer=True, above=-1)
+    seed: int = param(42, ge=0)
 
     def check(self, v: ConfigView) -> list[Hit]:
         for key in ("data.seed", "trainer.seed"):

@@ -9,6 +9,7 @@ from typing import Any
 from logscope import verl_config
 from logscope.advice import SEED_GRPO, SEED_PPO
 from logscope.config_view import ConfigView, Hit, as_number, fmt
+from logscope.detector import param
 from logscope.model import Severity
 from logscope.verl_config import ACT, REF, RO, gpu_memory_range
 from logscope.words import plural
@@ -21,7 +22,6 @@ from .config_lint import (
     USE_KL_LOSS,
     ConfigRule,
     both_set,
-    param,
     seq_len,
 )
 
@@ -70,8 +70,7 @@ class GpuMemoryUtilizationRisk(ConfigRule):
     name = "gpu-memory-utilization-risk"
     title = "Rollout gpu_memory_utilization outside the advised range"
 
-    def __init__(self, *, oom_above: float = 0.7) -> None:
-        self.oom_above = param("oom_above", oom_above, at_most=1)
+    oom_above: float = param(0.7, gt=0, le=1)
 
     def check(self, v: ConfigView) -> list[Hit]:
         value = v.num(GPU_MEM)
@@ -241,8 +240,7 @@ class RolloutBatchingMismatch(ConfigRule):
     name = "rollout-batching-mismatch"
     title = "Rollout batching limits do not fit together"
 
-    def __init__(self, *, small_model_b: float = 1.5) -> None:
-        self.small_model_b = param("small_model_b", small_model_b)
+    small_model_b: float = param(1.5, gt=0)
 
     def check(self, v: ConfigView) -> list[Hit]:
         tokens, seqs = v.int_(MAX_TOKENS), v.int_(MAX_SEQS)
@@ -395,9 +393,8 @@ class LogProbMicroBatch(ConfigRule):
     title = "Log-prob micro batch off the measured best"
     default_severity = "info"
 
-    def __init__(self, *, best: int = 16, padding_above: int = 20) -> None:
-        self.best = param("best", best, integer=True)
-        self.padding_above = param("padding_above", padding_above, integer=True)
+    best: int = param(16, ge=1)
+    padding_above: int = param(20, ge=1)
 
     def check(self, v: ConfigView) -> list[Hit]:
         hits = []
