@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from logscope import verl_config
+from logscope import verl_config, verl_version
 from logscope.advice import SEED_GRPO, SEED_PPO, advise, current_value
 from logscope.model import Advice, Finding, Run
 from logscope.sources import cite
@@ -286,9 +286,7 @@ def halve_advice(run: Run, key: str, why: str, source: str) -> Advice:
 
 def grad_clip_key(run: Run, role: str = "actor") -> str:
     """The gradient-clip key: `actor.grad_clip` (legacy workers), `actor.optim.clip_grad` (0.8+)."""
-    version = str(run.meta.get("verl_version") or "")
-    m = re.match(r"0\.(\d+)", version)
-    modern = bool(m and int(m.group(1)) >= 8)
+    modern = verl_version.at_least(run.meta.get("verl_version"), "0.8")
     base = ACT if role == "actor" else "critic"
     return f"{base}.optim.clip_grad" if modern else f"{base}.grad_clip"
 

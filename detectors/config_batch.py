@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from logscope import verl_config
+from logscope import verl_config, verl_version
 from logscope.advice import SEED_GRPO, SEED_PPO
 from logscope.config_view import ConfigView, Hit, fmt
 from logscope.detector import param
@@ -752,7 +752,9 @@ class NormalizedMiniBatchMismatch(ConfigRule):
         n = v.int_(N) or 1
         sp = v.int_(SP) or 1
         dp = gpus // sp
-        legacy = v.version is not None and (0, 3) <= verl_config._version_tuple(v.version) < (0, 8)
+        legacy = verl_version.at_least(v.version, "0.3") and verl_version.older_than(
+            v.version, "0.8"
+        )
         severity: Severity = "error" if legacy else "warning"
         where = (
             "verl 0.3–0.7 refuses to start"

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any, ClassVar
 
-from logscope import hydra_overrides, verl_config, verl_schema
+from logscope import hydra_overrides, verl_config, verl_schema, verl_version
 from logscope.config_view import ConfigView, Hit
 from logscope.exceptions import ConfigParseError
 from logscope.model import Advice, Finding, Run
@@ -42,7 +42,7 @@ def _release_url(release: str) -> str:
 
 def _config_file(tree: KeyTree) -> str:
     name = tree.trainer
-    old = verl_schema.release_numbers(tree.version) < (0, 5, 0)
+    old = verl_version.older_than(tree.version, "0.5")
     return f"verl/trainer/config/{name if old else '_generated_' + name}.yaml"
 
 

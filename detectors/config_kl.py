@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from logscope import verl_config
+from logscope import verl_config, verl_version
 from logscope.advice import SEED_GRPO, SEED_PPO
 from logscope.config_view import ConfigView, Hit, fmt
 from logscope.detector import param
@@ -24,8 +24,7 @@ def kl_in_reward_active(v: ConfigView) -> bool:
     """In-reward KL (algorithm.kl_ctrl) applies: use_kl_in_reward, or verl < 0.4 without KL loss."""
     if v.flag(KL_IN_REWARD):
         return True
-    version = v.version
-    if version and verl_config._version_tuple(version) < (0, 4):
+    if verl_version.older_than(v.version, "0.4"):
         return not v.flag(USE_KL_LOSS)
     return False
 

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from logscope.aliases import VALIDATION_PREFIXES, resolve
 from logscope.sources import cite
+from logscope.verl_version import VerlVersion
 
 if TYPE_CHECKING:
     from logscope.model import Run
@@ -369,7 +370,8 @@ def training_steps(run: Run, last: int | None = None) -> list[int]:
 def clip_ratio_reliable(run: Run) -> bool:
     """False on verl 0.9.x V1, where `response_length/clip_ratio` compares each response with
     the padded batch max (verl#7817): never 0, and wrong exactly when nothing is truncated."""
-    if not str(run.meta.get("verl_version") or "").startswith("0.9"):
+    version = VerlVersion.parse(run.meta.get("verl_version"))
+    if version is None or not version.in_series("0.9"):
         return True
     use_v1 = run.config_value("trainer.use_v1")
     if isinstance(use_v1, bool):

@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from functools import cache
 from typing import Any
 
+from logscope import verl_version
+
 AR = "actor_rollout_ref"
 ACT = f"{AR}.actor"
 RO = f"{AR}.rollout"
@@ -151,7 +153,7 @@ def default_for(key: str, version: str | None = None) -> Any:
     if version and key in VERSIONED_DEFAULTS:
         chosen = VERSIONED_DEFAULTS[key][0][1]
         for first, value in VERSIONED_DEFAULTS[key]:
-            if _version_tuple(version) >= _version_tuple(first):
+            if verl_version.at_least(version, first):
                 chosen = value
         return chosen
     return DEFAULTS.get(key)
@@ -163,10 +165,6 @@ def effective(config: dict[str, Any], key: str, version: str | None = None) -> t
     if value is not _MISSING:
         return value, True
     return default_for(key, version), False
-
-
-def _version_tuple(version: str) -> tuple[int, ...]:
-    return tuple(int(p) for p in re.findall(r"\d+", version)[:3])
 
 
 def hydra_value(value: Any) -> str:

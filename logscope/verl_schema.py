@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import difflib
 import json
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from typing import Any, Literal
+
+from logscope.verl_version import VerlVersion
 
 #: leaf types whose content verl leaves free (`{}`, null, `???` / unresolved interpolation)
 OPEN_TYPES = frozenset({"dict", "null", "any"})
@@ -48,28 +49,21 @@ def trainers() -> list[str]:
     return list(data()["trainers"].values())
 
 
-def release_numbers(version: str) -> tuple[int, ...]:
-    """(major, minor, patch) of a release name (`0.3.0.post1` → (0, 3, 0))."""
-    parts = [int(p) for p in re.findall(r"\d+", version.split("post")[0].split("dev")[0])[:3]]
-    return tuple(parts + [0] * (3 - len(parts)))
-
-
 def release_for(version: str | None) -> str:
     """The schema release for a user's `--verl-version` (newest when None).
 
     `0.5` → the newest 0.5.x; an unreleased `0.4.2` → the newest release below it (0.4.1).
     """
     known = releases()
-    if not version:
-        return known[-1]
-    if version in known:
-        return version
-    typed = [int(p) for p in re.findall(r"\d+", version)[:3]]
-    prefix = [r for r in known if list(release_numbers(r)[: len(typed)]) == typed]
+    wanted = VerlVersion.parse(version)
+    if wanted is None or version in known:
+        return version if version in known else known[-1]
+    numbers = {r: VerlVersion.parse(r).low for r in known}  # type: ignore[union-attr]
+    written = wanted.precision
+    prefix = [r for r in known if numbers[r][:written] == wanted.low[:written]]
     if prefix:
         return prefix[-1]
-    wanted = release_numbers(version)
-    older = [r for r in known if release_numbers(r) <= wanted]
+    older = [r for r in known if numbers[r] <= wanted.low]
     return older[-1] if older else known[0]
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from logscope import verl_version
+
 VERSIONS: tuple[str, ...] = ("0.1", "0.2", "0.3", "0.4", "0.5", "0.7", "0.8", "0.9")
 
 
@@ -14,13 +16,9 @@ def check_version(version: str) -> str:
     return short
 
 
-def vt(version: str) -> tuple[int, int]:
-    major, minor = str(version).split(".")[:2]
-    return int(major), int(minor)
-
-
 def at_least(version: str, other: str) -> bool:
-    return vt(version) >= vt(other)
+    """Whether simulated `version` is `other` or later."""
+    return verl_version.at_least(version, other)
 
 
 def repr_era(version: str) -> bool:
