@@ -5,6 +5,7 @@ Modules are discovered, so adding a detector means adding a class; nothing else 
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import pkgutil
 from functools import cache
@@ -49,17 +50,26 @@ def find(code_or_name: str) -> type[Detector]:
     for cls in detector_classes():
         if cls.code.lower() == wanted or cls.name == wanted:
             return cls
+    shown = {n.lower(): n for c in detector_classes() for n in (c.code, c.name)}
+    close = difflib.get_close_matches(wanted, list(shown), n=1, cutoff=0.6)
+    hint = f"did you mean {shown[close[0]]!r}? " if close else ""
     known = ", ".join(f"{c.code} ({c.name})" for c in detector_classes())
-    raise LogscopeError(f"no diagnosis called {code_or_name!r}; known: {known}")
+    raise LogscopeError(f"no diagnosis called {code_or_name!r}; {hint}known: {known}")
+
+
+def matching(selector: str) -> list[type[Detector]]:
+    """The detectors a selector names: a code (`LS201`), a code prefix (`LS2`: every LS2xx)
+    or a name (`kl-jump`), case-insensitive."""
+    wanted = selector.strip().upper()
+    if wanted.startswith("LS") and wanted[2:].isdigit() and len(wanted) < 5:
+        found = [c for c in detector_classes() if c.code.upper().startswith(wanted)]
+        if found:
+            return found
+    return [find(selector)]
 
 
 def select(only: list[str] | None = None, skip: list[str] | None = None) -> list[Detector]:
-    """Detectors filtered by `--only`/`--skip` lists of codes or names."""
-    chosen = list(detector_classes())
-    if only:
-        wanted = {find(x) for x in only}
-        chosen = [c for c in chosen if c in wanted]
-    if skip:
-        dropped = {find(x) for x in skip}
-        chosen = [c for c in chosen if c not in dropped]
-    return [cls() for cls in chosen]
+    """Detectors with default settings, filtered by `--only`/`--skip` selectors (`matching`)."""
+    from logscope.settings import DEFAULT
+
+    return DEFAULT.detectors(only, skip)

@@ -55,11 +55,14 @@ def analyze_run(
     only: list[str] | None = None,
     skip: list[str] | None = None,
 ) -> Report:
-    """Run detectors on one Run and group their findings into incidents."""
-    if detectors is None:
-        from logscope.detectors.registry import select
+    """Run detectors on one Run and group their findings into incidents.
 
-        detectors = select(only, skip)
+    Without `detectors`: those the run's settings select (`settings.for_input` of its source),
+    narrowed by `only`/`skip`."""
+    if detectors is None:
+        from logscope.settings import for_input
+
+        detectors = for_input(run.source.path).detectors(only, skip)
     findings, skipped, errors = run_detectors(run, detectors)
     incidents = group_incidents(findings, run.n_steps)
     try:
@@ -88,31 +91,36 @@ def analyze_paths(
 ) -> list[Report]:
     """Read every path (through the store's cache) and analyse each run found.
 
-    A path that cannot be read becomes an unreadable entry (`Report.unreadable`, with the
-    reason) and the others are still analysed. With the cache, the findings of an unchanged input analysed by the same detector code with
-    the same selection are kept in the store too, so a second analysis reads them back instead
-    of running the detectors again (and does not import them).
+    Each path is analysed with its settings (`settings.for_input`: the `--config` file or the
+    one found upward from it). A path that cannot be read becomes an unreadable entry
+    (`Report.unreadable`, with the reason) and the others are still analysed. With the cache,
+    the findings of an unchanged input analysed by the same detector code with the same
+    selection and settings are kept in the store too, so a second analysis reads them back
+    instead of running the detectors again (and does not import them).
     """
     from logscope.ingest import check_source
     from logscope.store import Store
 
     if paths:
         check_source(source, paths[0])
+    from logscope.settings import for_input
+
     store = Store(store_dir)
-    detectors: Sequence[Detector] | None = None
+    built: dict[str, Sequence[Detector]] = {}  # by settings: paths may have their own
     reports: list[Report] = []
     for path in paths:
+        settings = for_input(path)
         skey = store.key(path, source) if use_cache else None
-        key = _results_key(skey, only, skip)
+        key = _results_key(skey, only, skip, settings.fingerprint())
         cached = _cached_reports(store, key, skey, path) if key and skey else None
         if cached is not None:
             reports.extend(cached)
             continue
-        if detectors is None:
-            from logscope.detectors.registry import select
-
-            detectors = select(only, skip)
+        if not built:
             _import_in_background(DETECTOR_IMPORTS)
+        detectors = built.get(settings.fingerprint())
+        if detectors is None:
+            detectors = built[settings.fingerprint()] = settings.detectors(only, skip)
         try:
             runs = store.load(
                 path, source=source, use_cache=use_cache, progress=progress, write_behind=True
@@ -157,14 +165,14 @@ RESULTS_FORMAT = "3"  # 2: reports carry the health table; 3: the entry is `Repo
 
 
 def _results_key(
-    source_key: str | None, only: list[str] | None, skip: list[str] | None
+    source_key: str | None, only: list[str] | None, skip: list[str] | None, settings: str
 ) -> str | None:
     if source_key is None:
         return None
     import hashlib
     import json
 
-    text = json.dumps([RESULTS_FORMAT, source_key, _code_fingerprint(), only, skip])
+    text = json.dumps([RESULTS_FORMAT, source_key, _code_fingerprint(), only, skip, settings])
     return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
 
 

@@ -6,12 +6,13 @@ is fresh. `logscope rules` shows the same entries.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import textwrap
 from typing import Any
 
 from logscope.aliases import ALIASES
-from logscope.detector import CATALOGUE_SECTIONS, Detector
+from logscope.detector import CATALOGUE_SECTIONS, PARAM_KINDS, Detector
 from logscope.sources import ARTICLES, cite
 
 GENERATED_HEADER = (
@@ -55,6 +56,24 @@ def parameters_of(cls: type[Detector]) -> dict[str, Any]:
     }
 
 
+def parameter_ranges(cls: type[Detector]) -> dict[str, str]:
+    """Each declared parameter's valid values, in words (`a number > 1`)."""
+    if not dataclasses.is_dataclass(cls):
+        return {}
+    return {
+        f.name: f.metadata["bounds"].describe(PARAM_KINDS[f.type]) for f in dataclasses.fields(cls)
+    }
+
+
+def parameters_line(item: dict[str, Any], code: str = "") -> str:
+    """`min_ratio=2.0 (a number > 1), window=15 (an integer ≥ 3)`; `code` quotes (Markdown)."""
+    ranges = item.get("parameter_ranges", {})
+    return ", ".join(
+        f"{code}{k}={v!r}{code}" + (f" ({ranges[k]})" if k in ranges else "")
+        for k, v in item["parameters"].items()
+    )
+
+
 def entry(cls_or_code: type[Detector] | str) -> dict[str, Any]:
     """One catalogue entry as plain data (what `logscope rules CODE --format json` prints).
 
@@ -73,6 +92,7 @@ def entry(cls_or_code: type[Detector] | str) -> dict[str, Any]:
         "concepts": list(cls.concepts),
         "groups": list(getattr(cls, "groups", ())),
         "parameters": parameters_of(cls),
+        "parameter_ranges": parameter_ranges(cls),
         "summary": cite(_dedent(raw.get("Summary", ""))),
         "sections": sections,
     }
@@ -113,8 +133,7 @@ def render_entry_text(code_or_name: str) -> str:
         "",
     ]
     if item["parameters"]:
-        params = ", ".join(f"{k}={v!r}" for k, v in item["parameters"].items())
-        out += [f"Parameters: {params}", ""]
+        out += [f"Parameters: {parameters_line(item)}", ""]
     for title in CATALOGUE_SECTIONS:
         out.append(f"{title}:")
         out += [f"    {line}" if line else "" for line in item["sections"][title].splitlines()]
@@ -139,8 +158,7 @@ def render_entry_markdown(item: dict[str, Any], level: int = 2) -> str:
         + (": " + ", ".join(f"`{m}`" for m in item["metrics"]) if item["metrics"] else ""),
     ]
     if item["parameters"]:
-        params = ", ".join(f"`{k}={v!r}`" for k, v in item["parameters"].items())
-        lines.append(f"- Parameters: {params}")
+        lines.append(f"- Parameters: {parameters_line(item, code='`')}")
     lines.append("")
     for title in CATALOGUE_SECTIONS:
         body = item["sections"][title]

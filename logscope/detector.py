@@ -116,6 +116,8 @@ class Detector(ABC):
     reads: ClassVar[str] = "metrics"
     default_severity: ClassVar[Severity] = "warning"
     groups: ClassVar[tuple[str, ...]] = ()
+    #: set on an instance by project settings: every finding at this severity
+    severity_override: ClassVar[Severity | None] = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -157,6 +159,8 @@ class Detector(ABC):
     def finding(self, **fields: Any) -> Finding:
         """A Finding pre-filled with this detector's code, name, title and severity."""
         fields.setdefault("severity", self.default_severity)
+        if self.severity_override is not None:
+            fields["severity"] = self.severity_override
         fields.setdefault("title", self.title)
         return Finding(code=self.code, name=self.name, **fields)
 

@@ -189,15 +189,15 @@ class TailSession:
         state_file: str | Path | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        from logscope.detectors.registry import select
         from logscope.ingest.console import ConsoleParser
+        from logscope.settings import for_input
 
         self.path = Path(path)
         self.options = options or TailOptions()
         self.notifier = notifier
         self.state_file = Path(state_file) if state_file else None
         self.clock = clock
-        self.detectors = select(self.options.only, self.options.skip)
+        self.detectors = for_input(self.path).detectors(self.options.only, self.options.skip)
         self.parser = ConsoleParser()
         self.alerted: list[AlertedFinding] = []
         self.sent_ids: set[str] = set()

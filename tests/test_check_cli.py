@@ -219,7 +219,7 @@ def test_fix_replaces_a_misspelled_key_in_place(tmp_path, monkeypatch):
             return [finding]
 
     rules = check.config_rules()
-    monkeypatch.setattr(check, "config_rules", lambda: [*rules, UnknownKey()])
+    monkeypatch.setattr(check, "config_rules", lambda path=None: [*rules, UnknownKey()])
     text = REALISTIC.replace(f"{right}=4", f"{typo}=4").replace("rollout.n=5", "rollout.n=4")
     text = text.replace(
         "    trainer.n_gpus",

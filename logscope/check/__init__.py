@@ -55,18 +55,20 @@ class NoVerlCommand(ConfigParseError):
 _LOG_HINT = re.compile(r"^(?:\(\w+ pid=\d+[^)]*\)\s*)?(?:step:\d+ - |\{'actor_rollout_ref')", re.M)
 
 
-def config_rules() -> list[Detector]:
-    """One instance of every config rule (the registry's detectors that read the config), by code."""
-    from logscope.detectors.registry import detector_classes
+def config_rules(path: str | None = None) -> list[Detector]:
+    """The config rules (the registry's detectors that read the config) by code, as the
+    settings for `path` select and configure them (`settings.for_input`)."""
+    from logscope.settings import for_input
 
-    return [cls() for cls in detector_classes() if cls.reads == "config"]
+    return [d for d in for_input(path).detectors() if d.reads == "config"]
 
 
 def lint_run(run: Run) -> Report:
     """The config rules on one Run (a command, a YAML, or a log's config segments)."""
     from logscope.analyze import run_detectors
 
-    findings, skipped, errors = run_detectors(run, config_rules())
+    path = None if run.source.path.startswith("<") else run.source.path
+    findings, skipped, errors = run_detectors(run, config_rules(path))
     return Report(run=run, findings=findings, skipped=skipped, errors=errors, kind="check")
 
 

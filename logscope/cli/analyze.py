@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from logscope.cli.common import (
+    ConfigOption,
     FailOn,
     FailOnOption,
     FormatOption,
@@ -47,6 +48,7 @@ def analyze(
     source: SourceOption = None,
     store: StoreOption = None,
     no_cache: NoCacheOption = False,
+    config: ConfigOption = None,
 ) -> None:
     """Diagnose verl runs: what went wrong, where, and which parameter to change.
 
@@ -57,15 +59,20 @@ def analyze(
 
     A pasted excerpt: pbpaste | logscope analyze -
     """
+    from logscope import settings
     from logscope.analyze import analyze_paths
 
-    with user_errors():
+    with user_errors(), settings.using(config):
         if output is not None and any(same_file(output, Path(p)) for p in paths):
             raise LogscopeError(f"--output {output} is one of the inputs; refusing to overwrite it")
         reports = []
         with progress_bar(enabled=format == OutputFormat.rich or output is not None) as progress:
             for path in paths:
-                with stdin_as_file(path) as (real, shown):
+                with (
+                    stdin_as_file(path) as (real, shown),
+                    # standard input has no folder of its own: the working directory's settings
+                    settings.using(None if real == path or config else settings.find(Path.cwd())),
+                ):
                     found = analyze_paths(
                         [real],
                         source=source,

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from logscope.cli.common import (
+    ConfigOption,
     FailOn,
     FailOnOption,
     OutputFormat,
@@ -58,6 +60,7 @@ def check(
             "newest release logscope knows).",
         ),
     ] = None,
+    config: ConfigOption = None,
 ) -> None:
     """Check a verl config before launch: batch sizes, KL, GPU memory, GRPO group size, …
 
@@ -66,17 +69,20 @@ def check(
     Examples: logscope check run_grpo.sh;
     logscope check -- python3 -m verl.trainer.main_ppo data.train_batch_size=512 …
     """
+    from logscope import settings
     from logscope.check import check_command, check_path, fix_reports, read_script
 
     args = list(target or []) + list(ctx.args)
     text = None  # the script's text, for --fix to edit in place
-    with user_errors():
+    with user_errors(), contextlib.ExitStack() as stack:
         args, late = _own_options(args)
         fix = fix or bool(late.get("fix"))
         format = OutputFormat(late.get("format", format))
         output = Path(late["output"]) if "output" in late else output
         fail_on = FailOn(late.get("fail_on", fail_on))
         verl_version = late.get("verl_version", verl_version)
+        config = Path(late["config"]) if "config" in late else config
+        stack.enter_context(settings.using(config))
         if not args:
             raise LogscopeError(
                 "nothing to check: give a script/YAML/log path, or `-- python3 -m "
@@ -120,6 +126,7 @@ _LATE_OPTIONS = {
     "--output": "output",
     "--fail-on": "fail_on",
     "--verl-version": "verl_version",
+    "--config": "config",
 }
 
 

@@ -74,6 +74,15 @@ SkipOption = Annotated[
         "--skip", metavar="CODES", help="Skip these diagnoses: codes or names, comma-separated."
     ),
 ]
+ConfigOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--config",
+        metavar="FILE",
+        help="Settings file: a logscope.toml, or a pyproject.toml with [tool.logscope] "
+        "(default: the nearest one upward from the input, then from the working directory).",
+    ),
+]
 SourceOption = Annotated[
     str | None,
     typer.Option(

@@ -11,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from logscope.cli.common import (
+    ConfigOption,
     FailOn,
     FailOnOption,
     FormatOption,
@@ -39,6 +40,7 @@ def compare(
     fail_on: FailOnOption = FailOn.never,
     store: StoreOption = None,
     no_cache: NoCacheOption = False,
+    config: ConfigOption = None,
 ) -> None:
     """Compare runs against the first: key metrics with deltas, where they part, config diff.
 
@@ -76,9 +78,12 @@ def compare(
             html=cmp.to_html,
         )
     if fail_on != FailOn.never:
+        from logscope import settings
         from logscope.analyze import analyze_run
 
-        if any(analyze_run(run).fails(fail_on.value) for run in loaded):
+        with user_errors(), settings.using(config):
+            failing = any(analyze_run(run).fails(fail_on.value) for run in loaded)
+        if failing:
             raise typer.Exit(1)
 
 

@@ -14,6 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from logscope.cli.common import (
+    ConfigOption,
     FailOn,
     OnlyOption,
     SkipOption,
@@ -95,6 +96,7 @@ def tail(
     only: OnlyOption = None,
     skip: SkipOption = None,
     store: StoreOption = None,
+    config: ConfigOption = None,
     live: Annotated[
         bool, typer.Option("--live/--no-live", help="Show the live status view on a terminal.")
     ] = True,
@@ -107,6 +109,7 @@ def tail(
 
     Example: LOGSCOPE_SLACK_WEBHOOK=https://hooks.slack.com/services/... logscope tail verl.log --state-file tail.json
     """
+    from logscope import settings
     from logscope.alerts import Notifier, Outbox, SlackSender
     from logscope.tail import FOLLOWED, TailOptions, TailSession, default_outbox, run_key
 
@@ -132,7 +135,8 @@ def tail(
                 )
             box = Outbox(outbox or default_outbox(), run_key(path))
             notifier = Notifier(box, SlackSender(slack_webhook))
-        session = TailSession(path, options, notifier, state_file)
+        with settings.using(config):
+            session = TailSession(path, options, notifier, state_file)
 
     stop = {"now": False}
     waiter = ChangeWaiter(path, poll_interval)
