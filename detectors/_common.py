@@ -284,6 +284,18 @@ def halve_advice(run: Run, key: str, why: str, source: str) -> Advice:
     )
 
 
+def scale_advice(run: Run, key: str, why: str, source: str, factor: float, rule: str) -> Advice:
+    """Advice to scale a numeric parameter by `factor` (no suggestion while it is unset or 0)."""
+    return advise(
+        run,
+        key,
+        why,
+        source,
+        suggest=lambda cur: verl_config.round_sig(float(cur) * factor) if cur else None,
+        rule=rule,
+    )
+
+
 def grad_clip_key(run: Run, role: str = "actor") -> str:
     """The gradient-clip key: `actor.grad_clip` (legacy workers), `actor.optim.clip_grad` (0.8+)."""
     modern = verl_version.at_least(run.meta.get("verl_version"), "0.8")

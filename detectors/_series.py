@@ -58,6 +58,15 @@ class Series:
                 return s if len(s) >= min_points else None
         return None
 
+    @classmethod
+    def pair(cls, run: Run, first: str, second: str) -> tuple[Series, Series, np.ndarray] | None:
+        """Two concepts' series and the steps both log; None when the run lacks either."""
+        a, b = resolve(run, first), resolve(run, second)
+        if a is None or b is None:
+            return None
+        x, y = cls.read(run, a), cls.read(run, b)
+        return x, y, np.intersect1d(x.steps, y.steps, assume_unique=True)
+
     def __len__(self) -> int:
         return len(self.values)
 

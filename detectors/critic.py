@@ -288,35 +288,6 @@ class CriticValueError(Detector):
             f"The critic is not fitting the returns from step {step} to {end} "
             f"({plural(end - step + 1, 'step')}): " + ", ".join(parts) + before + "."
         )
-        advice: list[Advice] = []
-        for key in (
-            "critic.ppo_micro_batch_size_per_gpu",
-            "critic.forward_micro_batch_size_per_gpu",
-        ):
-            advice.append(
-                advise(
-                    run,
-                    key,
-                    "Larger critic micro batches give the value function steadier gradients; the "
-                    "PPO article raised both critic micro batches 4 → 8 and vf_loss fell "
-                    "0.081 → 0.052 with the advantage mean back within −0.012..0.008. Stay within "
-                    "memory (the critic forward is lighter than the actor's).",
-                    f"{SEED_PPO} §4.1",
-                    suggest=lambda cur: int(cur) * 2,
-                    rule="double the current value (4 → 8 in the PPO article)",
-                )
-            )
-        advice.append(
-            advise(
-                run,
-                "critic.optim.lr",
-                "Check the critic's learning rate: far above verl's default 1e-5 the value "
-                "function diverges, far below it never catches up with the returns.",
-                f"{SEED_PPO} §4",
-                suggest=None,
-                rule="about 1e-5 (verl's default); halve it if the value loss rose suddenly",
-            )
-        )
         evidence: dict[str, Any] = {
             "start_step": step,
             "end_step": end,
@@ -333,9 +304,43 @@ class CriticValueError(Detector):
             step=step,
             end_step=end,
             evidence=evidence,
-            advice=advice,
+            advice=_critic_fit_advice(run),
             references=cite_all([f"{SEED_PPO} §4.1", "verl:trainer/ppo/core_algos.py"]),
         )
+
+
+def _critic_fit_advice(run: Run) -> list[Advice]:
+    """Larger critic micro batches, and a look at the critic's learning rate."""
+    advice: list[Advice] = []
+    for key in (
+        "critic.ppo_micro_batch_size_per_gpu",
+        "critic.forward_micro_batch_size_per_gpu",
+    ):
+        advice.append(
+            advise(
+                run,
+                key,
+                "Larger critic micro batches give the value function steadier gradients; the "
+                "PPO article raised both critic micro batches 4 → 8 and vf_loss fell "
+                "0.081 → 0.052 with the advantage mean back within −0.012..0.008. Stay within "
+                "memory (the critic forward is lighter than the actor's).",
+                f"{SEED_PPO} §4.1",
+                suggest=lambda cur: int(cur) * 2,
+                rule="double the current value (4 → 8 in the PPO article)",
+            )
+        )
+    advice.append(
+        advise(
+            run,
+            "critic.optim.lr",
+            "Check the critic's learning rate: far above verl's default 1e-5 the value "
+            "function diverges, far below it never catches up with the returns.",
+            f"{SEED_PPO} §4",
+            suggest=None,
+            rule="about 1e-5 (verl's default); halve it if the value loss rose suddenly",
+        )
+    )
+    return advice
 
 
 class AdvantageCollapse(Detector):
@@ -398,13 +403,11 @@ class AdvantageCollapse(Detector):
         return None
 
     def detect(self, run: Run) -> list[Finding]:
-        mx_name, mn_name = resolve(run, "advantages_max"), resolve(run, "advantages_min")
-        if mx_name is None or mn_name is None:
+        pair = Series.pair(run, "advantages_max", "advantages_min")
+        if pair is None or len(pair[2]) == 0:
             return []
-        top, bottom = Series.read(run, mx_name), Series.read(run, mn_name)
-        steps = np.intersect1d(top.steps, bottom.steps, assume_unique=True)
-        if len(steps) == 0:
-            return []
+        top, bottom, steps = pair
+        mx_name = top.metric
         mx, mn = top.at(steps), bottom.at(steps)
         size = np.maximum(np.abs(mx), np.abs(mn))
         typical = float(np.median(size))

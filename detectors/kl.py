@@ -23,7 +23,7 @@ from logscope.verl_config import ACT
 from logscope.words import plural
 
 from ._changes import Change, domain, level_shifts, spike_changes
-from ._common import by_step, halve_advice
+from ._common import by_step, halve_advice, scale_advice
 from ._series import Series, running_median, stretches
 from ._stats import fmt, sig
 
@@ -215,6 +215,20 @@ def _levels(
         float(np.median(early)) if len(early) >= 3 else None,
         float(np.median(now)) if len(now) >= 3 else None,
     )
+
+
+def _stretch_fields(
+    s: Series, first: int, last: int, lead: dict[str, Any], **evidence: Any
+) -> dict[str, Any]:
+    """Metric, steps and evidence of a finding on `s` from index `first` to `last`: the
+    evidence is `lead`, the stretch's first and last step, then `evidence`."""
+    step, end = s.step_at(first), s.step_at(last)
+    return {
+        "metric": s.metric,
+        "step": step,
+        "end_step": end,
+        "evidence": {**lead, "first_step": step, "last_step": end, **evidence},
+    }
 
 
 def _raise_kl_coef(run: Run, metric: str, why: str) -> Advice:
@@ -672,20 +686,18 @@ class KLOutOfBand(Detector):
         return self.finding(
             severity="warning",
             message=message,
-            metric=s.metric,
-            step=step,
-            end_step=end,
-            evidence={
-                "direction": "high",
-                "first_step": step,
-                "last_step": end,
-                "median_kl": sig(level),
-                "peak_kl": sig(peak),
-                "steps_above": last - first + 1,
-                "threshold": self.high_threshold,
-                "band": [self.band_low, self.band_high],
-                "warmup_steps": self.warmup_steps,
-            },
+            **_stretch_fields(
+                s,
+                first,
+                last,
+                {"direction": "high"},
+                median_kl=sig(level),
+                peak_kl=sig(peak),
+                steps_above=last - first + 1,
+                threshold=self.high_threshold,
+                band=[self.band_low, self.band_high],
+                warmup_steps=self.warmup_steps,
+            ),
             advice=advice,
             references=cite_all([f"{SEED_GRPO} §3.2", "verl:workers/actor/dp_actor.py"]),
         )
@@ -705,7 +717,7 @@ class KLOutOfBand(Detector):
             "barely moved from the reference. Early in a run this is warm-up."
         )
         advice = [
-            advise(
+            scale_advice(
                 run,
                 _kl_coef_key(run, s.metric),
                 "Nothing to do while the run warms up. If KL stays this low and reward stalls, "
@@ -713,8 +725,8 @@ class KLOutOfBand(Detector):
                 "The GRPO article (§3.2) prescribes ×1.5 for low KL; by the mechanics that "
                 "pushes KL further down.",
                 f"{SEED_GRPO} §3.1-3.2",
-                suggest=lambda c: verl_config.round_sig(float(c) * 0.7) if c else None,
-                rule="×0.7 if KL stays low after warm-up",
+                0.7,
+                "×0.7 if KL stays low after warm-up",
             )
         ]
         return self.finding(
@@ -958,20 +970,19 @@ class PPOKLTooLow(Detector):
                 f"fell below {res:g} there, but the .3f log cannot show whether it is below "
                 f"{fmt(self.threshold)}."
             ),
-            metric=s.metric,
-            step=step,
-            end_step=end,
-            evidence={
-                "first_step": step,
-                "last_step": end,
-                "steps": last - first + 1,
-                "steps_printing_nonzero": count,
-                "metrics": metrics,
-                "nonzero_rate_before": round(rate, 3) if rate is not None else None,
-                "value_resolution": res,
-                "threshold": self.threshold,
-                "judged": False,
-            },
+            **_stretch_fields(
+                s,
+                first,
+                last,
+                {},
+                steps=last - first + 1,
+                steps_printing_nonzero=count,
+                metrics=metrics,
+                nonzero_rate_before=round(rate, 3) if rate is not None else None,
+                value_resolution=res,
+                threshold=self.threshold,
+                judged=False,
+            ),
             advice=[],
             references=cite_all([f"{SEED_PPO} §4.2"]),
         )
@@ -1050,33 +1061,31 @@ class PPOKLTooLow(Detector):
         if (use_kl_loss or in_reward) and not collapsed and not kl_high:
             key = f"{ACT}.kl_loss_coef" if use_kl_loss else "algorithm.kl_ctrl.kl_coef"
             advice.append(
-                advise(
+                scale_advice(
                     run,
                     key,
                     "The KL penalty also brakes the update; the PPO article (§4.2) lowered it "
                     "0.001 → 0.0005 to get ppo_kl from < 0.0001 to 0.0003–0.0008.",
                     f"{SEED_PPO} §4.2",
-                    suggest=lambda c: verl_config.round_sig(float(c) * 0.5) if c else None,
-                    rule="×0.5",
+                    0.5,
+                    "×0.5",
                 )
             )
         return self.finding(
             severity="warning",
             message=message,
-            metric=s.metric,
-            step=step,
-            end_step=end,
-            evidence={
-                **evidence,
-                "first_step": step,
-                "last_step": end,
-                "median_ppo_kl": sig(level),
-                "median_before": sig(prior) if prior is not None else None,
-                "steps_below": last - first + 1,
-                "steps_judged": n_judged,
-                "threshold": self.threshold,
-                "min_lr_share": self.min_lr_share,
-            },
+            **_stretch_fields(
+                s,
+                first,
+                last,
+                evidence,
+                median_ppo_kl=sig(level),
+                median_before=sig(prior) if prior is not None else None,
+                steps_below=last - first + 1,
+                steps_judged=n_judged,
+                threshold=self.threshold,
+                min_lr_share=self.min_lr_share,
+            ),
             advice=advice,
             references=cite_all([f"{SEED_PPO} §4.2", "verl:trainer/ppo/core_algos.py"]),
         )

@@ -15,6 +15,7 @@ from logscope.detector import Detector, param
 from logscope.health import (
     RECENT_STEPS,
     REFERENCES,
+    Level,
     clip_ratio_reliable,
     consecutive_jump,
     entropy_summed,
@@ -243,6 +244,28 @@ def _change_evidence(s: Series, c: Change, **extra: Any) -> dict[str, Any]:
     }
 
 
+def _at_change(s: Series, c: Change, **evidence: Any) -> dict[str, Any]:
+    """Where a finding on change `c` sits (onset to end) and its evidence."""
+    return {
+        "metric": s.metric,
+        "step": s.step_at(c.onset),
+        "end_step": s.step_at(c.end),
+        "evidence": _change_evidence(s, c, **evidence),
+    }
+
+
+def _at_level(level: Level, kind: str | None = None, **evidence: Any) -> dict[str, Any]:
+    """Where a finding judged on a recent level sits (its steps) and its evidence: the kind
+    when given, the level and its steps, then `evidence`."""
+    return {
+        "metric": level.metric,
+        "step": level.steps[0],
+        "end_step": level.step,
+        "evidence": ({"kind": kind} if kind else {})
+        | {"level": sig(level.value), "steps": list(level.steps), **evidence},
+    }
+
+
 class EntropyCollapse(Detector):
     """Policy entropy falling fast to a small fraction of its level, or still falling at the end.
 
@@ -359,10 +382,7 @@ class EntropyCollapse(Detector):
                 if min(c.ratio, final / c.before) <= self.error_ratio
                 else "warning",
                 message=message,
-                metric=s.metric,
-                step=step,
-                end_step=end,
-                evidence=_change_evidence(
+                **_at_change(
                     s,
                     c,
                     final_level=sig(final),
@@ -416,17 +436,13 @@ class EntropyCollapse(Detector):
         return [
             self.finding(
                 message=message,
-                metric=level.metric,
-                step=level.steps[0],
-                end_step=level.step,
-                evidence={
-                    "level": sig(level.value),
-                    "steps": list(level.steps),
-                    "alarm_below": ref.alarm_low,
-                    "healthy_range": list(ref.healthy),
-                    "judged_on": "recent level (run too short for the change-based test)",
-                    "range_source": ref.source,
-                },
+                **_at_level(
+                    level,
+                    alarm_below=ref.alarm_low,
+                    healthy_range=list(ref.healthy),
+                    judged_on="recent level (run too short for the change-based test)",
+                    range_source=ref.source,
+                ),
                 advice=self._advice(run),
                 references=cite_all(
                     ["verl:workers/actor/dp_actor.py", "verl:trainer/ppo/core_algos.py"]
@@ -536,16 +552,12 @@ class EntropyBlowup(Detector):
             self.finding(
                 severity="error" if level.value >= self.error_entropy else "warning",
                 message=message,
-                metric=level.metric,
-                step=level.steps[0],
-                end_step=level.step,
-                evidence={
-                    "level": sig(level.value),
-                    "steps": list(level.steps),
-                    "threshold": self.max_entropy,
-                    "loss_agg_mode": run.config_value(f"{ACT}.loss_agg_mode"),
-                    "rollout_temperature": temperature,
-                },
+                **_at_level(
+                    level,
+                    threshold=self.max_entropy,
+                    loss_agg_mode=run.config_value(f"{ACT}.loss_agg_mode"),
+                    rollout_temperature=temperature,
+                ),
                 advice=self._advice(run),
                 references=cite_all(
                     ["verl:workers/actor/dp_actor.py", "verl:trainer/ppo/core_algos.py"]
@@ -755,6 +767,19 @@ class ClipRatioSpike(Detector):
         return out
 
 
+def _response_length_advice(run: Run, suggest: Any) -> Advice:
+    """Keep the rollout's response length equal to the data side's cap."""
+    return advise(
+        run,
+        f"{RO}.response_length",
+        "Must equal data.max_response_length: vLLM generates up to this length "
+        "and the data side truncates at the other.",
+        f"{SEED_PPO} §5.2",
+        suggest=suggest,
+        rule="equal to data.max_response_length",
+    )
+
+
 def truncation_advice(run: Run) -> list[Advice]:
     """Raise the response cap (×1.5, to a multiple of 64), rollout.response_length kept equal."""
 
@@ -776,15 +801,7 @@ def truncation_advice(run: Run) -> list[Advice]:
     if config and verl_config.has(config, f"{RO}.response_length"):
         cap = current_value(run, "data.max_response_length")
         out.append(
-            advise(
-                run,
-                f"{RO}.response_length",
-                "Must equal data.max_response_length: vLLM generates up to this length "
-                "and the data side truncates at the other.",
-                f"{SEED_PPO} §5.2",
-                suggest=raise_cap(cap) if isinstance(cap, (int, float)) else None,
-                rule="equal to data.max_response_length",
-            )
+            _response_length_advice(run, raise_cap(cap) if isinstance(cap, (int, float)) else None)
         )
     return out
 
@@ -1033,17 +1050,13 @@ class ResponseLengthCollapse(Detector):
         return [
             self.finding(
                 message=message,
-                metric=level.metric,
-                step=level.steps[0],
-                end_step=level.step,
-                evidence={
-                    "kind": "collapse",
-                    "level": sig(level.value),
-                    "steps": list(level.steps),
-                    "alarm_at_or_below": ref.alarm_low,
-                    "judged_on": "recent level (run too short for the change-based test)",
-                    "range_source": ref.source,
-                },
+                **_at_level(
+                    level,
+                    kind="collapse",
+                    alarm_at_or_below=ref.alarm_low,
+                    judged_on="recent level (run too short for the change-based test)",
+                    range_source=ref.source,
+                ),
                 advice=[
                     halve_advice(
                         run,
@@ -1106,10 +1119,7 @@ class ResponseLengthCollapse(Detector):
         )
         return self.finding(
             message=message,
-            metric=s.metric,
-            step=step,
-            end_step=end,
-            evidence=_change_evidence(
+            **_at_change(
                 s,
                 c,
                 direction="collapse",
@@ -1129,7 +1139,7 @@ class ResponseLengthCollapse(Detector):
         )
 
     def _to_cap(self, run: Run, s: Series, c: Change, cap: float) -> Finding:
-        step, end = s.step_at(c.onset), s.step_at(c.end)
+        step = s.step_at(c.onset)
         message = (
             f"{s.metric} rose from {fmt(c.before)} to {fmt(c.after)} tokens starting at step "
             f"{step}, {c.after / cap:.0%} of data.max_response_length={cap:g}: responses are "
@@ -1137,10 +1147,7 @@ class ResponseLengthCollapse(Detector):
         )
         return self.finding(
             message=message,
-            metric=s.metric,
-            step=step,
-            end_step=end,
-            evidence=_change_evidence(
+            **_at_change(
                 s,
                 c,
                 direction="to-cap",
@@ -1313,17 +1320,7 @@ def cap_advice(run: Run, cap: float | None, inferred: bool) -> list[Advice]:
     ]
     config = run.config()
     if config and verl_config.has(config, f"{RO}.response_length"):
-        out.append(
-            advise(
-                run,
-                f"{RO}.response_length",
-                "Must equal data.max_response_length: vLLM generates up to this length "
-                "and the data side truncates at the other.",
-                f"{SEED_PPO} §5.2",
-                suggest=new,
-                rule="equal to data.max_response_length",
-            )
-        )
+        out.append(_response_length_advice(run, new))
     prompt = current_value(run, "data.max_prompt_length")
     if config and verl_config.has(config, f"{RO}.max_model_len") and new and prompt:
         out.append(

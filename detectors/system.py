@@ -634,11 +634,11 @@ class RolloutBottleneck(Detector):
         return None
 
     def detect(self, run: Run) -> list[Finding]:
-        gen_name, step_name = resolve(run, "time_gen"), resolve(run, "time_step")
-        if gen_name is None or step_name is None:
+        pair = Series.pair(run, "time_gen", "time_step")
+        if pair is None:
             return []
-        gen_series, step_series = Series.read(run, gen_name), Series.read(run, step_name)
-        steps = np.intersect1d(gen_series.steps, step_series.steps, assume_unique=True)
+        gen_series, step_series, steps = pair
+        gen_name, step_name = gen_series.metric, step_series.metric
         if len(steps) < max(self.min_duration, 6):
             return self._short(run, gen_series, step_series, steps)
         gen = gen_series.at(steps)
@@ -848,60 +848,9 @@ class RolloutBottleneck(Detector):
                 msg += (
                     " Repeated rounds explain the share: a cost of the recipe, not a slow rollout."
                 )
-        bound, range_text = gpu_memory_bound(run)
         config = run.config()
         size = model_size_b(config) if config else None
         gpus = n_gpus(config) if config else None
-        advice: list[Advice] = [
-            advise(
-                run,
-                f"{RO}.gpu_memory_utilization",
-                "A larger vLLM share holds more sequences in the KV cache at once, so each "
-                f"rollout needs fewer passes; advised range here: {range_text} (above 0.7 risks "
-                "OOM). The PPO article took it 0.4 → 0.65 on Qwen2.5-0.5B: timing_s/gen 5.72 → "
-                "3.21 s.",
-                f"{SEED_PPO} §2.1; {SEED_GRPO} §4.2",
-                suggest=lambda cur: bound if float(cur) < bound else None,
-                rule="0.4–0.5 on one GPU, 0.3–0.4 with 8-GPU FSDP, up to 0.65 for small models; "
-                "≤ 0.7",
-            ),
-        ]
-        for key, factor_text in (
-            (f"{RO}.max_num_batched_tokens", "8192 → 16384"),
-            (f"{RO}.max_num_seqs", "1024 → 1896"),
-        ):
-            advice.append(
-                advise(
-                    run,
-                    key,
-                    "Change max_num_seqs and max_num_batched_tokens together, so tokens ÷ seqs "
-                    "stays near the mean prompt+response length; the PPO article doubled both "
-                    f"({factor_text}) for +22% throughput.",
-                    f"{SEED_PPO} §2.2",
-                    suggest=lambda cur: int(cur) * 2,
-                    rule="double together with its partner",
-                )
-            )
-        tp_key = f"{RO}.tensor_model_parallel_size"
-        tp = current_value(run, tp_key)
-        per_node = current_value(run, "trainer.n_gpus_per_node")
-        suggest_tp = None
-        try:
-            if tp is not None and per_node is not None and int(per_node) >= 2 * int(tp):
-                suggest_tp = 2 * int(tp)
-        except (TypeError, ValueError):
-            suggest_tp = None
-        advice.append(
-            advise(
-                run,
-                tp_key,
-                "Tensor parallelism splits generation over GPUs (the PPO article: TP=2 on two GPUs "
-                "cut gen time 3.21 → 2.45 s), if the model supports it.",
-                f"{SEED_PPO} §5.3",
-                suggest=suggest_tp,
-                rule="2 on a 2-GPU node (a divisor of trainer.n_gpus_per_node)",
-            )
-        )
         evidence: dict[str, Any] = {
             "start_step": start,
             "gen_share_of_step": share,
@@ -924,9 +873,64 @@ class RolloutBottleneck(Detector):
             step=start,
             end_step=end,
             evidence=evidence,
-            advice=advice,
+            advice=_rollout_speed_advice(run),
             references=cite_all([f"{SEED_PPO} §2", f"{SEED_GRPO} §4.2"]),
         )
+
+
+def _rollout_speed_advice(run: Run) -> list[Advice]:
+    """A larger vLLM memory share, larger vLLM batches, and tensor parallelism."""
+    bound, range_text = gpu_memory_bound(run)
+    advice: list[Advice] = [
+        advise(
+            run,
+            f"{RO}.gpu_memory_utilization",
+            "A larger vLLM share holds more sequences in the KV cache at once, so each "
+            f"rollout needs fewer passes; advised range here: {range_text} (above 0.7 risks "
+            "OOM). The PPO article took it 0.4 → 0.65 on Qwen2.5-0.5B: timing_s/gen 5.72 → "
+            "3.21 s.",
+            f"{SEED_PPO} §2.1; {SEED_GRPO} §4.2",
+            suggest=lambda cur: bound if float(cur) < bound else None,
+            rule="0.4–0.5 on one GPU, 0.3–0.4 with 8-GPU FSDP, up to 0.65 for small models; ≤ 0.7",
+        ),
+    ]
+    for key, factor_text in (
+        (f"{RO}.max_num_batched_tokens", "8192 → 16384"),
+        (f"{RO}.max_num_seqs", "1024 → 1896"),
+    ):
+        advice.append(
+            advise(
+                run,
+                key,
+                "Change max_num_seqs and max_num_batched_tokens together, so tokens ÷ seqs "
+                "stays near the mean prompt+response length; the PPO article doubled both "
+                f"({factor_text}) for +22% throughput.",
+                f"{SEED_PPO} §2.2",
+                suggest=lambda cur: int(cur) * 2,
+                rule="double together with its partner",
+            )
+        )
+    tp_key = f"{RO}.tensor_model_parallel_size"
+    tp = current_value(run, tp_key)
+    per_node = current_value(run, "trainer.n_gpus_per_node")
+    suggest_tp = None
+    try:
+        if tp is not None and per_node is not None and int(per_node) >= 2 * int(tp):
+            suggest_tp = 2 * int(tp)
+    except (TypeError, ValueError):
+        suggest_tp = None
+    advice.append(
+        advise(
+            run,
+            tp_key,
+            "Tensor parallelism splits generation over GPUs (the PPO article: TP=2 on two GPUs "
+            "cut gen time 3.21 → 2.45 s), if the model supports it.",
+            f"{SEED_PPO} §5.3",
+            suggest=suggest_tp,
+            rule="2 on a 2-GPU node (a divisor of trainer.n_gpus_per_node)",
+        )
+    )
+    return advice
 
 
 class ThroughputDrop(Detector):

@@ -151,10 +151,8 @@ def rows_to_frame(
         for key, value in row.items():
             if key == step_key or key.startswith("_") or key in WALL_COLUMNS:
                 continue
-            if value is None and not none_is_nan:
-                continue
-            number = to_float(value)
-            if number is None:
+            number = to_float(value) if value is not None or none_is_nan else None
+            if number is None:  # not logged, or not a scalar
                 continue
             steps.append(step)
             names.append(key)
