@@ -1,6 +1,6 @@
 """Reference ranges: what a metric's value means, and whether a few steps of it look healthy.
 
-Two small data tables that a later metric registry grows:
+Two small data tables, views of the metric registry (`logscope/data/metrics.toml`):
 
 - `REFERENCES`: per metric concept, its healthy range (per algorithm where it differs), unit,
   the limits beyond which one step is already a finding (`alarm_low`/`alarm_high`), the verdict
@@ -22,6 +22,7 @@ from collections.abc import Callable, Collection
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from logscope import metric_registry
 from logscope.aliases import VALIDATION_PREFIXES, resolve
 from logscope.sources import cite
 from logscope.verl_version import VerlVersion
@@ -88,178 +89,21 @@ class Reference:
         return self.by_algorithm.get(algorithm or "", self.healthy)
 
 
+#: the registry's [[reference]] rows (`logscope/data/metrics.toml`)
 REFERENCES: dict[str, Reference] = {
-    r.key: r
-    for r in (
-        Reference(
-            "entropy",
-            "entropy (nats/token)",
-            "entropy",
-            "nats/token",
-            healthy=(0.1, 2.0),
-            alarm_low=0.02,
-            alarm_high=3.0,
-            rule="below 0.02: collapsed (the policy is almost deterministic); above 3: "
-            "near-random text (uniform over a 150k vocabulary is 11.9); not comparable when "
-            "actor.loss_agg_mode sums over tokens",
-            source="verl:workers/actor/dp_actor.py (masked mean token entropy); healthy verl "
-            "GRPO/PPO runs on math and QA sit at 0.1–0.8",
-        ),
-        Reference(
-            "kl_ref",
-            "KL to reference",
-            "kl_ref",
-            "nats",
-            healthy=(None, 0.05),
-            by_algorithm={"ppo": (None, 0.1)},
-            alarm_high=0.3,
-            rule="above the band the policy drifts from the reference (raise the KL coefficient "
-            "or lower the LR); 0.3 nat or more (6× the band's top), or 10× the step before and "
-            "above the band: a jump; a low KL early is warm-up",
-            source="seed:grpo-pitfalls §3.2 (target 0.01–0.03, above 0.05 too far); "
-            "verl:trainer/config/ppo_trainer.yaml (adaptive controller default "
-            "algorithm.kl_ctrl.target_kl=0.1, PPO)",
-        ),
-        Reference(
-            "ppo_kl",
-            "ppo_kl (update size)",
-            "ppo_kl",
-            "nats",
-            healthy=(None, 0.02),
-            alarm_high=0.1,
-            rule="above 0.02 one update moved the policy far (2× PPO's adaptive-KL target "
-            "0.01); 0.1 or more, or 10× the step before and above 0.02: a jump; ≈0 is normal "
-            "for on-policy single-epoch updates",
-            source="seed:ppo-tuning §4.2 (0.0003–0.0008 tuned); paper:ppo (d_targ = 0.01)",
-        ),
-        Reference(
-            "pg_clipfrac",
-            "pg_clipfrac",
-            "pg_clipfrac",
-            "fraction of tokens",
-            healthy=(None, 0.2),
-            rule="above 0.2 most updates leave the trust region",
-            source="seed:ppo-tuning §3.2 (0.005 before tuning, ~0 after)",
-        ),
-        Reference(
-            "actor_grad_norm",
-            "actor grad norm",
-            "actor_grad_norm",
-            "× grad clip",
-            healthy=(None, 5.0),
-            rule="above 5× the clip every update is rescaled by the clip (LS131); 10× the step "
-            "before and above 5× the clip: a spike",
-            source="seed:ppo-tuning §3.2 (7.16 at clip 1.0 before tuning, 4.2–4.8 after)",
-        ),
-        Reference(
-            "critic_grad_norm",
-            "critic grad norm",
-            "critic_grad_norm",
-            "× grad clip",
-            healthy=(None, 5.0),
-            alarm_high=20.0,
-            rule="20× the clip or more after warm-up: the critic is far from its targets",
-            source="verl:workers/critic/dp_critic.py (norm before clipping); seed:ppo-tuning §4",
-        ),
-        Reference(
-            "response_clip_ratio",
-            "response clip ratio",
-            "response_clip_ratio",
-            "fraction of responses",
-            healthy=(None, 0.1),
-            alarm_high=0.1,
-            rule="0.1 or more: many answers are cut before they end (wrong rewards); on verl "
-            "0.9 V1 the ratio compares with the padded batch max, so max == cap decides",
-            source="seed:ppo-tuning §2.2, §5.2 (0.012 → 0.003 after tuning); verl#7817",
-        ),
-        Reference(
-            "response_length",
-            "response length mean",
-            "response_length_mean",
-            "tokens",
-            healthy=(8.0, None),
-            alarm_low=5.0,
-            rule="a mean of 5 tokens or fewer: the policy answers (almost) nothing, too short for "
-            "any reasoning or answer format (a short-answer loophole of the reward, or EOS "
-            "sampled at once)",
-            source="verl:trainer/ppo/metric_utils.py (response_length/mean counts response tokens "
-            "per sample); seed:ppo-tuning §5.2",
-        ),
-        Reference(
-            "score",
-            "score mean (min–max)",
-            "score_mean",
-            "reward",
-            rule="min == max in a step: every sample got the same reward (0: the reward never "
-            "fires; a constant: stuck, e.g. at the format score)",
-            source="verl:trainer/ppo/metric_utils.py (critic/score/*: per-sequence reward)",
-        ),
-        Reference(
-            "advantages",
-            "advantages (min–max)",
-            "advantages_max",
-            "",
-            rule="max and min ~0: no learning signal (every group's samples scored alike)",
-            source="verl:trainer/ppo/core_algos.py (compute_grpo_outcome_advantage)",
-        ),
-        Reference(
-            "gen_share",
-            "generation share of step time",
-            "time_gen",
-            "fraction of timing_s/step",
-            healthy=(None, 0.6),
-            alarm_high=0.6,
-            rule="0.6 or more, and ≥ 2× the slowest other phase: rollout is the bottleneck "
-            "(steps that also ran validation or saved a checkpoint are left out)",
-            source="seed:ppo-tuning §2; verl#3116 (timing_s/step includes testing)",
-        ),
-        Reference(
-            "vf_explained_var",
-            "critic explained variance",
-            "vf_explained_var",
-            "",
-            healthy=(0.0, 1.0),
-            alarm_low=-0.5,
-            rule="below 0 the critic predicts worse than the mean return; −0.5 or less: far off",
-            source="verl:trainer/ppo/metric_utils.py (1 − Var(returns − values)/Var(returns))",
-        ),
-        Reference(
-            "mfu",
-            "MFU",
-            "mfu",
-            "fraction of peak FLOPs",
-            healthy=(0.1, 1.0),
-            rule="0 = not measured (unknown model or GPU); above 1 impossible (wrong peak "
-            "FLOPs for this GPU); below 0.1 the GPUs mostly wait",
-            source="verl:utils/flops_counter.py; verl#4025, verl#7412",
-        ),
-        Reference(
-            "gpu_memory",
-            "GPU memory reserved",
-            "gpu_mem_reserved",
-            "GB",
-            rule="shown only: the GPU's capacity is not in the log",
-            source="verl:workers (torch.cuda.max_memory_reserved, GiB)",
-        ),
-        Reference(
-            "lr",
-            "actor learning rate",
-            "lr",
-            "",
-            rule="shown only; 0.000 in a `.3f` log is a rounded small LR, not 0",
-            source="verl:utils/logger/aggregate_logger.py (`.3f` values before verl 0.5: "
-            "actor/lr:0.000 for lr 1e-6); verl#2303 (full precision from 0.5)",
-        ),
-        Reference(
-            "num_preempted",
-            "vLLM preemptions",
-            "num_preempted",
-            "sequences",
-            healthy=(None, 0.0),
-            rule="above 0: vLLM preempted sequences (KV-cache pressure); −1 = not available",
-            source="verl:experimental/agent_loop/agent_loop.py (num_preempted)",
-        ),
+    r.key: Reference(
+        r.key,
+        r.label,
+        r.concept,
+        r.unit,
+        healthy=r.healthy,
+        by_algorithm=dict(r.by_algorithm),
+        alarm_low=r.alarm_low,
+        alarm_high=r.alarm_high,
+        rule=r.rule,
+        source=r.source,
     )
+    for r in metric_registry.load().references
 }
 
 
@@ -279,48 +123,10 @@ class Trap:
         object.__setattr__(self, "source", cite(self.source))
 
 
-TRAPS: tuple[Trap, ...] = (
-    Trap(
-        "*mfu/*",
-        "== 0",
-        NOT_MEASURED,
-        "verl's FLOPs counter returns 0 for an unknown model type (and an unknown GPU has "
-        "infinite peak FLOPs): not an idle GPU",
-        "verl:utils/flops_counter.py; verl#4025, verl#7412",
-        "0 = not measured (unknown model or GPU)",
-    ),
-    Trap(
-        "*mfu/*",
-        "> 1",
-        UNRELIABLE,
-        "MFU above 1 is impossible: verl's peak-FLOPs table is wrong for this GPU",
-        "verl:utils/flops_counter.py (get_device_flops)",
-        "above 1 is impossible (wrong peak FLOPs)",
-    ),
-    Trap(
-        "*num_preempted*",
-        "== -1",
-        NOT_MEASURED,
-        "the rollout engine does not report preemptions",
-        "verl:experimental/agent_loop/agent_loop.py (num_preempted)",
-        "-1 = not available",
-    ),
-    Trap(
-        "*",
-        "rounded zero",
-        ROUNDED,
-        "`.3f` logs print 0.000 for |x| < 5e-4 (actor/lr:0.000 for lr 1e-6): not zero",
-        "verl:utils/logger/aggregate_logger.py (`.3f` values before verl 0.5)",
-        "printed 0.000: |x| < 5e-4",
-    ),
-    Trap(
-        "val-*",
-        "step 0",
-        NO_RANGE,
-        "a step:0 line holds only the validation before training: not a training step",
-        "verl:trainer/ppo/ray_trainer.py (validation before training is logged as step 0)",
-        "validation only",
-    ),
+#: the registry's [[trap]] rows; `when` is a key of _CONDITIONS
+TRAPS: tuple[Trap, ...] = tuple(
+    Trap(t.pattern, t.when, t.verdict, t.meaning, t.source, t.note)
+    for t in metric_registry.load().traps
 )
 
 _CONDITIONS: dict[str, Callable[[float, float | None], bool]] = {

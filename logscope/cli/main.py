@@ -11,6 +11,7 @@ from logscope.cli.check import CONTEXT_SETTINGS as CHECK_CONTEXT
 from logscope.cli.check import check
 from logscope.cli.compare import compare
 from logscope.cli.dashboard import dashboard
+from logscope.cli.explain import explain
 from logscope.cli.rules import rules
 from logscope.cli.tail import tail
 
@@ -49,6 +50,7 @@ app.command("tail")(tail)
 app.command("check", context_settings=CHECK_CONTEXT)(check)
 app.command("dashboard")(dashboard)
 app.command("compare")(compare)
+app.command("explain")(explain)
 
 
 def main() -> None:
