@@ -29,6 +29,19 @@ def _fsdp(offload: bool = False) -> dict[str, Any]:
     }
 
 
+def _optim(lr: float, **extra: Any) -> dict[str, Any]:
+    """An actor's or critic's `optim` block: `lr`, any `extra` keys, verl's defaults."""
+    return {
+        "lr": lr,
+        **extra,
+        "lr_warmup_steps_ratio": 0.0,
+        "min_lr_ratio": None,
+        "total_training_steps": -1,
+        "warmup_style": "constant",
+        "weight_decay": 0.01,
+    }
+
+
 def _base() -> dict[str, Any]:
     model_path = "Qwen/Qwen2.5-7B-Instruct"
     return {
@@ -45,15 +58,7 @@ def _base() -> dict[str, Any]:
                 "kl_loss_coef": 0.001,
                 "kl_loss_type": "low_var_kl",
                 "loss_agg_mode": "token-mean",
-                "optim": {
-                    "lr": 1e-06,
-                    "lr_warmup_steps": -1,
-                    "lr_warmup_steps_ratio": 0.0,
-                    "min_lr_ratio": None,
-                    "total_training_steps": -1,
-                    "warmup_style": "constant",
-                    "weight_decay": 0.01,
-                },
+                "optim": _optim(1e-06, lr_warmup_steps=-1),
                 "ppo_epochs": 1,
                 "ppo_max_token_len_per_gpu": 16384,
                 "ppo_micro_batch_size": None,
@@ -150,14 +155,7 @@ def _base() -> dict[str, Any]:
                 "tokenizer_path": model_path,
                 "use_remove_padding": True,
             },
-            "optim": {
-                "lr": 1e-05,
-                "lr_warmup_steps_ratio": 0.0,
-                "min_lr_ratio": None,
-                "total_training_steps": -1,
-                "warmup_style": "constant",
-                "weight_decay": 0.01,
-            },
+            "optim": _optim(1e-05),
             "ppo_epochs": 1,
             "ppo_max_token_len_per_gpu": 32768,
             "ppo_micro_batch_size": None,
@@ -301,10 +299,19 @@ def default_config(
     return cfg
 
 
+def _delete_unless_given(cfg: dict[str, Any], given: set[str], *keys: str) -> None:
+    """Delete the dotted `keys` from `cfg`, except those the caller set (`given`)."""
+    for key in keys:
+        if key not in given:
+            delete_key(cfg, key)
+
+
 def _version_keys(cfg: dict[str, Any], version: str, given: set[str]) -> None:
     """Add/remove the keys that only some verl versions have (§1.7 top-level table, §6)."""
     if not at_least(version, "0.4"):
-        for key in (
+        _delete_unless_given(
+            cfg,
+            given,
             "ray_init",
             "algorithm.use_kl_in_reward",
             "algorithm.kl_ctrl.target_kl",
@@ -317,15 +324,15 @@ def _version_keys(cfg: dict[str, Any], version: str, given: set[str]) -> None:
             "actor_rollout_ref.rollout.mode",
             "trainer.val_before_train",
             "reward_model.launch_reward_fn_async",
-        ):
-            if key not in given:
-                delete_key(cfg, key)
+        )
         if "actor_rollout_ref.actor.entropy_coeff" not in given:
             set_dotted(cfg, "actor_rollout_ref.actor.entropy_coeff", 0.001)
     if not at_least(version, "0.3"):
         delete_key(cfg, "custom_reward_function")
     if version == "0.1":
-        for key in (
+        _delete_unless_given(
+            cfg,
+            given,
             "data.shuffle",
             "trainer.balance_batch",
             "actor_rollout_ref.actor.use_kl_loss",
@@ -333,9 +340,7 @@ def _version_keys(cfg: dict[str, Any], version: str, given: set[str]) -> None:
             "actor_rollout_ref.actor.kl_loss_type",
             "actor_rollout_ref.rollout.n",
             "critic.rollout_n",
-        ):
-            if key not in given:
-                delete_key(cfg, key)
+        )
         if "trainer.logger" not in given:
             set_dotted(cfg, "trainer.logger", ["console", "tracking"])
     if at_least(version, "0.7"):
@@ -359,6 +364,7 @@ def _version_keys(cfg: dict[str, Any], version: str, given: set[str]) -> None:
             "actor_rollout_ref.actor.optim.clip_grad",
             get(cfg, "actor_rollout_ref.actor.grad_clip", 1.0),
         )
+    _family_keys(cfg, version, given)
     if at_least(version, "0.9"):
         actor = cfg["actor_rollout_ref"]["actor"]
         actor["_target_"] = "verl.workers.config.FSDPActorConfig"
@@ -367,3 +373,147 @@ def _version_keys(cfg: dict[str, Any], version: str, given: set[str]) -> None:
         cfg["distillation"] = {"enable": False}
         cfg["skip"] = {"enable": False}
         set_dotted(cfg, "trainer.use_v1", get(cfg, "trainer.use_v1", True))
+
+
+# ---- switches of the metric families verl 0.6-0.10 added (verl_metrics.md §1, §3-§5) ---------
+# Each family is switched by the verl config key that makes verl log it. The simulator's runs of
+# versions <= 0.9 keep all of them off unless the config sets them (so their output is unchanged);
+# 0.10 runs follow verl's defaults: calculate_log_probs on, the rollout_correction block present
+# (not configured), the agent-loop block present.
+ROLLOUT_CORRECTION_DEFAULTS: dict[str, Any] = {
+    "rollout_is": None,
+    "rollout_is_threshold": 2.0,
+    "rollout_rs": None,
+    "rollout_rs_threshold": None,
+    "bypass_mode": False,
+    "loss_type": "ppo_clip",
+    "rollout_is_batch_normalize": False,
+}
+ASYNC_TRAINING_DEFAULTS: dict[str, Any] = {  # fully_async_ppo_trainer.yaml (verl 0.9.1)
+    "staleness_threshold": 0.1,
+    "trigger_parameter_sync_step": 4,
+    "require_batches": 1,
+    "partial_rollout": True,
+    "use_trainer_do_validate": False,
+    "use_dynamic_resource_scheduling": False,
+}
+FILTER_GROUPS_DEFAULTS: dict[str, Any] = {
+    "enable": False,
+    "metric": "acc",
+    "max_num_gen_batches": 0,
+}
+AGENT_DEFAULTS: dict[str, Any] = {"num_workers": 8, "default_agent_loop": "single_turn_agent"}
+
+
+def _fill(cfg: dict[str, Any], prefix: str, defaults: dict[str, Any], given: set[str]) -> None:
+    for key, value in defaults.items():
+        dotted = f"{prefix}.{key}"
+        if dotted not in given and get(cfg, dotted, _MISSING) is _MISSING:
+            set_dotted(cfg, dotted, copy.deepcopy(value))
+
+
+_MISSING = object()
+
+
+def _family_keys(cfg: dict[str, Any], version: str, given: set[str]) -> None:
+    """Complete the family blocks a config sets (and verl 0.10's defaults)."""
+    rollout = "actor_rollout_ref.rollout"
+    if version == "0.10":
+        if f"{rollout}.calculate_log_probs" not in given:
+            set_dotted(cfg, f"{rollout}.calculate_log_probs", True)
+        _fill(cfg, "algorithm.rollout_correction", ROLLOUT_CORRECTION_DEFAULTS, given)
+        _fill(cfg, f"{rollout}.agent", AGENT_DEFAULTS, given)
+        _fill(cfg, "algorithm.filter_groups", FILTER_GROUPS_DEFAULTS, given)
+    if isinstance(get(cfg, "algorithm.rollout_correction", None), dict):
+        _fill(cfg, "algorithm.rollout_correction", ROLLOUT_CORRECTION_DEFAULTS, given)
+    if isinstance(get(cfg, "async_training", None), dict):
+        _fill(cfg, "async_training", ASYNC_TRAINING_DEFAULTS, given)
+    if isinstance(get(cfg, "algorithm.filter_groups", None), dict):
+        _fill(cfg, "algorithm.filter_groups", FILTER_GROUPS_DEFAULTS, given)
+    if isinstance(get(cfg, f"{rollout}.agent", None), dict):
+        _fill(cfg, f"{rollout}.agent", AGENT_DEFAULTS, given)
+
+
+def families(cfg: dict[str, Any], version: str) -> dict[str, Any]:
+    """Which of the newer metric families a run of `version` with `cfg` logs.
+
+    mismatch (0.6+, simulated from 0.7): `rollout.calculate_log_probs` → training/rollout_probs_*;
+    rollout_corr: "decoupled" (`rollout_corr/*`) or "bypass" (`actor/rollout_corr/*`) when
+    `algorithm.rollout_correction` sets rollout_is, rollout_rs or bypass_mode (needs mismatch);
+    rollout_is: IS-weight metrics (`rollout_is` set); fully_async (0.9+): an `async_training` block
+    (the fully-async recipe); dynamic_resource: its `use_dynamic_resource_scheduling`;
+    filter_groups (0.9+, GRPO): `algorithm.filter_groups.enable`; agent_loop (0.9+): a
+    `rollout.agent` block (agent-loop timings, response_length_non_aborted/*); staleness: V1
+    staleness metrics (fully-async runs, and every 0.10 V1 run).
+    """
+    version = check_version(version)
+    out: dict[str, Any] = {
+        "mismatch": False,
+        "rollout_corr": None,
+        "rollout_is": False,
+        "fully_async": False,
+        "dynamic_resource": False,
+        "filter_groups": False,
+        "agent_loop": False,
+        "staleness": False,
+    }
+    rc = get(cfg, "algorithm.rollout_correction", None)
+    rc = rc if isinstance(rc, dict) else {}
+    if at_least(version, "0.7") and bool(
+        get(cfg, "actor_rollout_ref.rollout.calculate_log_probs", False)
+    ):
+        out["mismatch"] = True
+        if rc.get("rollout_is") or rc.get("rollout_rs") or rc.get("bypass_mode"):
+            out["rollout_corr"] = "bypass" if rc.get("bypass_mode") else "decoupled"
+            out["rollout_is"] = bool(rc.get("rollout_is"))
+    if at_least(version, "0.9"):
+        out["fully_async"] = isinstance(get(cfg, "async_training", None), dict)
+        out["dynamic_resource"] = out["fully_async"] and bool(
+            get(cfg, "async_training.use_dynamic_resource_scheduling", False)
+        )
+        out["filter_groups"] = bool(get(cfg, "algorithm.filter_groups.enable", False))
+        out["agent_loop"] = isinstance(get(cfg, "actor_rollout_ref.rollout.agent", None), dict)
+        v1 = bool(get(cfg, "trainer.use_v1", True))
+        out["staleness"] = out["fully_async"] or (version == "0.10" and v1)
+    return out
+
+
+def family_overrides(
+    mismatch: bool = False,
+    rollout_corr: str | None = None,
+    rollout_is: str | None = "token",
+    fully_async: bool = False,
+    staleness_threshold: float = 0.1,
+    dynamic_resource: bool = False,
+    filter_groups: bool = False,
+    gen_batch_size: int | None = None,
+    agent_loop: bool = False,
+) -> dict[str, Any]:
+    """Dotted config overrides switching families on (`simulate(config=...)`).
+
+    rollout_corr: None, "decoupled" or "bypass"; rollout_is: the IS level with rollout correction
+    ("token", "sequence"; None: diagnostics only, with rejection sampling as the configured part).
+    gen_batch_size: DAPO's `data.gen_batch_size`, prompts per generation batch (None: verl's
+    default, the train batch size).
+    """
+    out: dict[str, Any] = {}
+    if mismatch or rollout_corr:
+        out["actor_rollout_ref.rollout.calculate_log_probs"] = True
+    if rollout_corr:
+        if rollout_corr not in ("decoupled", "bypass"):
+            raise ValueError("rollout_corr must be None, 'decoupled' or 'bypass'")
+        out["algorithm.rollout_correction.rollout_is"] = rollout_is
+        if not rollout_is:
+            out["algorithm.rollout_correction.rollout_rs"] = "token_k1"
+            out["algorithm.rollout_correction.rollout_rs_threshold"] = 2.0
+        out["algorithm.rollout_correction.bypass_mode"] = rollout_corr == "bypass"
+    if fully_async:
+        out["async_training.staleness_threshold"] = staleness_threshold
+        out["async_training.use_dynamic_resource_scheduling"] = dynamic_resource
+    if filter_groups:
+        out["algorithm.filter_groups.enable"] = True
+        if gen_batch_size:
+            out["data.gen_batch_size"] = int(gen_batch_size)
+    if agent_loop:
+        out["actor_rollout_ref.rollout.agent.num_workers"] = 8
+    return out

@@ -20,6 +20,7 @@ import numpy as np
 import polars as pl
 
 from logscope.synthetic.config import GSM8K_TEST_PROMPTS, get, steps_per_epoch
+from logscope.synthetic.families import NP_FLOAT_METRICS, NP_INT_METRICS
 from logscope.synthetic.simulate import INT_METRICS, SimRun
 from logscope.synthetic.versions import at_least, check_version, driver_name, ray_pids, repr_era
 
@@ -55,6 +56,10 @@ def _spec(name: str, version: str) -> str:
     if v09 and name.startswith(("val-core/", "val-aux/")):
         if name.startswith("val-aux/num_turns/") and name[-4:] in ("/min", "/max"):
             return "np.int64(%d)"
+        return "np.float64(%r)"
+    if name in NP_INT_METRICS:
+        return "np.int64(%d)"
+    if name in NP_FLOAT_METRICS:
         return "np.float64(%r)"
     if name in INT_METRICS and not (v09 and name.startswith("global_seqlen/")):
         return "%d"

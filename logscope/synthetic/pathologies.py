@@ -11,7 +11,17 @@ except for:
 - validation-drop: the first validation step (test_freq multiple or last step) at or after it;
 - kl-coef-changed-midrun: the first step after the restart = last checkpoint before the step + 1
   (checkpoints every trainer.save_freq, set to test_freq when the config has none);
-- cuda-oom: the step itself, which is the last step printed; the traceback follows its line.
+- cuda-oom: the step itself, which is the last step printed; the traceback follows its line;
+- train-inference-mismatch: the first step whose noiseless Pearson correlation
+  (1 - run deficit - injected deficit) is below 0.99 (1-3 steps in at magnitude 1, up to ~8 at
+  0.7); `details` adds the first steps where the noiseless rollout_corr kl / chi2_token pass
+  0.1 / 1 (None when rollout correction is not logged or they stay below);
+- dynamic-sampling-waste: the first step whose noiseless expected number of generation batches,
+  train_batch_size / (gen_batch_size (1 - filtered share)), reaches 3 (2-4 steps in);
+- async-imbalance, staleness-high, aborted-responses: the step itself (the idle ratio passes 0.2,
+  the staleness max passes `families.allowed_staleness`, aborted_ratio leaves 0 there).
+The family kinds (FAMILY_PATHOLOGIES) need their metric family switched on in the config
+(`config.family_overrides`); `not_applicable(kind, algorithm, version, config)` says why not.
 Magnitude 1 is a clear, typical case; effects scale with it (see PATHOLOGIES) and stay visible
 from ~0.7 at noise up to ~1.5. `SimRun.details[kind]` holds extra facts (period, rate, spikes).
 """
@@ -25,7 +35,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from logscope.synthetic.config import get, set_dotted
+from logscope.synthetic import families as _fam
+from logscope.synthetic.config import families, get, set_dotted
 from logscope.synthetic.versions import at_least, driver_name, ray_pids
 
 if TYPE_CHECKING:
@@ -56,13 +67,36 @@ PATHOLOGIES: dict[str, str] = {
     "segment, KL level shift, reward sawtooth after it",
 }
 
+# Pathologies of the metric families verl 0.6-0.10 added (families.py); kept apart from
+# PATHOLOGIES, whose set tests/test_synthetic.py pins. ALL_PATHOLOGIES is what `simulate` accepts.
+FAMILY_PATHOLOGIES: dict[str, str] = {
+    "train-inference-mismatch": "training-inference mismatch growing (time constant 4/m steps): "
+    "Pearson correlation down by 0.004+0.016m (below 0.99), rollout_probs_diff_mean ×(2.5+2.5m); "
+    "rollout_corr kl +(0.05+0.1m), chi2_token +(0.6+0.9m) when logged (past 0.1 / 1)",
+    "async-imbalance": "fully-async idle imbalance: rollouter idle ratio → 0.4+0.2m with the "
+    "trainer's ~0.015, or (half the seeds) trainer idle → 0.4+0.2m with the rollouter's 0",
+    "staleness-high": "fully-async trajectory staleness above the allowed lag: max → allowed+1+"
+    "round(2m) versions from the step, mean → halfway, spans and dropped stale samples rising",
+    "dynamic-sampling-waste": "DAPO filter discarding most groups: filtered share → 0.72+0.1m "
+    "(time constant 3 steps), 4-6 generation batches per step instead of 1-2",
+    "aborted-responses": "response/aborted_ratio rising to (0.02+0.1m)(time constant 4) with vLLM "
+    "preemption (timing_s/agent_loop/num_preempted/mean → 1.5+4m) when agent-loop metrics log",
+}
+ALL_PATHOLOGIES: dict[str, str] = {**PATHOLOGIES, **FAMILY_PATHOLOGIES}
+
 # 0: edits drivers before derivation; 1: edits derived metrics.
-PHASE: dict[str, int] = {k: 0 for k in PATHOLOGIES}
+PHASE: dict[str, int] = {k: 0 for k in ALL_PATHOLOGIES}
 PHASE.update({"nan-loss": 1, "advantage-collapse": 1, "grad-norm-not-finite": 1, "cuda-oom": 1})
 
 
-def not_applicable(kind: str, algorithm: str, version: str) -> str | None:
-    """Why `kind` cannot be injected into this run (None when it can)."""
+def not_applicable(
+    kind: str, algorithm: str, version: str, config: dict[str, Any] | None = None
+) -> str | None:
+    """Why `kind` cannot be injected into this run (None when it can).
+
+    With `config` (a resolved run config) the family kinds also check that their family logs."""
+    if kind in FAMILY_PATHOLOGIES:
+        return _family_not_applicable(kind, algorithm, version, config)
     if kind == "critic-value-error" and algorithm != "ppo":
         return "critic metrics exist only in PPO (GAE) runs"
     if kind == "advantage-collapse" and algorithm != "grpo":
@@ -72,6 +106,32 @@ def not_applicable(kind: str, algorithm: str, version: str) -> str | None:
     if kind == "throughput-drop" and not at_least(version, "0.3"):
         # timing still shows it; perf/throughput is 0.3+, but a step-time rise is visible anyway
         return None
+    return None
+
+
+def _family_not_applicable(
+    kind: str, algorithm: str, version: str, config: dict[str, Any] | None
+) -> str | None:
+    if kind == "train-inference-mismatch":
+        if not at_least(version, "0.7"):
+            return (
+                f"verl {version} logs no training-inference mismatch metrics (0.6+; simulated 0.7+)"
+            )
+    elif not at_least(version, "0.9"):
+        return f"verl {version}: the simulator writes this family from 0.9 on"
+    if kind == "dynamic-sampling-waste" and algorithm != "grpo":
+        return "DAPO group filtering needs GRPO groups"
+    if config is None:
+        return None
+    fam = families(config, version)
+    if kind == "train-inference-mismatch" and not fam["mismatch"]:
+        return "needs actor_rollout_ref.rollout.calculate_log_probs=True (the mismatch metrics)"
+    if kind in ("async-imbalance", "staleness-high") and not fam["fully_async"]:
+        return "needs the fully-async recipe: an async_training block (family_overrides(fully_async=True))"
+    if kind == "dynamic-sampling-waste":
+        group = int(get(config, "actor_rollout_ref.rollout.n", 1) or 1)
+        if not fam["filter_groups"] or group <= 1:
+            return "needs algorithm.filter_groups.enable=True and rollout.n > 1"
     return None
 
 
@@ -491,6 +551,102 @@ def oom_traceback(sim: _Sim) -> str:
     return "\n".join(lines)
 
 
+# ---- family pathologies (phase 0, on the latent series of families.py) -----------------------
+def _train_inference_mismatch(sim: _Sim, i: int, m: float) -> int:
+    k = _k(sim, i)
+    r = _ramp(k, 4.0 / m)
+    a, st = sim.a, sim.fstate
+    a["mm_mult"][i:] *= 1 + (1.5 + 2.5 * m) * r
+    a["mm_pdef"][i:] += (0.004 + 0.016 * m) * r
+    details: dict[str, Any] = {"diff_factor": 2.5 + 2.5 * m, "kl_cross_step": None}
+    details["chi2_cross_step"] = None
+    if sim.fam["rollout_corr"]:
+        a["mm_chi2"][i:] += (0.6 + 0.9 * m) * r
+        a["mm_kl"][i:] += (0.05 + 0.1 * m) * r
+        kl = st["chi2"] * st["kl_share"] + a["mm_kl"][i:]
+        chi2 = st["chi2"] + a["mm_chi2"][i:]
+        for name, series, limit in (("kl", kl, 0.1), ("chi2", chi2, 1.0)):
+            above = np.nonzero(series > limit)[0]
+            details[f"{name}_cross_step"] = int(sim.steps[i + above[0]]) if len(above) else None
+    clean = 1 - (st["pearson_def"] + a["mm_pdef"][i:])
+    below = np.nonzero(clean < 0.99)[0]
+    if not len(below):
+        raise ValueError(
+            "train-inference-mismatch: too late or too small to take Pearson below 0.99"
+        )
+    sim.details["train-inference-mismatch"] = details
+    return int(sim.steps[i + below[0]])
+
+
+def _async_imbalance(sim: _Sim, i: int, m: float) -> int:
+    k = _k(sim, i)
+    r = _ramp(k, 1.5)
+    a = sim.a
+    target = min(0.9, 0.4 + 0.2 * m)
+    direction = "rollouter-idle" if sim.rng.random() < 0.5 else "trainer-idle"
+    roll, train = a["fa_rollouter_idle"], a["fa_trainer_idle"]
+    if direction == "rollouter-idle":  # the trainer is the bottleneck: rollout GPUs wait
+        roll[i:] += (target - roll[i:]) * r
+        train[i:] += (0.015 - train[i:]) * r
+    else:  # the rollouter is the bottleneck: the trainer waits for samples
+        train[i:] += (target - train[i:]) * r
+        roll[i:] = np.where(r > 0.9, 0.0, roll[i:] * (1 - r))  # it never idles: verl logs 0
+    _fam.set_trainer_wait(sim, i)
+    sim.details["async-imbalance"] = {"direction": direction, "idle_ratio": target}
+    return int(sim.steps[i])
+
+
+def _staleness_high(sim: _Sim, i: int, m: float) -> int:
+    k = _k(sim, i)
+    r = _ramp(k, 3.0)
+    a = sim.a
+    allowed = _fam.allowed_staleness(sim.cfg)
+    top = allowed + 1 + round(2 * m)
+    a["st_lag_max"][i:] = np.maximum(allowed + 1, np.round(allowed + (top - allowed) * r))
+    goal = allowed + 0.5 * (top - allowed)
+    a["st_lag_mean"][i:] += (goal - a["st_lag_mean"][i:]) * r
+    a["st_span_mean"][i:] += 0.3 * m * r
+    a["st_span_max"][i:] = np.maximum(a["st_span_max"][i:], 2 + np.round(m * r))
+    a["fa_dropped"][i:] += sim.samples * 0.05 * m * r
+    sim.details["staleness-high"] = {"allowed": allowed, "max_staleness": int(top)}
+    return int(sim.steps[i])
+
+
+def _dynamic_sampling_waste(sim: _Sim, i: int, m: float) -> int:
+    k = _k(sim, i)
+    r = _ramp(k, 3.0)
+    a, st = sim.a, sim.fstate
+    f = a["dapo_f"]
+    target = min(0.92, 0.72 + 0.1 * m)
+    f[i:] += (target - f[i:]) * r
+    before = _fam.round_factor(sim, st["k"])
+    _fam.gen_batches(sim)
+    if not sim.fam["fully_async"]:  # sync: each extra batch is another generation round
+        a["t_gen"] *= _fam.round_factor(sim, st["k"]) / before
+    expected = sim.batch / (_fam.gen_batch_size(sim) * (1 - np.clip(f[i:], 0.0, 0.995)))
+    hit = np.nonzero(expected >= 3.0)[0]
+    if not len(hit):
+        raise ValueError("dynamic-sampling-waste: too late to reach 3 generation batches per step")
+    sim.details["dynamic-sampling-waste"] = {"filtered_share": target}
+    return int(sim.steps[i + hit[0]])
+
+
+def _aborted_responses(sim: _Sim, i: int, m: float) -> int:
+    k = _k(sim, i)
+    r = _ramp(k, 4.0)
+    a = sim.a
+    level = 0.02 + 0.1 * m
+    ratio = a.setdefault("aborted_ratio", np.zeros(sim.n))
+    ratio[i:] = np.clip(level * r * sim.lognoise(0.15)[i:], 1.0 / sim.samples, 0.9)
+    if sim.fam.get("agent_loop") and sim.fstate.get("preempt_available"):
+        mean = (1.5 + 4.0 * m) * r * sim.lognoise(0.2)[i:]
+        a["np_mean"][i:] = mean
+        a["np_max"][i:] = np.ceil(mean * sim.rng.uniform(4.0, 8.0, len(k)))
+        a["np_min"][i:] = 0.0
+    sim.details["aborted-responses"] = {"aborted_ratio": level}
+    return int(sim.steps[i])
+
+
 _FUNCS: dict[str, Callable[[Any, int, float], int]] = {
     "kl-jump": _kl_jump,
     "kl-out-of-band": _kl_out_of_band,
@@ -511,6 +667,11 @@ _FUNCS: dict[str, Callable[[Any, int, float], int]] = {
     "cuda-oom": _cuda_oom,
     "grad-norm-not-finite": _grad_norm_not_finite,
     "kl-coef-changed-midrun": _kl_coef_changed_midrun,
+    "train-inference-mismatch": _train_inference_mismatch,
+    "async-imbalance": _async_imbalance,
+    "staleness-high": _staleness_high,
+    "dynamic-sampling-waste": _dynamic_sampling_waste,
+    "aborted-responses": _aborted_responses,
 }
-assert set(_FUNCS) == set(PATHOLOGIES)
+assert set(_FUNCS) == set(ALL_PATHOLOGIES)
 _ = math

@@ -18,6 +18,7 @@ from scipy.signal import lfilter
 from scipy.special import ndtr
 
 from logscope.model import METRICS_SCHEMA, ConfigSegment, Event, Run, Source
+from logscope.synthetic import families as _fam
 from logscope.synthetic import pathologies as _path
 from logscope.synthetic.config import (
     GSM8K_TEST_PROMPTS,
@@ -45,6 +46,7 @@ INT_METRICS: frozenset[str] = frozenset(
         "val-aux/num_turns/min",
         "val-aux/num_turns/max",
     }
+    | _fam.INT_METRICS
 )
 
 # Healthy-run levels; `simulate(levels=...)` overrides any of them (used by the seed fixtures).
@@ -390,10 +392,12 @@ def _base_dynamics(s: _Sim) -> None:
     total_w = sum(weights.values()) / 0.97  # 3% of the step is outside any named timer
     common = s.lognoise(0.02, phi=0.5)
     a["t_gen"] = gen_c * common * s.lognoise(0.03)
+    s.gen_factor = np.ones(n)  # generation rounds' time factor (families.py replaces it for DAPO)
     if d.dynamic_sampling > 1:  # DAPO: more generation rounds as more groups are all-correct
         solved = np.clip(s.clean["score"], 0.0, 1.0) ** 2
         extra = s.rng.random((d.dynamic_sampling - 1, n)) < solved
-        a["t_gen"] = a["t_gen"] * (1 + extra.sum(axis=0) * s.rng.uniform(0.7, 1.0, n))
+        s.gen_factor = 1 + extra.sum(axis=0) * s.rng.uniform(0.7, 1.0, n)
+        a["t_gen"] = a["t_gen"] * s.gen_factor
     if d.first_step_slow > 1:  # vLLM graph capture, allocator and compile warm-up
         common[0] *= d.first_step_slow
         a["t_gen"][0] *= d.first_step_slow
@@ -527,6 +531,7 @@ def _derive(s: _Sim) -> None:
     a["prompt_min"] = np.round(prompt * 0.55 + 2 * s.z())
     a["prompt_clip"] = np.zeros(n)
 
+    _fam.before_tokens(s)
     tokens = np.round(N * (prompt + a["resp_mean"]))
     a["total_tokens"] = tokens
     per_rank = tokens / max(1, s.n_gpus)
@@ -538,6 +543,7 @@ def _derive(s: _Sim) -> None:
     a["seqlen_bmin"] = np.floor(per_rank - np.abs(3 * s.z()) - 1)
     a["seqlen_bmax"] = np.ceil(per_rank + np.abs(3 * s.z()) + 1)
     _derive_timing(s)
+    _fam.after_timing(s)
 
 
 def _derive_timing(s: _Sim) -> None:
@@ -601,8 +607,9 @@ def simulate(
         raise ValueError(f"unknown levels {unknown}; known: {sorted(LEVEL_DEFAULTS)}")
     injections = [i if isinstance(i, Injection) else Injection(*i) for i in inject]
     for inj in injections:
-        if inj.kind not in _path.PATHOLOGIES:
-            raise ValueError(f"unknown pathology {inj.kind!r}; known: {sorted(_path.PATHOLOGIES)}")
+        if inj.kind not in _path.ALL_PATHOLOGIES:
+            known = sorted(_path.ALL_PATHOLOGIES)
+            raise ValueError(f"unknown pathology {inj.kind!r}; known: {known}")
         reason = _path.not_applicable(inj.kind, algorithm, version)
         if reason:
             raise ValueError(f"cannot inject {inj.kind!r}: {reason}")
@@ -624,6 +631,10 @@ def simulate(
         if not save_freq or int(save_freq) <= 0:
             overrides["trainer.save_freq"] = test_freq if test_freq > 0 else 10
     cfg = default_config(algorithm, version, n_steps, test_freq, overrides)
+    for inj in injections:
+        reason = _path.not_applicable(inj.kind, algorithm, version, cfg)
+        if reason:
+            raise ValueError(f"cannot inject {inj.kind!r}: {reason}")
 
     rng = np.random.default_rng([int(seed), 1 if algorithm == "ppo" else 0, 0x5EED])
     sim = _Sim(n_steps, algorithm, version, cfg, rng, noise, dict(levels or {}), dyn)
@@ -631,6 +642,7 @@ def simulate(
     _base_dynamics(sim)
     if dyn.critic_warmup and algorithm == "ppo":
         _critic_warmup(sim, dyn.critic_warmup)
+    _fam.setup(sim, int(seed))
     if dyn.resume_step is not None:
         _path.resume(sim, sim.validate_step(dyn.resume_step, "resume") + sim.first)
     truth: list[Injection] = []
@@ -718,11 +730,13 @@ def _layout(s: _Sim) -> list[tuple[str, str]]:
         add(("perf/max_memory_reserved_gb", "mem_reserved"))
         add(("perf/cpu_memory_used_gb", "mem_cpu"))
     add(("actor/lr(1e-4)" if v == "0.1" else "actor/lr", "actor_lr"))
+    out += _fam.layout(s, "actor")
     for name in val_names(v):
         add((name, "VAL"))
     if at_least(v, "0.4"):
         add(("training/global_step", "global_step"))
         add(("training/epoch", "epoch"))
+    out += _fam.layout(s, "training")
     for stat in ("mean", "max", "min"):
         add((f"critic/score/{stat}", f"score_{stat}"))
     for stat in ("mean", "max", "min"):
@@ -740,12 +754,13 @@ def _layout(s: _Sim) -> list[tuple[str, str]]:
         add((f"response_length/{stat}", f"resp_{stat}"))
     if at_least(v, "0.2"):
         add(("response_length/clip_ratio", "clip_ratio"))
+    out += _fam.layout(s, "response")
     for stat in ("mean", "max", "min"):
         add((f"prompt_length/{stat}", f"prompt_{stat}"))
     if at_least(v, "0.2"):
         add(("prompt_length/clip_ratio", "prompt_clip"))
     if at_least(v, "0.9"):
-        add(("response/aborted_ratio", "zero"))
+        add(("response/aborted_ratio", "aborted_ratio"))
     tprefix = "timing/" if v == "0.1" else "timing_s/"
     phases = [
         "gen",
@@ -770,10 +785,12 @@ def _layout(s: _Sim) -> list[tuple[str, str]]:
         for p in ("gen", "ref", "values", "adv", "update_critic", "update_actor"):
             if f"tpt_{p}" in s.a:
                 add((f"timing_per_token_ms/{p}", f"tpt_{p}"))
+    out += _fam.layout(s, "timing")
     if at_least(v, "0.3"):
         add(("perf/total_num_tokens", "total_tokens"))
         add(("perf/time_per_step", "time_per_step"))
         add(("perf/throughput", "throughput"))
+    out += _fam.layout(s, "end")
     return out
 
 
@@ -818,6 +835,8 @@ def _build(s: _Sim, truth: list[Injection], seed: int) -> SimRun:
     if "beta" not in a:
         a["beta"] = np.full(n, s.beta)
     a["zero"] = np.zeros(n)
+    if "aborted_ratio" not in a:
+        a["aborted_ratio"] = np.zeros(n)
     a["actor_loss"] = a["pg_loss"] + np.nan_to_num(a["kl_coef"]) * a["kl"]
     for key in ("seqlen_mean",):
         a[key] = a[key].astype(np.float64)
@@ -853,6 +872,9 @@ def _build(s: _Sim, truth: list[Injection], seed: int) -> SimRun:
             st, vals, wt = steps, a[key][:keep], wall[:keep]
             if s.actor_from and _from_actor_update(name):
                 st, vals, wt = st[s.actor_from :], vals[s.actor_from :], wt[s.actor_from :]
+            if name in _fam.SPARSE_METRICS:  # logged only at steps where they are > 0
+                logged = np.isfinite(vals)
+                st, vals, wt = st[logged], vals[logged], wt[logged]
         names.append(name)
         cols_step.append(np.asarray(st, dtype=np.int64))
         cols_val.append(np.asarray(vals, dtype=np.float64))
