@@ -1,12 +1,13 @@
-"""Config lint: the base of the config rules (LS501–LS518) and what several of them share.
+"""Config lint: the base of the config rules (LS501–LS522) and what several of them share.
 
 A config rule is one class: its docstring (the catalogue entry), its parameters (`param` fields, as every detector) and
 its `check(v)`, which returns `Hit`s on one config view. The `check` command runs the rules on
 a launch command or YAML (a run that has not started: verl's own start-up checks are repeated),
 the `analyze` command on the config dump(s) of a log (findings at the segment's first step;
 identical findings in later segments are not repeated). The rules, by theme:
-`config_batch` (batch sizes), `config_kl` (KL coefficients), `config_rollout` (vLLM memory and
-rollout batching), `config_reproducibility` (shuffle, seed), `config_keys` (keys and types).
+`config_batch` (batch sizes), `config_kl` (KL coefficients), `config_rollout` (vLLM memory,
+context length and rollout batching), `config_reproducibility` (shuffle, seed), `config_keys`
+(keys and types), `config_async` (DAPO's group filter, the fully-async LR schedule).
 """
 
 from __future__ import annotations

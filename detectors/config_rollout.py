@@ -1,9 +1,11 @@
-"""Config rules on vLLM's rollout: its share of GPU memory, response length, batching limits and
-the log-prob micro batch (LS509, LS512–LS514; tuning_knowledge.md §A9, §A12–A14).
+"""Config rules on vLLM's rollout: its share of GPU memory, response length, batching limits,
+the log-prob micro batch (LS509, LS512–LS514; tuning_knowledge.md §A9, §A12–A14), the context
+length vLLM is given (LS519) and the log-prob micro batch against the PPO one (LS522).
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from logscope import verl_config
@@ -11,9 +13,10 @@ from logscope.advice import SEED_GRPO, SEED_PPO
 from logscope.config_view import ConfigView, Hit, as_number, fmt
 from logscope.detector import param
 from logscope.model import Severity
-from logscope.verl_config import ACT, REF, RO, gpu_memory_range
+from logscope.verl_config import ACT, AR, REF, RO, gpu_memory_range
 from logscope.words import plural
 
+from .config_batch import MICRO
 from .config_lint import (
     DYNAMIC,
     KL_IN_REWARD,
@@ -32,8 +35,13 @@ CHUNKED_PREFILL = f"{RO}.enable_chunked_prefill"
 RO_RESPONSE = f"{RO}.response_length"
 RO_LOGPROB = f"{RO}.log_prob_micro_batch_size_per_gpu"
 REF_LOGPROB = f"{REF}.log_prob_micro_batch_size_per_gpu"
+MAX_MODEL_LEN = f"{RO}.max_model_len"
+
+#: LS522's default bound on log-prob micro / PPO micro (either way); LS514 defers to it
+MICRO_RATIO_LIMIT = 4.0
 
 ARTICLE_TOKENS, ARTICLE_SEQS = 16384, 1896
+LOGPROB_BEST = 16  # LS514's default `best` (the PPO article's measured value)
 
 
 class GpuMemoryUtilizationRisk(ConfigRule):
@@ -431,6 +439,9 @@ class LogProbMicroBatch(ConfigRule):
                         )
                     )
                 continue
+            ppo = v.int_(MICRO)
+            if not dyn and ppo and ppo > 0 and not _in_band(self.best, ppo, MICRO_RATIO_LIMIT):
+                continue  # raising/lowering it to `best` would break LS522's ratio: LS522 advises
             if value < self.best:
                 severity: Severity = "info"
                 message = (
@@ -462,4 +473,192 @@ class LogProbMicroBatch(ConfigRule):
                     [f"{SEED_PPO} §2.3"],
                 )
             )
+        return hits
+
+
+class MaxModelLenTooShort(ConfigRule):
+    """vLLM's context length `rollout.max_model_len` is below prompt + response.
+
+    What it detects:
+        `actor_rollout_ref.rollout.max_model_len < data.max_prompt_length +
+        data.max_response_length` (warning); at most `max_prompt_length` (error: the longest
+        prompts leave no room to generate). `max_model_len=null` (verl's default: the model's
+        `max_position_embeddings`) is never flagged.
+
+    Why it matters:
+        verl's rollout servers cap each request at `max_model_len − prompt length` tokens, below
+        `max_response_length` for long prompts. `response_length/clip_ratio` only counts
+        responses that reach `max_response_length`, so this truncation is never counted
+        (verl#7823, fix in PR #7906): the cut responses look finished and get scored as such.
+
+    Example:
+        `data.max_prompt_length=1024 data.max_response_length=3072
+        actor_rollout_ref.rollout.max_model_len=3072` → warning: a 1,024-token prompt gets at
+        most 2,048 response tokens; suggest `actor_rollout_ref.rollout.max_model_len=4096`.
+
+    Advice:
+        `max_model_len` at least `max_prompt_length + max_response_length`, or null.
+
+    Known false positives:
+        A cap chosen on purpose (multi-turn rollouts bounding the whole conversation). verl
+        0.3–0.5's SPMD vLLM rollout set the context to prompt + response whatever this key said
+        (verl#673).
+
+    References:
+        verl#7823; verl#7906; verl:workers/rollout/vllm_rollout/vllm_async_server.py.
+    """
+
+    code = "LS519"
+    name = "max-model-len-too-short"
+    title = "rollout.max_model_len below prompt + response"
+
+    def check(self, v: ConfigView) -> list[Hit]:
+        limit = v.int_(MAX_MODEL_LEN)
+        prompt, response, length = seq_len(v)
+        if limit is None or limit <= 0 or length is None or limit >= length:
+            return []
+        assert prompt is not None and response is not None  # seq_len gives a sum only then
+        evidence = {
+            "max_model_len": limit,
+            "max_prompt_length": prompt,
+            "max_response_length": response,
+            "prompt_plus_response": length,
+            "shortfall": length - limit,
+        }
+        head = (
+            f"rollout.max_model_len={fmt(limit)} is below max_prompt_length + max_response_length"
+            f" = {fmt(length)}"
+        )
+        if limit <= prompt:
+            severity: Severity = "error"
+            message = (
+                f"{head}: a prompt of {plural(limit, 'token')} or more leaves no room to generate "
+                "(verl raises `Prompt length (…) leaves no room to generate within the model's "
+                "maximum context length`; vLLM rejects longer prompts)."
+            )
+        else:
+            severity = "warning"
+            message = (
+                f"{head}: vLLM stops each response at max_model_len − its prompt length, so a "
+                f"{fmt(prompt)}-token prompt gets at most {fmt(limit - prompt)} response tokens "
+                f"instead of {fmt(response)}. verl's response_length/clip_ratio counts only "
+                "responses that reach max_response_length, so this truncation is never counted "
+                "(verl#7823; the fix, PR verl#7906, is open)."
+            )
+        advice = v.advice(
+            MAX_MODEL_LEN,
+            length,
+            "At least max_prompt_length + max_response_length (or null: verl then uses the "
+            "model's max_position_embeddings).",
+            "verl#7823",
+        )
+        refs = ["verl#7823", "verl#7906", "verl:workers/rollout/vllm_rollout/vllm_async_server.py"]
+        return [Hit(severity, message, evidence, [advice], refs)]
+
+
+def _band(ppo: int, limit: float) -> tuple[int, int]:
+    """The log-prob micro batches within `limit`× of the PPO micro batch `ppo`, either way."""
+    return max(1, math.ceil(ppo / limit)), max(1, math.floor(ppo * limit))
+
+
+def _in_band(value: int, ppo: int, limit: float) -> bool:
+    low, high = _band(ppo, limit)
+    return low <= value <= high
+
+
+class LogProbMicroBatchRatio(ConfigRule):
+    """The log-prob micro batch is far from the PPO (training) micro batch.
+
+    What it detects:
+        `rollout.log_prob_micro_batch_size_per_gpu` (and the reference model's, when a KL
+        term uses it) more than 4× larger or smaller than
+        `actor.ppo_micro_batch_size_per_gpu`, without dynamic batch size. LS514 judges the
+        log-prob value alone; this rule judges the pair.
+
+    Why it matters:
+        Both are per-GPU forward batches of the same model on the same sequences. verl's
+        guidance is a log-prob micro batch about 2× the training one (quoted in verl#6280); the
+        PPO article's setups use 2× (4/8, 8/16) and measured 4× (4/16) as fine. Far larger: the
+        forward-only pass holds the full-vocabulary logits of that many sequences and can run
+        out of memory where training fits. Far smaller: many more, smaller forward passes than
+        memory requires (the PPO article: 8 → 16 gave 1176 → 1320 tokens/s). Either way
+        old_log_prob is computed at another batch shape than the training pass, which differs in
+        bf16 (verl#6280: non-zero pg_clipfrac on-policy).
+
+    Example:
+        `actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=8
+        actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=64` → 8×; suggest
+        `actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=16`.
+
+    Advice:
+        A value within 4× of the PPO micro batch, nearest the PPO article's measured best (16);
+        equal to it when old_log_prob must match the training pass exactly.
+
+    Known false positives:
+        Very long sequences with a small training micro batch, or short ones with a large one,
+        may justify a larger ratio; the 2× guidance is a rule of thumb, not a measured bound.
+
+    References:
+        verl#6280; seed:ppo-tuning §2.3.
+    """
+
+    code = "LS522"
+    name = "log-prob-micro-batch-ratio"
+    title = "Log-prob micro batch far from the PPO micro batch"
+    default_severity = "info"
+
+    ratio_above: float = param(MICRO_RATIO_LIMIT, gt=1)
+
+    def check(self, v: ConfigView) -> list[Hit]:
+        ppo = v.int_(MICRO)
+        if v.flag(DYNAMIC) or ppo is None or ppo <= 0:
+            return []
+        keys = [RO_LOGPROB]
+        if v.flag(USE_KL_LOSS) or v.flag(KL_IN_REWARD):  # a reference model exists
+            keys.append(REF_LOGPROB)
+        hits = []
+        for key in keys:
+            value = v.int_(key)
+            section = key.rsplit(".", 2)[-2]
+            if value is None or value <= 0 or v.flag(f"{AR}.{section}.log_prob_use_dynamic_bsz"):
+                continue
+            ratio = max(value, ppo) / min(value, ppo)
+            if ratio <= self.ratio_above:
+                continue
+            low, high = _band(ppo, self.ratio_above)
+            suggested = min(max(LOGPROB_BEST, low), high)
+            head = f"{key}={value} is {ratio:g}× "
+            if value > ppo:
+                detail = (
+                    f"larger than actor.ppo_micro_batch_size_per_gpu={ppo}: the forward-only "
+                    f"log-prob pass holds the full-vocabulary logits of {value} sequences at once "
+                    "and can run out of memory where training fits"
+                )
+            else:
+                detail = (
+                    f"smaller than actor.ppo_micro_batch_size_per_gpu={ppo}: the forward-only "
+                    f"pass, which needs less memory than training, runs {ratio:g}× as many "
+                    "forward passes"
+                )
+            message = (
+                f"{head}{detail}. verl's guidance is about 2× the training micro batch, here they "
+                f"are more than {self.ratio_above:g}× apart; and old_log_prob computed at another "
+                "batch shape differs from the training pass's in bf16 (both: verl#6280)."
+            )
+            advice = v.advice(
+                key,
+                suggested,
+                f"Within {self.ratio_above:g}× of the PPO micro batch ({low}–{high}), nearest the "
+                f"PPO article's measured best {LOGPROB_BEST}; equal to the PPO micro batch if "
+                "old_log_prob must match the training pass exactly (verl#6280).",
+                "verl#6280",
+            )
+            evidence = {
+                "parameter": key,
+                "value": value,
+                "ppo_micro_batch_size_per_gpu": ppo,
+                "ratio": ratio,
+                "band": [low, high],
+            }
+            hits.append(Hit("info", message, evidence, [advice], ["verl#6280", f"{SEED_PPO} §2.3"]))
         return hits

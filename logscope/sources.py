@@ -6,6 +6,7 @@ Detectors, rules and docstrings write short ids; `cite` turns each into a readab
   where it was published, then the section;
 - `verl:trainer/ppo/core_algos.py` → its GitHub URL (a folder → its tree; `verl:docs/…` → the
   verl docs page); `verl#7817` → the verl issue/PR URL;
+- `verl-recipe:dapo/dapo_ray_trainer.py` → the recipe's GitHub URL (verl's recipes repository);
 - `vllm:…`, `ray:…`, `hydra:…`, `omegaconf:…`, `pytorch:…`, `sglang:…`, `linux:…` → their docs
   (or, for `vllm:` paths that are not docs, vLLM's source on GitHub);
 - `paper:ppo` → the paper's title, authors and arXiv URL.
@@ -73,6 +74,8 @@ PAPERS: dict[str, Paper] = {
 
 VERL_REPO = "https://github.com/volcengine/verl"
 VLLM_REPO = "https://github.com/vllm-project/vllm"
+#: the recipes verl moved out of its repository (DAPO, …)
+VERL_RECIPE_REPO = "https://github.com/verl-project/verl-recipe"
 
 
 def _verl(path: str) -> str:
@@ -89,6 +92,11 @@ def _vllm(path: str) -> str:
     return f"vLLM source: {VLLM_REPO}/{kind}/main/vllm/{path}"
 
 
+def _verl_recipe(path: str) -> str:
+    kind = "blob" if _is_file(path) else "tree"
+    return f"verl-recipe source: {VERL_RECIPE_REPO}/{kind}/main/{path}"
+
+
 def _is_file(path: str) -> bool:
     return "." in path.rsplit("/", 1)[-1]
 
@@ -103,6 +111,7 @@ def _page(label: str, base: str, suffix: str = ".html") -> Callable[[str], str]:
 
 #: `prefix:path` → readable source. Paths are the site's own (a docs page without its suffix).
 SITES: dict[str, Callable[[str], str]] = {
+    "verl-recipe": _verl_recipe,  # before "verl": the alternation tries sites in order
     "verl": _verl,
     "vllm": _vllm,
     "ray": _page("Ray docs", "https://docs.ray.io/en/latest/"),

@@ -155,6 +155,14 @@ COMMANDS: dict[str, str] = {
     "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=64 trainer.n_gpus_per_node=8",
     "LS517": "actor_rollout_ref.actor.ppo_mirco_batch_size_per_gpu=8",
     "LS518": "data.train_batch_size=abc",
+    "LS519": "data.max_prompt_length=1024 data.max_response_length=3072 "
+    "actor_rollout_ref.rollout.max_model_len=3072",
+    "LS520": "algorithm.filter_groups.enable=True reward.reward_manager.name=dapo "
+    "+reward.reward_kwargs.overlong_buffer_cfg.enable=True",
+    "LS521": "+async_training.trigger_parameter_sync_step=4 "
+    "actor_rollout_ref.actor.optim.lr_scheduler_type=cosine",
+    "LS522": "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=8 "
+    "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=64",
 }
 
 

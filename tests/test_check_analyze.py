@@ -29,6 +29,10 @@ RULE_NAMES = [
     "normalized-mini-batch-mismatch",
     "unknown-config-key",
     "config-value-type",
+    "max-model-len-too-short",
+    "dapo-filter-on-shaped-reward",
+    "fully-async-lr-without-horizon",
+    "log-prob-micro-batch-ratio",
 ]
 
 

@@ -5,7 +5,7 @@
     check_path(path)      a script, a YAML config, or a log (its config dumps)
 
 Each returns one `Report` per verl command / config (kind "check"). The rules are the detectors
-of the registry that read the config (LS501–LS518, `detectors/config_*.py`), the same ones
+of the registry that read the config (LS501–LS522, `detectors/config_*.py`), the same ones
 `analyze` runs on a log.
 `--fix`: `plan_fixes(report)` finds the smallest set of advised changes that leaves nothing to
 fix; `fix_script` makes them in the script's text in place (`fix_text` without a script).

@@ -531,14 +531,15 @@ class VerlCommand:
 
 
 def is_verl_module(name: str) -> bool:
-    """`verl.trainer.main_ppo`, `recipe.dapo.main_dapo`, `verl.recipe.x.main_y`, …"""
+    """`verl.trainer.main_ppo`, `recipe.dapo.main_dapo`, `verl.recipe.x.main_y`,
+    `verl.experimental.fully_async_policy.fully_async_main`, …"""
     parts = name.split(".")
     if len(parts) < 2 or not all(re.fullmatch(r"\w+", p) for p in parts):
         return False
     last = parts[-1]
     if last in _NOT_TRAINERS:
         return False
-    return last.startswith("main_") and parts[0] in ("verl", "recipe")
+    return (last.startswith("main_") or last.endswith("_main")) and parts[0] in ("verl", "recipe")
 
 
 def is_verl_script(arg: str) -> bool:
