@@ -1,6 +1,7 @@
 """Level shifts and spikes of a `Series`, for the KL and policy detectors (LS1xx): level
 transitions (changepoints on bin medians, located at full resolution by a flat–ramp–flat fit) and
-robust spikes, in the domain where the noise is additive (log for positive metrics).
+robust spikes, in the domain where the noise is additive (log for positive metrics); and the
+occurrences of a metric's spikes (`recurring`: a spike after a quiet stretch is a recurrence).
 
 Everything here takes short, NaN-padded, irregularly logged or `.3f`-rounded series and returns
 empty results rather than raising.
@@ -358,3 +359,82 @@ def spike_changes(
         )
         for sp in found
     ]
+
+
+# ---- recurrences -------------------------------------------------------------------------------
+
+
+@dataclass
+class Recurrence:
+    """Where a span (a spike's steps) sits among the occurrences of its metric.
+
+    An occurrence is a maximal group of spans with fewer than `min_gap_steps` quiet steps between
+    each and the end of the spans before it; `occurrence` counts them from 1, `first_step` is the
+    step where the first occurrence began, `starts` is True for the span that begins its
+    occurrence, `count` is the number of occurrences of the metric.
+    """
+
+    occurrence: int
+    first_step: int
+    starts: bool
+    count: int
+
+    def evidence(self) -> dict[str, int]:
+        """The evidence keys of a finding on the span (none when its metric has one occurrence:
+        a lone spike or burst reads as before)."""
+        if self.count < 2:
+            return {}
+        return {"occurrence": self.occurrence, "first_step": self.first_step}
+
+    def again(self, step: int) -> str | None:
+        """'again at step 475 (2nd time; first at 205)' for the span that begins a recurrence
+        (None for the first occurrence and for the other spans of one)."""
+        if not self.starts or self.occurrence < 2:
+            return None
+        return f"again at step {step} ({ordinal(self.occurrence)} time; first at {self.first_step})"
+
+
+def recurring(
+    spans: list[tuple[int, int]],
+    min_gap_steps: int,
+    limit: int,
+    rank: list[float] | None = None,
+) -> list[tuple[int, Recurrence]]:
+    """Which of a metric's (step, end step) spans to report, and the `Recurrence` of each.
+
+    Occurrences: in step order, a span begins a new one when at least `min_gap_steps` steps
+    without any span lie between its step and the last end step of every span before it. At
+    most `limit` spans are kept: first the best of each occurrence by `rank` (ascending; the
+    given order by default), earliest occurrence first, so that every recurrence has its
+    finding before a long burst adds more; then the others by `rank`. With one occurrence this
+    is `rank`'s order alone. Returns (index into `spans`, Recurrence) in the given order; the
+    occurrence's earliest kept span `starts` it, and `first_step` is the earliest kept step."""
+    if not spans:
+        return []
+    rank = rank if rank is not None else list(range(len(spans)))
+    number = [0] * len(spans)
+    k, reach = 0, None
+    for i in sorted(range(len(spans)), key=lambda i: spans[i]):
+        step, end = spans[i]
+        if reach is None or step - reach - 1 >= min_gap_steps:
+            k += 1
+        number[i] = k
+        reach = end if reach is None else max(reach, end)
+    by_rank = sorted(range(len(spans)), key=lambda i: rank[i])
+    best = {}
+    for i in by_rank:
+        best.setdefault(number[i], i)
+    heads = [best[n] for n in sorted(best)]
+    kept = sorted([*heads, *(i for i in by_rank if i not in heads)][:limit])
+    count = max(number[i] for i in kept)
+    earliest: dict[int, int] = {}
+    for i in sorted(kept, key=lambda i: spans[i]):
+        earliest.setdefault(number[i], i)
+    first = spans[earliest[1]][0] if 1 in earliest else min(spans[i][0] for i in kept)
+    return [(i, Recurrence(number[i], first, earliest[number[i]] == i, count)) for i in kept]
+
+
+def ordinal(n: int) -> str:
+    """1st, 2nd, 3rd, 4th, … 11th, 12th, 13th, … 21st."""
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"

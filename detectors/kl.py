@@ -22,7 +22,7 @@ from logscope.sources import cite_all
 from logscope.verl_config import ACT
 from logscope.words import plural
 
-from ._changes import Change, domain, level_shifts, spike_changes
+from ._changes import Change, Recurrence, domain, level_shifts, recurring, spike_changes
 from ._common import by_step, halve_advice, scale_advice
 from ._series import Series, running_median, stretches
 from ._stats import fmt, sig
@@ -262,7 +262,8 @@ class KLJump(Detector):
 
     Reads the KL between the current and the rollout policy (`actor/ppo_kl`) and the KL to the
     reference (`actor/kl_loss`, `critic/kl` in verl ≤ 0.3, `actor/reward_kl_penalty`). One
-    finding per jump, located at the step where the rise starts.
+    finding per jump, located at the step where the rise starts; a jump that recurs after a quiet
+    stretch is a finding of its own that says "again".
 
     What it detects:
         Level shifts: candidates are the changepoints found by ruptures (KernelCPD, linear
@@ -288,7 +289,13 @@ class KLJump(Detector):
         noise is multiplicative); `actor/ppo_kl`, which sits near 0 and can be negative, on a
         linear one when < 90 % of it is positive. Warm-up is a segment of its own, not compared
         with what follows: the first `warmup_steps` logged steps (KL to the reference starts
-        at 0) and, for `ppo_kl`, the LR warm-up (`actor/lr` or the config's schedule).
+        at 0) and, for `ppo_kl`, the LR warm-up (`actor/lr` or the config's schedule). At most
+        `max_findings` jumps per metric, the largest first; a jump after at least `min_gap_steps`
+        steps with no jump of the metric since the ones before is a recurrence, kept before a
+        larger jump of an occurrence already reported, and its finding says so ("spiked again
+        at step 331 (2nd time; first at 121)"); when a metric has more than one occurrence each
+        finding carries `occurrence` (1, 2, …) and `first_step` in its evidence (50 by default,
+        the `tail` cooldown: each occurrence is alerted).
 
     Why it matters:
         `actor/ppo_kl` measures how far one update moved the policy from the one that generated
@@ -347,6 +354,7 @@ class KLJump(Detector):
     warmup_steps: int = param(5, ge=0)
     min_points: int = param(20, ge=1)
     max_findings: int = param(3, ge=1)
+    min_gap_steps: int = param(50, ge=1)
 
     def detect(self, run: Run) -> list[Finding]:
         findings: list[Finding] = []
@@ -399,9 +407,10 @@ class KLJump(Detector):
             c = replace(c, z=z)
             if self._matters(c, concept, log_scale, s.resolution):
                 cands.append((c, self._ratio(c, log_scale, s.resolution), max(tail, c.sigma)))
-        cands.sort(key=lambda cr: -cr[0].z)
-        top = cands[: self.max_findings]
-        return [self._finding(run, s, c, r, width, log_scale, u) for c, r, u in top]
+        spans = [(s.step_at(c.onset), s.step_at(c.end)) for c, _, _ in cands]
+        kept = recurring(spans, self.min_gap_steps, self.max_findings, [-c.z for c, _, _ in cands])
+        kept.sort(key=lambda ir: -cands[ir[0]][0].z)
+        return [self._finding(run, s, *cands[i], width, log_scale, rec=rec) for i, rec in kept]
 
     def _matters(self, c: Change, concept: str, log_scale: bool, res: float | None) -> bool:
         """Large enough to matter to training: relative (`min_ratio`) and absolute rise, both
@@ -472,14 +481,17 @@ class KLJump(Detector):
         s: Series,
         c: Change,
         ratio: float,
+        spread: float,
         width: int,
         log_scale: bool,
-        spread: float,
+        rec: Recurrence | None = None,
     ) -> Finding:
-        """`spread`: what one unit of z is, in the analysis domain (log units on a log scale)."""
+        """`spread`: what one unit of z is, in the analysis domain (log units on a log scale);
+        `rec`: where the jump sits among the metric's occurrences."""
         step = s.step_at(c.onset)
         unit = _spread_text(spread, log_scale)
         end = s.step_at(c.end)
+        again = rec.again(step) if rec else None
         keys = (
             f"{ACT}.optim.lr",
             f"{ACT}.clip_ratio",
@@ -493,13 +505,17 @@ class KLJump(Detector):
         )
         if c.kind == "spike":
             message = (
-                f"{s.metric} spiked from {fmt(c.before)} to {fmt(c.after)} ({times}; "
+                f"{s.metric} spiked "
+                + (f"{again}: from" if again else "from")
+                + f" {fmt(c.before)} to {fmt(c.after)} ({times}; "
                 f"{c.z:.0f} noise units of {unit}, the noise scale allowing for the series' "
-                f"heavy tails) at step {step}, back by step {end}."
+                f"heavy tails)" + ("" if again else f" at step {step}") + f", back by step {end}."
             )
         else:
             message = (
-                f"{s.metric} jumped from a median of {fmt(c.before)} over the {width} steps "
+                f"{s.metric} jumped "
+                + (f"{again}: " if again else "")
+                + f"from a median of {fmt(c.before)} over the {width} steps "
                 f"before step {step} to {fmt(c.after)} over the {width} steps after the rise "
                 f"({times}); 90% of the rise reached by step {end}. That change is "
                 f"{c.z:.0f}× the spread of the same {width}-step change elsewhere in the run "
@@ -531,6 +547,8 @@ class KLJump(Detector):
         }
         if change:
             evidence["config_change"] = change
+        if rec:
+            evidence.update(rec.evidence())
         return self.finding(
             severity="error" if ratio >= 10 else "warning",
             message=message,

@@ -29,7 +29,7 @@ from logscope.sources import cite_all
 from logscope.verl_config import ACT, RO
 from logscope.words import plural
 
-from ._changes import Change, level_shifts, spike_changes, transitions
+from ._changes import Change, Recurrence, level_shifts, recurring, spike_changes, transitions
 from ._common import by_step, clip_and_lr_advice, grad_clip_advice, halve_advice
 from ._series import Series, odd_width, running_median
 from ._stats import fmt, robust_sigma, sig, theil_sen
@@ -617,9 +617,15 @@ class ClipRatioSpike(Detector):
         95th-percentile residual / 1.96), at least `min_ratio` times the running median and at least
         `min_rise` above it. Points within 2 steps are one spike (a burst); every spike is its own
         finding, dated at its step (at most `max_spikes` per metric, the others named in each
-        message). Lasting rises: a KernelCPD level shift up by the same factors of at least
-        `rise_z_threshold` noise units, completed within `max_rise_steps` and holding over the next
-        `max_rise_steps` steps (at most `max_findings`).
+        message). Recurrences: a spike after at least `min_gap_steps` steps with no spike of the
+        metric since the ones before is a new occurrence; its finding says so ("spiked again at
+        step 475 (2nd time; first at 205)"), and when a metric has more than one occurrence each
+        of its findings carries `occurrence` (1, 2, …) and `first_step` in its evidence. The 50
+        default is the `tail` cooldown and the widest incident window, so each occurrence is an
+        incident and an alert of its own; `max_spikes` keeps the first spike of every occurrence
+        before more of one burst. Lasting rises: a KernelCPD level shift up by the same factors of
+        at least `rise_z_threshold` noise units, completed within `max_rise_steps` and holding over
+        the next `max_rise_steps` steps (at most `max_findings`).
 
     Why it matters:
         A truncation spike means many responses hit the length cap: their reward is usually
@@ -666,6 +672,7 @@ class ClipRatioSpike(Detector):
     min_points: int = param(15, ge=1)
     max_spikes: int = param(5, ge=1)
     max_findings: int = param(3, ge=1)
+    min_gap_steps: int = param(50, ge=1)
 
     def detect(self, run: Run) -> list[Finding]:
         out: list[Finding] = []
@@ -698,14 +705,29 @@ class ClipRatioSpike(Detector):
             s, lambda c: self._big(s, c), self.rise_z_threshold, self.max_rise_steps, found
         )
         rises = sorted(rises, key=lambda c: -c.z)[: self.max_findings]
-        return [self._finding(run, s, c, found, noise) for c in [*found[: self.max_spikes], *rises]]
+        spans = [(s.step_at(c.onset), s.step_at(c.end)) for c in found]
+        kept = recurring(spans, self.min_gap_steps, self.max_spikes)
+        return [self._finding(run, s, found[i], found, noise, rec) for i, rec in kept] + [
+            self._finding(run, s, c, found, noise) for c in rises
+        ]
 
     def _finding(
-        self, run: Run, s: Series, c: Change, found: list[Change], noise: dict[str, Any]
+        self,
+        run: Run,
+        s: Series,
+        c: Change,
+        found: list[Change],
+        noise: dict[str, Any],
+        rec: Recurrence | None = None,
     ) -> Finding:
         step = s.step_at(c.onset)
         truncation = s.metric == "response_length/clip_ratio"
         what = "truncated responses" if truncation else "clipped tokens"
+        again = rec.again(step) if rec else None
+        if again:  # a recurrence: when first, then how
+            spiked, at = f"spiked {again}: from", ""
+        else:
+            spiked, at = "spiked from", f" at step {step}"
         if c.kind != "spike":
             how = (
                 f"rose and stayed from {fmt(c.before)} to {fmt(c.after)} ({c.ratio:.1f}×, "
@@ -714,15 +736,15 @@ class ClipRatioSpike(Detector):
         elif noise:
             n = noise["responses_per_step"]
             how = (
-                f"spiked from {fmt(c.before)} to {fmt(c.after)} at step {step} "
+                f"{spiked} {fmt(c.before)} to {fmt(c.after)}{at} "
                 f"(~{c.after * n:.0f} of {n} responses cut where ~{c.before * n:.1f} were "
                 f"expected; binomial tail probability {_p_value(c.z):.1g}), back by step "
                 f"{s.step_at(c.end)}."
             )
         else:
             how = (
-                f"spiked from {fmt(c.before)} to {fmt(c.after)} ({c.ratio:.1f}×, {c.z:.0f} "
-                f"heavy-tail noise units) at step {step}, back by step {s.step_at(c.end)}."
+                f"{spiked} {fmt(c.before)} to {fmt(c.after)} ({c.ratio:.1f}×, {c.z:.0f} "
+                f"heavy-tail noise units){at}, back by step {s.step_at(c.end)}."
             )
         thresholds = (
             {"max_p": self.max_p, "min_rise": self.min_rise}
@@ -736,6 +758,8 @@ class ClipRatioSpike(Detector):
         evidence = _change_evidence(s, c, thresholds=thresholds, **_spike_evidence(s, found, c))
         if noise and c.kind == "spike":
             evidence.update(noise, p_value=float(f"{_p_value(c.z):.3g}"))
+        if rec:
+            evidence.update(rec.evidence())
         return self.finding(
             message=f"{s.metric} ({what}) {how}"
             + (_others(s, found, c) if c.kind == "spike" else ""),
@@ -823,8 +847,13 @@ class GradNormSpike(Detector):
         `max_rise_steps` steps, to `rise_ratio` × the median of all earlier values (a climb out
         of a dip back to the usual level is not a rise) — error (explosion). Points within 2 steps are one spike; every spike
         is its own finding, dated at its step (at most `max_spikes` per metric, the others named in
-        each message), and one per lasting rise (at most `max_findings`). The first `warmup_steps`
-        logged values are not judged. Non-finite values are LS001's. A run with fewer than
+        each message), and one per lasting rise (at most `max_findings`). A spike after at least
+        `min_gap_steps` steps with no spike of the metric since the ones before is a recurrence:
+        its finding says "spiked again at step 411 (2nd time; first at 120)", and when a metric
+        has more than one occurrence each of its spike findings carries `occurrence` (1, 2, …) and
+        `first_step` in its evidence (50 by default, the `tail` cooldown: each occurrence is
+        alerted; `max_spikes` keeps the first spike of every occurrence first). The first
+        `warmup_steps` logged values are not judged. Non-finite values are LS001's. A run with fewer than
         `min_points` values (an excerpt) is judged step to step instead: a rise to 10× the step
         before and above 5× the clip, after step 5.
 
@@ -870,6 +899,7 @@ class GradNormSpike(Detector):
     min_points: int = param(15, ge=1)
     max_spikes: int = param(5, ge=1)
     max_findings: int = param(3, ge=1)
+    min_gap_steps: int = param(50, ge=1)
 
     def detect(self, run: Run) -> list[Finding]:
         out: list[Finding] = []
@@ -936,17 +966,32 @@ class GradNormSpike(Detector):
             found,
         )
         rises = sorted(rises, key=lambda c: -c.z)[: self.max_findings]
-        return [self._finding(run, s, c, found, role) for c in [*found[: self.max_spikes], *rises]]
+        spans = [(s.step_at(c.onset), s.step_at(c.end)) for c in found]
+        kept = recurring(spans, self.min_gap_steps, self.max_spikes)
+        return [self._finding(run, s, found[i], found, role, rec) for i, rec in kept] + [
+            self._finding(run, s, c, found, role) for c in rises
+        ]
 
-    def _finding(self, run: Run, s: Series, c: Change, found: list[Change], role: str) -> Finding:
+    def _finding(
+        self,
+        run: Run,
+        s: Series,
+        c: Change,
+        found: list[Change],
+        role: str,
+        rec: Recurrence | None = None,
+    ) -> Finding:
         step = s.step_at(c.onset)
         spike = c.kind == "spike"
+        again = rec.again(step) if rec else None
         message = (
             f"{s.metric} "
-            + ("spiked" if spike else "rose and stayed high")
-            + f" from {fmt(c.before)} to {fmt(c.after)} ({c.ratio:.1f}×, {c.z:.0f} "
+            + (f"spiked {again}: from" if again else "spiked" if spike else "rose and stayed high")
+            + ("" if again else " from")
+            + f" {fmt(c.before)} to {fmt(c.after)} ({c.ratio:.1f}×, {c.z:.0f} "
             + ("heavy-tail noise units" if spike else "noise units")
-            + f" on a log scale) at step {step}"
+            + " on a log scale)"
+            + ("" if again else f" at step {step}")
             + (
                 f", back by step {s.step_at(c.end)}."
                 if spike
@@ -962,6 +1007,7 @@ class GradNormSpike(Detector):
                 "min_ratio": self.min_ratio if spike else self.rise_ratio,
             },
             **_spike_evidence(s, found, c),
+            **(rec.evidence() if rec else {}),
         )
         advice = _grad_spike_advice(run, role)
         return self.finding(
