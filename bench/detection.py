@@ -48,11 +48,30 @@ KINDS: dict[str, bool] = {
     "ppo-kl-too-low": True,
     "reward-plateau": False,
     "validation-drop": True,
+    "train-inference-mismatch": True,
+    "async-imbalance": True,
+    "dynamic-sampling-waste": True,
+    "aborted-responses": True,
 }
 # Injected kind → the finding name that reports it, when it is not the same.
 EXPECTED_NAME = {"nan-loss": "non-finite-metric"}
 PPO_ONLY = {"critic-value-error"}
-GRPO_ONLY = {"advantage-collapse"}
+GRPO_ONLY = {"advantage-collapse", "dynamic-sampling-waste"}
+# Kinds of the metric families verl 0.6-0.10 added: simulated on verl 0.9/0.10 with the family
+# switched on (`family_overrides`); a quarter of healthy runs log every family too.
+FAMILY_KINDS: dict[str, dict[str, object]] = {
+    "train-inference-mismatch": {"mismatch": True},
+    "async-imbalance": {"fully_async": True},
+    "dynamic-sampling-waste": {"filter_groups": True},
+    "aborted-responses": {"agent_loop": True},
+}
+FAMILY_VERSIONS = ("0.9", "0.10")
+ALL_FAMILIES = {
+    "rollout_corr": "decoupled",
+    "fully_async": True,
+    "filter_groups": True,
+    "agent_loop": True,
+}
 # Print formats exercised (repr era, .3f era, actor/perf era, numpy-wrapper era).
 VERSIONS = ("0.4", "0.5", "0.8", "0.9")
 
@@ -88,6 +107,7 @@ class Case:
     magnitude: float
     realistic: bool = False
     test_freq: int = 10
+    families: dict[str, object] = field(default_factory=dict)  # `family_overrides` arguments
 
 
 @dataclass
@@ -135,6 +155,12 @@ def make_cases(
         version = str(rng.choice(versions))
         while kind is not None and not_applicable(kind, algo, version):
             version = str(rng.choice(versions))  # e.g. no memory metrics before verl 0.3
+        families: dict[str, object] = {}
+        if kind in FAMILY_KINDS or (kind is None and i % 4 == 3):
+            version = str(rng.choice(FAMILY_VERSIONS))
+            families = dict(FAMILY_KINDS.get(kind or "", ALL_FAMILIES))
+            if kind == "train-inference-mismatch" and rng.random() < 0.5:
+                families["rollout_corr"] = str(rng.choice(["decoupled", "bypass"]))
         return Case(
             kind=kind,
             seed=int(rng.integers(0, 2**31)),
@@ -146,6 +172,7 @@ def make_cases(
             magnitude=float(rng.uniform(0.8, 2.0)),
             realistic=realistic,
             test_freq=test_freq,
+            families=families,
         )
 
     for kind in KINDS:
@@ -159,6 +186,7 @@ def simulate_case(case: Case):
     import dataclasses
 
     from logscope.synthetic import Injection, realistic, simulate
+    from logscope.synthetic.config import family_overrides
 
     inject = [] if case.kind is None else [Injection(case.kind, case.step, case.magnitude)]
     dynamics, config = None, {}
@@ -185,6 +213,8 @@ def simulate_case(case: Case):
         if case.kind == "validation-drop" and dynamics.val_size < 100:
             # a 30-prompt set moves ±0.09 per validation: a 0.1 drop is not identifiable there
             dynamics = dataclasses.replace(dynamics, val_size=100)
+    if case.families:
+        config = {**config, **family_overrides(**case.families)}  # type: ignore[arg-type]
     return simulate(
         n_steps=case.n_steps,
         algorithm=case.algorithm,
@@ -365,6 +395,9 @@ def to_markdown(
             "sampling; memory warm-up and allocator sawtooth; PPO critic warm-up; on-policy runs; "
             f"validation sets of 30–1319 prompts. 20–{args.max_steps} steps (pathological runs ≥ 80), "
             f"verl print formats {', '.join(REALISTIC_VERSIONS)}, noise ×0.7–1.4, magnitude ×0.8–2.0. "
+            "The metric families of verl 0.6–0.10 (training–inference mismatch, fully-async, DAPO "
+            f"filter, agent loop) are logged on verl {'/'.join(FAMILY_VERSIONS)} runs of their "
+            "pathologies and on a quarter of the healthy runs (all families). "
             "`ppo-kl-too-low` is injected at 15–30 % of the run (while a decaying LR is still high), "
             "`validation-drop` on validation sets of ≥ 100 prompts; the rest at 25–65 %.",
             "",

@@ -70,6 +70,8 @@ def analyze_run(
     except Exception as exc:  # a bug, reported like a detector's
         health = []
         errors.append(f"health table failed: {type(exc).__name__}: {exc}")
+    from logscope.metric_registry import unknown
+
     return Report(
         run=run,
         findings=findings,
@@ -77,6 +79,7 @@ def analyze_run(
         skipped=skipped,
         errors=errors,
         health=health,
+        unknown_metrics=unknown(run.metric_names),
     )
 
 
@@ -161,7 +164,8 @@ def _import_in_background(modules: Sequence[str]) -> None:
 
 
 # ---- cached findings ----------------------------------------------------------------------
-RESULTS_FORMAT = "3"  # 2: reports carry the health table; 3: the entry is `Report.to_dict`
+# 2: reports carry the health table; 3: the entry is `Report.to_dict`; 4: with unknown metrics
+RESULTS_FORMAT = "4"
 
 
 def _results_key(

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import fnmatch
 import tomllib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
@@ -199,6 +200,12 @@ def load() -> Registry:
     """The registry shipped with logscope (`logscope/data/metrics.toml`), read once."""
     text = resources.files("logscope").joinpath("data/metrics.toml").read_text(encoding="utf-8")
     return parse(text)
+
+
+def unknown(names: Iterable[str]) -> list[str]:
+    """The metric names the registry does not know, sorted."""
+    registry = load()
+    return sorted(n for n in set(names) if not registry.known(n))
 
 
 def lookup(key: str) -> MetricEntry | None:

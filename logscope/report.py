@@ -56,6 +56,8 @@ class Report:
     kind: str = "analyze"
     #: key metrics of the last training step with their verdicts (`logscope.health`)
     health: list[HealthRow] = field(default_factory=list)
+    #: metric names the registry does not know (`logscope.metric_registry.unknown`)
+    unknown_metrics: list[str] = field(default_factory=list)
 
     @classmethod
     def unreadable(cls, path: str, error: str, kind: str = "analyze") -> Report:
@@ -108,6 +110,7 @@ class Report:
             "skipped": [s.to_dict() for s in self.skipped],
             "errors": list(self.errors),
             "health": [h.to_dict() for h in self.health],
+            "unknown_metrics": list(self.unknown_metrics),
         }
 
     @classmethod
@@ -125,6 +128,7 @@ class Report:
             errors=list(data["errors"]),
             kind=data["kind"],
             health=[HealthRow(**h) for h in data.get("health", [])],
+            unknown_metrics=list(data.get("unknown_metrics", [])),
         )
 
     def to_json(self, indent: int | None = 2) -> str:
@@ -209,6 +213,10 @@ def render_markdown(reports: list[Report]) -> str:
                         f"first mover {md_code(inc.first_mover)})"
                     )
             out.append("")
+        if report.unknown_metrics:
+            out.append("## Metrics logscope does not know\n")
+            out.append(md_escape(unknown_line(report)))
+            out.append("")
         if ps["skipped_examples"]:
             out.append("## Skipped lines\n")
             for reason, count in ps.get("skip_reasons", {}).items():
@@ -217,6 +225,18 @@ def render_markdown(reports: list[Report]) -> str:
                 out.append(f"- line {ex['line']}: {md_code(ex['text'])}")
             out.append("")
     return "\n".join(out).rstrip() + "\n"
+
+
+def unknown_line(report: Report, shown: int = 5) -> str:
+    """`not understood: 3 metric keys (env/a, env/b, env/c); logscope explain KEY` ."""
+    names = report.unknown_metrics
+    listed = ", ".join(names[:shown]) + (
+        f", … (+{len(names) - shown})" if len(names) > shown else ""
+    )
+    return (
+        f"not understood: {len(names)} metric key{'s' if len(names) != 1 else ''} ({listed}); "
+        "no diagnosis reads them"
+    )
 
 
 def _md_health(rows: list[HealthRow]) -> list[str]:
@@ -284,5 +304,7 @@ def render_html(reports: list[Report]) -> str:
                 for r in report.health
             ]
             parts.append("</table>")
+        if report.unknown_metrics:
+            parts.append(f"<p><em>{_h(unknown_line(report))}</em></p>")
     parts.append("</body></html>")
     return "\n".join(parts)

@@ -70,6 +70,11 @@ PAPERS: dict[str, Paper] = {
         "Schulman et al., 2017",
         "https://arxiv.org/abs/1707.06347",
     ),
+    "dapo": Paper(
+        "DAPO: An Open-Source LLM Reinforcement Learning System at Scale",
+        "Yu et al., 2025",
+        "https://arxiv.org/abs/2503.14476",
+    ),
 }
 
 VERL_REPO = "https://github.com/volcengine/verl"
@@ -80,7 +85,8 @@ VERL_RECIPE_REPO = "https://github.com/verl-project/verl-recipe"
 
 def _verl(path: str) -> str:
     if path.startswith("docs/"):
-        return f"verl docs: https://verl.readthedocs.io/en/latest/{path[5:]}.html"
+        page = path[5:].removesuffix(".md").removesuffix(".rst")  # the source file's name
+        return f"verl docs: https://verl.readthedocs.io/en/latest/{page}.html"
     kind = "blob" if _is_file(path) else "tree"
     return f"verl source: {VERL_REPO}/{kind}/main/verl/{path}"
 

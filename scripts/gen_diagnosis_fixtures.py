@@ -32,6 +32,7 @@ from logscope.detectors.registry import detector_classes
 
 from logscope.aliases import ALIASES
 from logscope.synthetic import Injection, simulate, write_console_log
+from logscope.synthetic.config import family_overrides
 from logscope.synthetic.versions import ray_pids
 
 DEFAULT = Path(__file__).resolve().parents[1] / "fixtures" / "diagnoses"
@@ -50,6 +51,8 @@ class Simulated:
     levels: dict[str, float] = field(default_factory=dict)
     keep: tuple[str, ...] = ()  # prefixes of further metrics to log
     config_dump: bool = False
+    version: str = "0.5"
+    config: dict[str, object] = field(default_factory=dict)  # dotted overrides (families)
 
 
 SIMULATED: dict[str, Simulated] = {
@@ -66,6 +69,9 @@ SIMULATED: dict[str, Simulated] = {
     "LS131": Simulated(None, steps=60, levels={"grad_norm": 7.0}, keep=("actor/pg_clipfrac",)),
     "LS140": Simulated("response-length-collapse", keep=("response_length/max",)),
     "LS141": Simulated(None, steps=40, levels={"clip_ratio": 0.2}, keep=("response_length/",)),
+    "LS150": Simulated(
+        "train-inference-mismatch", version="0.9", config=family_overrides(mismatch=True)
+    ),
     "LS201": Simulated("reward-sawtooth"),
     "LS202": Simulated("reward-plateau"),
     "LS203": Simulated(
@@ -76,6 +82,13 @@ SIMULATED: dict[str, Simulated] = {
     "LS301": Simulated("memory-leak"),
     "LS302": Simulated("rollout-bottleneck", keep=("timing_s/step",)),
     "LS303": Simulated("throughput-drop"),
+    "LS304": Simulated("async-imbalance", version="0.9", config=family_overrides(fully_async=True)),
+    "LS306": Simulated(
+        "dynamic-sampling-waste",
+        version="0.9",
+        config={**family_overrides(filter_groups=True), "trainer.use_v1": False},
+    ),
+    "LS307": Simulated("aborted-responses", version="0.9"),
     "LS515": Simulated("kl-coef-changed-midrun", keep=("actor/kl_loss",), config_dump=True),
 }
 
@@ -185,7 +198,13 @@ def simulated_log(code: str, recipe: Simulated) -> str:
     """The console log of the recipe's simulated run."""
     inject = [] if recipe.kind is None else [Injection(recipe.kind, recipe.at)]
     sim = simulate(
-        recipe.steps, recipe.algorithm, seed=SEED, inject=inject, levels=recipe.levels or None
+        recipe.steps,
+        recipe.algorithm,
+        seed=SEED,
+        inject=inject,
+        levels=recipe.levels or None,
+        version=recipe.version,
+        config=recipe.config or None,
     )
     metrics = sim.metrics.filter(read_metrics(code, recipe)).with_columns(
         pl.col("value").map_elements(rounded, return_dtype=pl.Float64)

@@ -85,6 +85,10 @@ def test_verl_files_folders_docs_and_issues_become_urls() -> None:
     assert sources.cite("verl:docs/start/install") == (
         "verl docs: https://verl.readthedocs.io/en/latest/start/install.html"
     )
+    # a page named by its source file is the same page
+    assert sources.cite("verl:docs/algo/rollout_corr.md") == sources.cite(
+        "verl:docs/algo/rollout_corr"
+    )
     assert sources.cite("verl#7817, verl#4025") == (
         "verl #7817: https://github.com/volcengine/verl/issues/7817, "
         "verl #4025: https://github.com/volcengine/verl/issues/4025"

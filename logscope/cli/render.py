@@ -12,7 +12,7 @@ from rich.text import Text
 
 from logscope.model import SEVERITIES
 from logscope.present import duration, evidence_text, fmt_value, meta_rows, overrides, step_span
-from logscope.report import Report
+from logscope.report import Report, unknown_line
 
 SEVERITY_STYLE = {
     "critical": "bold white on red",
@@ -173,6 +173,8 @@ def render_report(report: Report, console: Console) -> None:
         console.print(Text(f"  note: {note}", style="dim"))
     if report.skipped:
         console.print(Text(skipped_line(report), style="dim"))
+    if report.unknown_metrics:
+        console.print(Text(unknown_line(report), style="dim"))
     for err in report.errors:
         console.print(Text(f"detector error: {err}", style="red"))
     counts = report.counts()

@@ -296,6 +296,13 @@ def default_config(
             cfg, "trainer.total_training_steps", None if epochs_steps == n_steps else n_steps
         )
     _version_keys(cfg, version, given)
+    if isinstance(get(cfg, "async_training", None), dict):
+        # the fully-async trainer builds its LR schedulers before it knows the step count: a
+        # careful user gives the horizon (LS521 flags a decaying schedule without one)
+        for role in ("actor_rollout_ref.actor", "critic"):
+            key = f"{role}.optim.total_training_steps"
+            if key not in given and isinstance(get(cfg, f"{role}.optim", None), dict):
+                set_dotted(cfg, key, n_steps)
     return cfg
 
 

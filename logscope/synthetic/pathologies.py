@@ -12,10 +12,10 @@ except for:
 - kl-coef-changed-midrun: the first step after the restart = last checkpoint before the step + 1
   (checkpoints every trainer.save_freq, set to test_freq when the config has none);
 - cuda-oom: the step itself, which is the last step printed; the traceback follows its line;
-- train-inference-mismatch: the first step whose noiseless Pearson correlation
-  (1 - run deficit - injected deficit) is below 0.99 (1-3 steps in at magnitude 1, up to ~8 at
-  0.7); `details` adds the first steps where the noiseless rollout_corr kl / chi2_token pass
-  0.1 / 1 (None when rollout correction is not logged or they stay below);
+- train-inference-mismatch: the step itself (training/rollout_probs_diff_mean starts rising
+  there); `details` adds the first steps where the noiseless Pearson correlation falls below
+  0.99 (1-3 steps in at magnitude 1, up to ~8 at 0.7) and where the noiseless rollout_corr kl /
+  chi2_token pass 0.1 / 1 (None when rollout correction is not logged or they stay below);
 - dynamic-sampling-waste: the first step whose noiseless expected number of generation batches,
   train_batch_size / (gen_batch_size (1 - filtered share)), reaches 3 (2-4 steps in);
 - async-imbalance, staleness-high, aborted-responses: the step itself (the idle ratio passes 0.2,
@@ -574,8 +574,9 @@ def _train_inference_mismatch(sim: _Sim, i: int, m: float) -> int:
         raise ValueError(
             "train-inference-mismatch: too late or too small to take Pearson below 0.99"
         )
+    details["pearson_cross_step"] = int(sim.steps[i + below[0]])
     sim.details["train-inference-mismatch"] = details
-    return int(sim.steps[i + below[0]])
+    return int(sim.steps[i])
 
 
 def _async_imbalance(sim: _Sim, i: int, m: float) -> int:
