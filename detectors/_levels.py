@@ -13,6 +13,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from logscope.detector import Detector, param
+from logscope.model import Run
+
 from ._changes import fit_hinge_onset
 from ._series import Series, running_median, stretches
 from ._stats import mann_kendall, sig
@@ -69,6 +72,36 @@ def excursion(
         level=float(np.median(raw)),
         extreme=float(np.max(raw) if high else np.min(raw)),
     )
+
+
+class SustainedLevel(Detector):
+    """Base of the diagnoses that judge a level against a limit (`excursion`): the smoothing,
+    the stretch length and the warm-up are parameters of each of them."""
+
+    smooth_steps: int = param(5, ge=1)
+    min_steps: int = param(5, ge=1)
+    warmup_steps: int = param(3, ge=0)
+
+    def excursion(
+        self, run: Run, concept: str, beyond: Callable[[np.ndarray], np.ndarray], high: bool
+    ) -> Excursion | None:
+        """The first stretch of `concept`'s smoothed level where `beyond` holds."""
+        s = Series.load(run, concept, min_points=self.min_steps)
+        if s is None:
+            return None
+        return self.excursion_of(s, beyond, high)
+
+    def excursion_of(
+        self, s: Series, beyond: Callable[[np.ndarray], np.ndarray], high: bool
+    ) -> Excursion | None:
+        return excursion(
+            s,
+            beyond,
+            smooth_steps=self.smooth_steps,
+            min_steps=self.min_steps,
+            warmup_steps=self.warmup_steps,
+            high=high,
+        )
 
 
 @dataclass(frozen=True)

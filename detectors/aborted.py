@@ -5,13 +5,13 @@ from __future__ import annotations
 import numpy as np
 
 from logscope.advice import advise
-from logscope.detector import Detector, param
+from logscope.detector import param
 from logscope.model import Finding, Run
 from logscope.sources import cite_all
 from logscope.verl_config import RO
 
 from ._common import gpu_memory_bound
-from ._levels import excursion
+from ._levels import SustainedLevel
 from ._series import Series
 from ._stats import fmt, sig
 
@@ -19,7 +19,7 @@ SRC_VLLM = "vllm:docs/configuration/optimization"
 SRC_METRIC = "verl:trainer/ppo/metric_utils.py"
 
 
-class AbortedResponses(Detector):
+class AbortedResponses(SustainedLevel):
     """A share of each batch's responses is aborted (empty), usually because the inference
     engine ran out of KV cache and preempted requests.
 
@@ -62,22 +62,10 @@ class AbortedResponses(Detector):
     groups = ("rollout", "memory")
 
     max_ratio: float = param(0.01, gt=0, lt=1)
-    smooth_steps: int = param(5, ge=1)
-    min_steps: int = param(5, ge=1)
     warmup_steps: int = param(0, ge=0)
 
     def detect(self, run: Run) -> list[Finding]:
-        s = Series.load(run, "aborted_ratio", min_points=self.min_steps)
-        if s is None:
-            return []
-        e = excursion(
-            s,
-            lambda v: v > self.max_ratio,
-            smooth_steps=self.smooth_steps,
-            min_steps=self.min_steps,
-            warmup_steps=self.warmup_steps,
-            high=True,
-        )
+        e = self.excursion(run, "aborted_ratio", lambda v: v > self.max_ratio, high=True)
         if e is None:
             return []
         evidence = e.evidence(self.max_ratio)

@@ -3,19 +3,18 @@
 from __future__ import annotations
 
 from logscope.advice import advise, current_value
-from logscope.detector import Detector, param
+from logscope.detector import param
 from logscope.model import Advice, Finding, Run
 from logscope.sources import cite_all
 
-from ._levels import Excursion, excursion
-from ._series import Series
+from ._levels import Excursion, SustainedLevel
 from ._stats import fmt
 
 SRC_ASYNC = "verl:experimental/fully_async_policy/fully_async_rollouter.py"
 SRC_DOCS = "verl:docs/advance/fully_async"
 
 
-class AsyncImbalance(Detector):
+class AsyncImbalance(SustainedLevel):
     """One side of fully-async training waits for the other: its GPUs are idle.
 
     Reads `fully_async/rollouter/idle_ratio` (the share of a parameter version the rollouter
@@ -62,9 +61,6 @@ class AsyncImbalance(Detector):
     groups = ("system", "async")
 
     idle_max: float = param(0.3, gt=0, lt=1)
-    smooth_steps: int = param(5, ge=1)
-    min_steps: int = param(5, ge=1)
-    warmup_steps: int = param(3, ge=0)
 
     def detect(self, run: Run) -> list[Finding]:
         out = []
@@ -72,17 +68,7 @@ class AsyncImbalance(Detector):
             ("async_rollouter_idle", "rollout", "trainer"),
             ("async_trainer_idle", "trainer", "rollout"),
         ):
-            s = Series.load(run, concept, min_points=self.min_steps)
-            if s is None:
-                continue
-            e = excursion(
-                s,
-                lambda v: v > self.idle_max,
-                smooth_steps=self.smooth_steps,
-                min_steps=self.min_steps,
-                warmup_steps=self.warmup_steps,
-                high=True,
-            )
+            e = self.excursion(run, concept, lambda v: v > self.idle_max, high=True)
             if e is not None:
                 out.append(self._finding(run, e, side, other))
         return out

@@ -5,13 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from logscope.advice import advise
-from logscope.detector import Detector, param
+from logscope.detector import param
 from logscope.exceptions import BadDetectorParameters
 from logscope.model import Advice, Finding, Run
 from logscope.sources import cite_all
 from logscope.verl_config import RO
 
-from ._levels import excursion, upward_drift
+from ._levels import SustainedLevel, upward_drift
 from ._series import Series
 from ._stats import fmt, sig
 
@@ -20,7 +20,7 @@ SRC_CORR = "verl:docs/algo/rollout_corr.md"
 SRC_DEBUG = "verl:utils/debug/metrics.py"
 
 
-class TrainInferenceMismatch(Detector):
+class TrainInferenceMismatch(SustainedLevel):
     """The probabilities the trainer computes for the sampled tokens drift away from those the
     inference engine (vLLM, SGLang) sampled them with.
 
@@ -93,9 +93,6 @@ class TrainInferenceMismatch(Detector):
     is_mean_high: float = param(2.0, gt=1)
     ess_min: float = param(0.3, gt=0, lt=1)
     drift_ratio: float = param(2.0, gt=1)
-    smooth_steps: int = param(5, ge=1)
-    min_steps: int = param(5, ge=1)
-    warmup_steps: int = param(3, ge=0)
     min_points: int = param(20, ge=8)
 
     def __post_init__(self) -> None:
@@ -145,17 +142,7 @@ class TrainInferenceMismatch(Detector):
         ]
         out: list[dict[str, Any] | None] = []
         for concept, beyond, high, limit, side in limits:
-            s = Series.load(run, concept, min_points=self.min_steps)
-            if s is None:
-                continue
-            e = excursion(
-                s,
-                beyond,
-                smooth_steps=self.smooth_steps,
-                min_steps=self.min_steps,
-                warmup_steps=self.warmup_steps,
-                high=high,
-            )
+            e = self.excursion(run, concept, beyond, high)
             if e is not None:
                 text = (
                     f"{e.metric} {side} {fmt(limit)} from step {e.first_step} for "

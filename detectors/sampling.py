@@ -5,13 +5,13 @@ from __future__ import annotations
 import numpy as np
 
 from logscope.advice import advise, current_value
-from logscope.detector import Detector, param
+from logscope.detector import param
 from logscope.health import training_steps
 from logscope.model import Advice, Finding, Run
 from logscope.sources import cite_all
 from logscope.verl_config import RO
 
-from ._levels import excursion
+from ._levels import SustainedLevel
 from ._series import Series
 from ._stats import fmt
 
@@ -20,7 +20,7 @@ SRC_V1 = "verl:trainer/ppo/v1/replay_buffer.py"
 SRC_RECIPE = "verl-recipe:dapo/dapo_ray_trainer.py"
 
 
-class DynamicSamplingWaste(Detector):
+class DynamicSamplingWaste(SustainedLevel):
     """DAPO's group filter discards most generated groups: each step pays for several rounds
     of generation.
 
@@ -65,22 +65,13 @@ class DynamicSamplingWaste(Detector):
     groups = ("rollout", "sampling")
 
     max_batches: float = param(3.0, gt=1)
-    smooth_steps: int = param(5, ge=1)
-    min_steps: int = param(5, ge=1)
     warmup_steps: int = param(5, ge=0)
 
     def detect(self, run: Run) -> list[Finding]:
         s = Series.load(run, "gen_batches", min_points=self.min_steps) or v1_gen_batches(run)
         if s is None:
             return []
-        e = excursion(
-            s,
-            lambda v: v >= self.max_batches,
-            smooth_steps=self.smooth_steps,
-            min_steps=self.min_steps,
-            warmup_steps=self.warmup_steps,
-            high=True,
-        )
+        e = self.excursion_of(s, lambda v: v >= self.max_batches, high=True)
         if e is None:
             return []
         kept = 1 / e.level
