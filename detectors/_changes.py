@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 
@@ -24,6 +26,8 @@ from ._series import (
     tail_sigma,
 )
 from ._stats import MAD_TO_SIGMA, changepoints_sigma, mad_sigma
+
+T = TypeVar("T")
 
 #: Long series are reduced to at most this many bin medians before ruptures runs
 #: (KernelCPD cost grows ~n²; 2,000 points take milliseconds).
@@ -438,3 +442,21 @@ def ordinal(n: int) -> str:
     """1st, 2nd, 3rd, 4th, … 11th, 12th, 13th, … 21st."""
     suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
     return f"{n}{suffix}"
+
+
+def spike_findings(
+    s: Series,
+    spikes: list[Change],
+    rises: list[Change],
+    *,
+    min_gap_steps: int,
+    max_spikes: int,
+    max_rises: int,
+    make: Callable[[Change, Recurrence | None], T],
+) -> list[T]:
+    """Findings of a spike detector: the spikes `recurring` keeps (each with its occurrence),
+    then the `max_rises` strongest lasting rises; `make(change, recurrence)` builds one."""
+    spans = [(s.step_at(c.onset), s.step_at(c.end)) for c in spikes]
+    kept = recurring(spans, min_gap_steps, max_spikes)
+    strongest = sorted(rises, key=lambda c: -c.z)[:max_rises]
+    return [make(spikes[i], rec) for i, rec in kept] + [make(c, None) for c in strongest]

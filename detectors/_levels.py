@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from logscope.detector import Detector, param
-from logscope.model import Run
+from logscope.model import Finding, Run
 
 from ._changes import fit_hinge_onset
 from ._series import Series, running_median, stretches
@@ -90,6 +91,12 @@ class SustainedLevel(Detector):
         if s is None:
             return None
         return self.excursion_of(s, beyond, high)
+
+    def finding_at(self, e: Excursion, message: str, **fields: Any) -> Finding:
+        """A finding located on the excursion `e` (its metric, first and last step)."""
+        return self.finding(
+            message=message, metric=e.metric, step=e.first_step, end_step=e.last_step, **fields
+        )
 
     def excursion_of(
         self, s: Series, beyond: Callable[[np.ndarray], np.ndarray], high: bool

@@ -107,11 +107,9 @@ class AbortedResponses(SustainedLevel):
             ),
         ]
         return [
-            self.finding(
-                message=message,
-                metric=e.metric,
-                step=e.first_step,
-                end_step=e.last_step,
+            self.finding_at(
+                e,
+                message,
                 evidence=evidence,
                 advice=advice,
                 references=cite_all([SRC_VLLM, SRC_METRIC]),

@@ -82,11 +82,9 @@ class AsyncImbalance(SustainedLevel):
             f"{fmt(e.extreme)}): it waits for {waits_for}. Move GPUs from the {who} to the "
             f"{'trainer' if idle == 'rollout' else 'rollouter'}."
         )
-        return self.finding(
-            message=message,
-            metric=e.metric,
-            step=e.first_step,
-            end_step=e.last_step,
+        return self.finding_at(
+            e,
+            message,
             evidence={**e.evidence(self.idle_max), "idle_side": who},
             advice=split_advice(run, idle, busy, e.level),
             references=cite_all([SRC_DOCS, SRC_ASYNC]),

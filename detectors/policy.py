@@ -29,7 +29,14 @@ from logscope.sources import cite_all
 from logscope.verl_config import ACT, RO
 from logscope.words import plural
 
-from ._changes import Change, Recurrence, level_shifts, recurring, spike_changes, transitions
+from ._changes import (
+    Change,
+    Recurrence,
+    level_shifts,
+    spike_changes,
+    spike_findings,
+    transitions,
+)
 from ._common import by_step, clip_and_lr_advice, grad_clip_advice, halve_advice
 from ._series import Series, odd_width, running_median
 from ._stats import fmt, robust_sigma, sig, theil_sen
@@ -704,12 +711,15 @@ class ClipRatioSpike(Detector):
         rises = _lasting_rises(
             s, lambda c: self._big(s, c), self.rise_z_threshold, self.max_rise_steps, found
         )
-        rises = sorted(rises, key=lambda c: -c.z)[: self.max_findings]
-        spans = [(s.step_at(c.onset), s.step_at(c.end)) for c in found]
-        kept = recurring(spans, self.min_gap_steps, self.max_spikes)
-        return [self._finding(run, s, found[i], found, noise, rec) for i, rec in kept] + [
-            self._finding(run, s, c, found, noise) for c in rises
-        ]
+        return spike_findings(
+            s,
+            found,
+            rises,
+            min_gap_steps=self.min_gap_steps,
+            max_spikes=self.max_spikes,
+            max_rises=self.max_findings,
+            make=lambda c, rec: self._finding(run, s, c, found, noise, rec),
+        )
 
     def _finding(
         self,
@@ -965,12 +975,15 @@ class GradNormSpike(Detector):
             self.max_rise_steps,
             found,
         )
-        rises = sorted(rises, key=lambda c: -c.z)[: self.max_findings]
-        spans = [(s.step_at(c.onset), s.step_at(c.end)) for c in found]
-        kept = recurring(spans, self.min_gap_steps, self.max_spikes)
-        return [self._finding(run, s, found[i], found, role, rec) for i, rec in kept] + [
-            self._finding(run, s, c, found, role) for c in rises
-        ]
+        return spike_findings(
+            s,
+            found,
+            rises,
+            min_gap_steps=self.min_gap_steps,
+            max_spikes=self.max_spikes,
+            max_rises=self.max_findings,
+            make=lambda c, rec: self._finding(run, s, c, found, role, rec),
+        )
 
     def _finding(
         self,

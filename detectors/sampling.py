@@ -82,11 +82,9 @@ class DynamicSamplingWaste(SustainedLevel):
             "runs that many times per step."
         )
         return [
-            self.finding(
-                message=message,
-                metric=e.metric,
-                step=e.first_step,
-                end_step=e.last_step,
+            self.finding_at(
+                e,
+                message,
                 evidence={**e.evidence(self.max_batches), "kept_share": round(kept, 3)},
                 advice=self._advice(run),
                 references=cite_all(["paper:dapo §3.2", SRC_V1, SRC_RECIPE]),
