@@ -50,6 +50,7 @@ KINDS: dict[str, bool] = {
     "validation-drop": True,
     "train-inference-mismatch": True,
     "async-imbalance": True,
+    "staleness-high": True,
     "dynamic-sampling-waste": True,
     "aborted-responses": True,
 }
@@ -62,6 +63,7 @@ GRPO_ONLY = {"advantage-collapse", "dynamic-sampling-waste"}
 FAMILY_KINDS: dict[str, dict[str, object]] = {
     "train-inference-mismatch": {"mismatch": True},
     "async-imbalance": {"fully_async": True},
+    "staleness-high": {"fully_async": True},
     "dynamic-sampling-waste": {"filter_groups": True},
     "aborted-responses": {"agent_loop": True},
 }

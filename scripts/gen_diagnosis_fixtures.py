@@ -83,6 +83,12 @@ SIMULATED: dict[str, Simulated] = {
     "LS302": Simulated("rollout-bottleneck", keep=("timing_s/step",)),
     "LS303": Simulated("throughput-drop"),
     "LS304": Simulated("async-imbalance", version="0.9", config=family_overrides(fully_async=True)),
+    "LS305": Simulated(
+        "staleness-high",
+        version="0.9",
+        config=family_overrides(fully_async=True),
+        config_dump=True,
+    ),
     "LS306": Simulated(
         "dynamic-sampling-waste",
         version="0.9",

@@ -435,6 +435,8 @@ def _family_keys(cfg: dict[str, Any], version: str, given: set[str]) -> None:
         _fill(cfg, "algorithm.rollout_correction", ROLLOUT_CORRECTION_DEFAULTS, given)
     if isinstance(get(cfg, "async_training", None), dict):
         _fill(cfg, "async_training", ASYNC_TRAINING_DEFAULTS, given)
+        # the recipe's own rollouter pool, beside the trainer's (fully_async_ppo_trainer.yaml)
+        _fill(cfg, "rollout", {"nnodes": 1, "n_gpus_per_node": 8}, given)
     if isinstance(get(cfg, "algorithm.filter_groups", None), dict):
         _fill(cfg, "algorithm.filter_groups", FILTER_GROUPS_DEFAULTS, given)
     if isinstance(get(cfg, f"{rollout}.agent", None), dict):
