@@ -7,6 +7,7 @@ from typing import Any, ClassVar
 import numpy as np
 import polars as pl
 
+from logscope import metric_registry
 from logscope.advice import SEED_GRPO
 from logscope.aliases import LOSS_LIKE_PREFIXES
 from logscope.detector import Detector, param
@@ -45,6 +46,44 @@ def family_of(metric: str) -> str | None:
     return "other"
 
 
+def _nan_means(metric: str) -> str:
+    """What a NaN of `metric` means by the metric registry: "divergence", "empty selection"."""
+    entry = metric_registry.lookup(metric)
+    return entry.nan if entry is not None and entry.nan else "divergence"
+
+
+def _without_empty_selections(
+    run: Run, parts: dict[tuple[str], pl.DataFrame]
+) -> dict[tuple[str], pl.DataFrame]:
+    """Leave out the NaN points of metrics whose NaN means an empty selection (verl logs NaN
+    `critic/values/*` for an empty batch) at steps where every divergence metric logged is
+    finite; where none is logged, or one diverged too, the NaN stays."""
+    empty = [key for key in parts if _nan_means(key[0]) == "empty selection"]
+    if not empty:
+        return parts
+    logged: list[np.ndarray] = []
+    diverged: list[np.ndarray] = []
+    for metric in run.metric_names:
+        if family_of(metric) is not None and _nan_means(metric) == "divergence":
+            steps, values = run.series(metric)
+            logged.append(steps)
+            diverged.append(steps[~np.isfinite(values)])
+    if not logged:
+        return parts
+    judged, bad = np.concatenate(logged), np.concatenate(diverged)
+    out = dict(parts)
+    for key in empty:
+        steps = parts[key].get_column("step").to_numpy()
+        values = parts[key].get_column("value").to_numpy()
+        selection = np.isnan(values) & np.isin(steps, judged) & ~np.isin(steps, bad)
+        kept = parts[key].filter(pl.Series(~selection))
+        if np.isfinite(kept.get_column("value").to_numpy()).all():
+            del out[key]
+        else:
+            out[key] = kept
+    return out
+
+
 def _fmt(value: float) -> str:
     if np.isnan(value):
         return "nan"
@@ -63,7 +102,10 @@ class NonFiniteMetric(Detector):
         Any `nan`, `inf` or `-inf` value of a watched metric (`actor/pg_loss`, `actor/grad_norm`,
         `actor/kl_loss`, `actor/ppo_kl`, `actor/entropy`, `critic/vf_loss`, `critic/grad_norm`,
         `critic/kl`, `critic/score/*`, `critic/rewards/*`, `critic/advantages/*`,
-        `critic/returns/*`, `critic/values/*`). Evidence lists each metric's first step and
+        `critic/returns/*`, `critic/values/*`). A NaN of a metric whose NaN means an empty
+        selection (the metric registry's `nan`: verl logs NaN `critic/values/*` for an empty
+        batch) counts only at a step where a divergence metric (loss, grad norm, …) is not
+        finite too, or where none is logged. Evidence lists each metric's first step and
         count, its family (loss, grad-norm, kl, entropy, reward), and the last finite value
         before the first non-finite one.
 
@@ -153,6 +195,7 @@ class NonFiniteMetric(Detector):
                     parts[(metric,)] = pl.DataFrame({"step": steps, "value": values})
         else:
             parts = self._parts_with_nulls(frame)
+        parts = _without_empty_selections(run, parts)
         out = []
         for (metric,), part in sorted(parts.items()):
             family = family_of(metric)
