@@ -30,6 +30,7 @@ from ._stats import (
     robust_sigma,
     theil_sen,
 )
+from .async_training import split_advice
 
 #: Usual GPU memory sizes (GB); capacity is guessed as the smallest ≥ 1.05 × the max seen.
 GPU_SIZES_GB = (24.0, 40.0, 48.0, 80.0, 94.0, 141.0)
@@ -597,7 +598,11 @@ class RolloutBottleneck(Detector):
         models; above 0.7 risks OOM); raise `rollout.max_num_seqs` and
         `rollout.max_num_batched_tokens` together (8192/1024 → 16384/1896 gave +22%); use
         tensor parallelism for generation (`rollout.tensor_model_parallel_size=2` on two GPUs
-        cut gen time 3.21 → 2.45 s) when the model supports it.
+        cut gen time 3.21 → 2.45 s) when the model supports it. In verl's one-step-off recipe
+        (its own `rollout.n_gpus_per_node` pool) generation overlaps the previous update, so the
+        share is the trainer's wait: move GPUs from the trainer to the rollout when response
+        lengths are uniform, fix the stopping criteria when a long tail holds the step
+        (docs/advance/one_step_off.md, Dynamic Resource Tuning).
 
     Known false positives:
         Dynamic sampling: a share high because of repeated sampling rounds is info, not a
@@ -866,6 +871,18 @@ class RolloutBottleneck(Detector):
             evidence["judged_on"] = f"{plural(short, 'step')} without validation or checkpointing"
         if one_round is not None:
             evidence["gen_share_fewest_rounds"] = one_round
+        advice = _rollout_speed_advice(run)
+        references = [f"{SEED_PPO} §2", f"{SEED_GRPO} §4.2"]
+        if one_step_off(run):
+            msg += (
+                " This is one-step-off training: generation overlaps the previous step's update, "
+                f"so {gen_name} is the trainer waiting for it. verl's tuning rule: with uniform "
+                "response lengths give the rollout more GPUs; with a long tail, fix the stopping "
+                "criteria (a few long responses hold the step)."
+            )
+            evidence["one_step_off"] = True
+            advice = [*split_advice(run, "trainer", "rollout", min(share, 0.9)), *advice]
+            references.insert(0, SRC_ONE_STEP_OFF)
         return self.finding(
             severity=severity,
             message=msg,
@@ -873,9 +890,19 @@ class RolloutBottleneck(Detector):
             step=start,
             end_step=end,
             evidence=evidence,
-            advice=_rollout_speed_advice(run),
-            references=cite_all([f"{SEED_PPO} §2", f"{SEED_GRPO} §4.2"]),
+            advice=advice,
+            references=cite_all(references),
         )
+
+
+SRC_ONE_STEP_OFF = "verl:docs/advance/one_step_off (Dynamic Resource Tuning)"
+
+
+def one_step_off(run: Run) -> bool:
+    """verl's one-step-off recipe: its own rollout GPU pool (a top-level `rollout` block with
+    `n_gpus_per_node`) without the fully-async recipe's `async_training` block."""
+    pool = run.config_value("rollout.n_gpus_per_node")
+    return isinstance(pool, int) and not isinstance(run.config_value("async_training"), dict)
 
 
 def _rollout_speed_advice(run: Run) -> list[Advice]:

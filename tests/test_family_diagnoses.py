@@ -127,3 +127,16 @@ def test_split_moves_freed_gpus_only_onto_room_on_the_busy_node():
     full = {a.parameter: a for a in split_advice(run(8, 8), "rollout", "trainer", 0.5)}
     assert full["rollout.n_gpus_per_node"].suggested == 4
     assert full["trainer.n_gpus_per_node"].override is None  # 12 would not fit on a node of 8
+
+
+def test_rollout_bottleneck_in_one_step_off_training_is_the_trainers_wait():
+    pool = {"rollout.nnodes": 1, "rollout.n_gpus_per_node": 8}
+    sim = realistic_run(6, 300, pool, [Injection("rollout-bottleneck", 150, 1.5)], "0.9")
+    (finding,) = find("LS302")().detect(sim.to_run())
+    assert finding.evidence["one_step_off"] is True
+    assert "one-step-off" in finding.message
+    advised = [a.parameter for a in finding.advice]
+    assert advised[:2] == ["trainer.n_gpus_per_node", "rollout.n_gpus_per_node"]
+    plain = realistic_run(6, 300, {}, [Injection("rollout-bottleneck", 150, 1.5)], "0.9")
+    (finding,) = find("LS302")().detect(plain.to_run())
+    assert "one_step_off" not in finding.evidence
