@@ -123,3 +123,13 @@ def test_output_never_overwrites_the_input(tmp_path: Path) -> None:
     code, _, err = _explain(str(log), "-o", str(log), store=tmp_path / "s")
     assert code == 2 and "refusing" in err
     assert log.read_text(encoding="utf-8") == TUNED.read_text(encoding="utf-8")
+
+
+def test_the_run_table_fits_an_80_column_terminal_and_keeps_the_notes():
+    log = str(Path(__file__).resolve().parents[1] / "fixtures" / "verl_tuned.log")
+    result = runner.invoke(app, ["explain", log, "--no-cache"], env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    assert max(len(line) for line in result.output.splitlines()) <= 80
+    assert "clip 1" in result.output  # the grad-norm row's note, under its key
+    wide = runner.invoke(app, ["explain", log, "--no-cache"], env={"COLUMNS": "140"})
+    assert "│ note" in wide.output.replace("┃", "│")

@@ -103,6 +103,31 @@ def test_every_metric_of_the_simulator_is_known(version: str, algorithm: str) ->
     assert _unknown(names) == []
 
 
+@pytest.mark.parametrize("version", ["0.9", "0.10"])
+@pytest.mark.parametrize(
+    "families",
+    [
+        {"rollout_corr": "decoupled", "fully_async": True, "filter_groups": True},
+        {
+            "rollout_corr": "bypass",
+            "agent_loop": True,
+            "dynamic_resource": True,
+            "fully_async": True,
+        },
+    ],
+)
+def test_every_metric_of_the_simulated_new_families_is_known(version: str, families) -> None:
+    from logscope.synthetic.config import family_overrides
+
+    for config in (
+        family_overrides(**families),
+        {"trainer.use_v1": False, **family_overrides(**families)},
+    ):
+        names = simulate(30, "grpo", seed=0, version=version, config=config).metric_order
+        assert any("/" in n and n.startswith(("training/", "fully_async/")) for n in names)
+        assert _unknown(names) == []
+
+
 def test_an_unknown_key_is_unknown_and_lookup_picks_the_most_specific_family() -> None:
     assert lookup("nonsense/key") is None and lookup("actor/ppo_kll") is None
     assert lookup("rollout_corr/chi2_token").id == "rollout_corr"

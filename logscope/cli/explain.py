@@ -83,11 +83,11 @@ def explain(
             view, markdown = _runs_view, _runs_markdown
         else:
             data = explain_key(target)
-            view, markdown = _key_view, _key_markdown
+            view, markdown = (lambda d, width: _key_view(d)), _key_markdown
     emit(
         format,
         output,
-        lambda console: console.print(view(data)),
+        lambda console: console.print(view(data, console.width)),
         json=lambda: json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False),
         markdown=lambda: markdown(data),
     )
@@ -370,24 +370,32 @@ def _key_markdown(d: dict[str, Any]) -> str:
 _STYLE = {"ok": "green", "low": "red", "high": "red", "constant": "red", "not finite": "red"}
 
 
-def _runs_view(d: dict[str, Any]) -> Group:
+def _runs_view(d: dict[str, Any], width: int = 120) -> Group:
+    """One table per run; under 110 columns each note goes under its key instead of a column."""
+    narrow = width < 110
     parts: list[Any] = []
     for run in d["runs"]:
         table = Table(title=Text(f"{run['source']} ({run['run']})"), show_lines=False)
-        for column in ("family", "key", "last", "median", "healthy", "verdict", "note"):
-            table.add_column(column, overflow="fold", no_wrap=column in ("family", "key"))
+        # the family heads its rows (a column of its own squeezes the values out); long keys
+        # and notes fold
+        columns = ("key", "last", "median", "healthy", "verdict", *(() if narrow else ("note",)))
+        for column in columns:
+            table.add_column(column, overflow="fold")
         for group in run["groups"]:
-            for i, row in enumerate(group["metrics"]):
+            table.add_row(Text(group["entry"], style="bold"))
+            for row in group["metrics"]:
                 median = "–" if row["median"] is None else _num(row["median"])
-                table.add_row(
-                    Text(group["entry"] if i == 0 else "", style="bold"),
-                    Text(row["key"]),
+                key = Text("  " + row["key"])
+                if narrow and row["note"]:
+                    key.append("\n    " + row["note"], style="dim")
+                cells = [
+                    key,
                     Text(row["last_text"]),
                     Text(median),
                     Text(row["healthy"]),
                     Text(row["verdict"], style=_STYLE.get(row["verdict"], "dim")),
-                    Text(row["note"]),
-                )
+                ]
+                table.add_row(*cells, *(() if narrow else (Text(row["note"]),)))
         parts.append(table)
         unknown = run["unknown"]
         if unknown["count"]:
