@@ -389,6 +389,7 @@ class AdvantageCollapse(Detector):
     name = "advantage-collapse"
     title = "Advantages all ~0: no learning signal"
     concepts = ("advantages_max", "advantages_min")
+    requires = ("advantages_max", "advantages_min")
     default_severity = "error"
     groups = ("critic", "grpo")
 
@@ -396,11 +397,6 @@ class AdvantageCollapse(Detector):
     rel_eps: float = param(0.02, gt=0)
     min_steps: int = param(5, ge=1)
     min_fraction: float = param(0.03, gt=0, le=1)
-
-    def skip_reason(self, run: Run) -> str | None:
-        if resolve(run, "advantages_max") is None or resolve(run, "advantages_min") is None:
-            return "needs critic/advantages/max and critic/advantages/min"
-        return None
 
     def detect(self, run: Run) -> list[Finding]:
         pair = Series.pair(run, "advantages_max", "advantages_min")

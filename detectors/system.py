@@ -623,6 +623,7 @@ class RolloutBottleneck(Detector):
     name = "rollout-bottleneck"
     title = "Generation dominates the step time"
     concepts = ("time_gen",)
+    requires = ("time_gen", "time_step")
     default_severity = "warning"
     groups = ("system", "throughput")
 
@@ -632,11 +633,6 @@ class RolloutBottleneck(Detector):
     min_fraction: float = param(0.1, gt=0, le=1)
     round_window: int = param(20, ge=1)
     max_points: int = param(2000, ge=1)
-
-    def skip_reason(self, run: Run) -> str | None:
-        if resolve(run, "time_gen") is None or resolve(run, "time_step") is None:
-            return "needs timing_s/gen and timing_s/step (or perf/time_per_step)"
-        return None
 
     def detect(self, run: Run) -> list[Finding]:
         pair = Series.pair(run, "time_gen", "time_step")

@@ -112,6 +112,8 @@ class Detector(ABC):
     #: metric concepts (keys of `logscope.aliases.ALIASES`); the detector is skipped when
     #: none resolves in a run. Empty for detectors that read events or config only.
     concepts: ClassVar[tuple[str, ...]] = ()
+    #: concepts that must all resolve besides (metric detectors read several together)
+    requires: ClassVar[tuple[str, ...]] = ()
     #: "metrics" (per-step series), "events" (log text), or "config" (config segments)
     reads: ClassVar[str] = "metrics"
     default_severity: ClassVar[Severity] = "warning"
@@ -148,6 +150,11 @@ class Detector(ABC):
 
             wanted = sorted({n for c in self.concepts for n in ALIASES[c]})
             return "none of its metrics is in the run (" + ", ".join(wanted) + ")"
+        missing = [c for c in self.requires if self.reads == "metrics" and not resolve(run, c)]
+        if missing:
+            from logscope.aliases import ALIASES
+
+            return "needs " + " and ".join(" or ".join(ALIASES[c]) for c in missing)
         if self.reads == "config" and not run.config_segments:
             return "the run has no config"
         return None
