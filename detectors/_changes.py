@@ -13,7 +13,7 @@ import itertools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -445,18 +445,16 @@ def ordinal(n: int) -> str:
 
 
 def spike_findings(
+    detector: Any,
     s: Series,
     spikes: list[Change],
     rises: list[Change],
-    *,
-    min_gap_steps: int,
-    max_spikes: int,
-    max_rises: int,
     make: Callable[[Change, Recurrence | None], T],
 ) -> list[T]:
-    """Findings of a spike detector: the spikes `recurring` keeps (each with its occurrence),
-    then the `max_rises` strongest lasting rises; `make(change, recurrence)` builds one."""
+    """Findings of a spike detector (its `min_gap_steps`, `max_spikes` and `max_findings`): the
+    spikes `recurring` keeps (each with its occurrence), then the `max_findings` strongest
+    lasting rises; `make(change, recurrence)` builds one."""
     spans = [(s.step_at(c.onset), s.step_at(c.end)) for c in spikes]
-    kept = recurring(spans, min_gap_steps, max_spikes)
-    strongest = sorted(rises, key=lambda c: -c.z)[:max_rises]
+    kept = recurring(spans, detector.min_gap_steps, detector.max_spikes)
+    strongest = sorted(rises, key=lambda c: -c.z)[: detector.max_findings]
     return [make(spikes[i], rec) for i, rec in kept] + [make(c, None) for c in strongest]

@@ -712,13 +712,7 @@ class ClipRatioSpike(Detector):
             s, lambda c: self._big(s, c), self.rise_z_threshold, self.max_rise_steps, found
         )
         return spike_findings(
-            s,
-            found,
-            rises,
-            min_gap_steps=self.min_gap_steps,
-            max_spikes=self.max_spikes,
-            max_rises=self.max_findings,
-            make=lambda c, rec: self._finding(run, s, c, found, noise, rec),
+            self, s, found, rises, lambda c, rec: self._finding(run, s, c, found, noise, rec)
         )
 
     def _finding(
@@ -976,13 +970,7 @@ class GradNormSpike(Detector):
             found,
         )
         return spike_findings(
-            s,
-            found,
-            rises,
-            min_gap_steps=self.min_gap_steps,
-            max_spikes=self.max_spikes,
-            max_rises=self.max_findings,
-            make=lambda c, rec: self._finding(run, s, c, found, role, rec),
+            self, s, found, rises, lambda c, rec: self._finding(run, s, c, found, role, rec)
         )
 
     def _finding(
