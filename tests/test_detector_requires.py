@@ -4,17 +4,15 @@ the names it looked for, when one of them is missing."""
 from __future__ import annotations
 
 import polars as pl
+from logscope.detectors.registry import find
 
 from logscope.analyze import analyze_run
-from logscope.detectors.registry import find
 from logscope.model import METRICS_SCHEMA, Run, Source
 
 
 def run_with(*metrics: str) -> Run:
     rows = [{"step": s, "metric": m, "value": 1.0} for s in range(1, 31) for m in metrics]
-    return Run(
-        id="r", source=Source("x", "x"), metrics=pl.DataFrame(rows, schema=METRICS_SCHEMA)
-    )
+    return Run(id="r", source=Source("x", "x"), metrics=pl.DataFrame(rows, schema=METRICS_SCHEMA))
 
 
 def test_a_missing_required_concept_is_the_skip_reason():
