@@ -12,6 +12,7 @@ markdown or HTML.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import os
 from datetime import UTC, datetime
@@ -23,6 +24,13 @@ import streamlit as st
 from logscope import present
 from logscope.analyze import analyze_run
 from logscope.atomic import write_atomic
+from logscope.cli.dashboard import (
+    ENV_ALLOW_DIRS,
+    ENV_EXPOSED,
+    ENV_MAX_UPLOAD_MB,
+    ENV_TOKEN,
+    ENV_UPLOAD_QUOTA_MB,
+)
 from logscope.model import SEVERITY_RANK, Finding, Run
 from logscope.present import md_escape
 from logscope.report import Report
@@ -167,6 +175,145 @@ def page_setup() -> None:
         return
     if getattr(PagesManager, "uses_pages_directory", False):
         PagesManager.uses_pages_directory = False
+    if not authorized():  # a page opened directly (the legacy mode above) is gated here too
+        token_gate()
+        st.stop()
+
+
+# ---- sharing: the access token ----------------------------------------------------------
+def exposed() -> bool:
+    """Shared mode (`logscope dashboard --host` off loopback, or `--exposed`)."""
+    return os.environ.get(ENV_EXPOSED, "").lower() not in ("", "0", "false", "no")
+
+
+def token_ok(given: object) -> bool:
+    """Whether `given` is the access token (constant-time); never without a token set."""
+    token = os.environ.get(ENV_TOKEN, "")
+    if not token or not isinstance(given, str):
+        return False
+    return hmac.compare_digest(given.encode(), token.encode())
+
+
+def authorized() -> bool:
+    """Whether this browser session may see the app. Always on loopback without a token;
+    otherwise once the session gave the token (`?token=` in the URL once, or the form), which
+    is then kept in its session_state and checked again on every run. A shared dashboard
+    without a token configured lets nobody in."""
+    if not exposed() and not os.environ.get(ENV_TOKEN):
+        return True
+    ss = st.session_state
+    if token_ok(ss.get("_access_token")):
+        return True
+    given = st.query_params.get("token")
+    if given is not None:
+        del st.query_params["token"]  # out of the address bar, history and copied links
+        if token_ok(given):
+            ss["_access_token"] = given
+            return True
+        ss["_token_wrong"] = True
+    return False
+
+
+def token_gate() -> None:
+    """All a session without the token sees: no run, no path, nothing from the store."""
+    st.title("Token required")
+    if not os.environ.get(ENV_TOKEN):
+        st.error("This shared dashboard has no access token set, so it shows nothing.")
+        return
+    ss = st.session_state
+    if ss.pop("_token_wrong", False):
+        st.error("That token is not the one of this dashboard.")
+    st.info(
+        "This dashboard is shared, so it needs its access token. Open the link "
+        "`logscope dashboard` printed at start (…/?token=…), or paste the token here."
+    )
+    with st.form("token_form"):
+        given = st.text_input("Access token", type="password")
+        if st.form_submit_button("Open"):
+            if token_ok(given):
+                ss["_access_token"] = given
+                st.rerun()
+            st.error("That token is not the one of this dashboard.")
+
+
+# ---- sharing: typed paths and uploads ---------------------------------------------------
+class Refused(ValueError):
+    """A typed path or an upload this dashboard will not take (the message says why)."""
+
+
+def allowed_dirs() -> list[Path]:
+    """The `--allow-dir` folders, resolved."""
+    raw = os.environ.get(ENV_ALLOW_DIRS, "")
+    return [Path(d).resolve() for d in raw.split(os.pathsep) if d]
+
+
+def _inside(path: Path, dirs: list[Path]) -> bool:
+    return any(path == d or path.is_relative_to(d) for d in dirs)
+
+
+def check_path(text: str) -> str:
+    """The path to read for what was typed. Unconfined (loopback, no --allow-dir): as typed.
+    Confined: no URI, no `..`, relative to the first allowed folder, resolved with symlinks
+    followed and inside an allowed folder (a folder's own links too); else Refused."""
+    text = text.strip()
+    if not exposed() and not os.environ.get(ENV_ALLOW_DIRS):
+        return text
+    dirs = allowed_dirs()
+    where = ", ".join(map(str, dirs))
+    if not dirs:
+        raise Refused("This dashboard reads no typed paths (no --allow-dir); upload a log.")
+    if "://" in text:
+        raise Refused(f"Only files under {where} can be read here, not URIs.")
+    p = Path(text)
+    if ".." in p.parts:
+        raise Refused(f"Refused: paths with '..' are not accepted here (allowed: {where}).")
+    real = (p if p.is_absolute() else dirs[0] / p).resolve()  # symlinks followed
+    if not _inside(real, dirs):
+        raise Refused(f"Refused: {text} is outside the folders this dashboard reads ({where}).")
+    if real.is_dir():
+        for dirpath, dirnames, filenames in os.walk(real, followlinks=False):
+            for name in (*dirnames, *filenames):
+                child = Path(dirpath) / name
+                if child.is_symlink() and not _inside(child.resolve(), dirs):
+                    rel = child.relative_to(real)
+                    raise Refused(
+                        f"Refused: {text} holds a link out of the folders this dashboard "
+                        f"reads ({rel}); give a file or a folder without such links."
+                    )
+    return str(real)
+
+
+def _mb(name: str) -> float | None:
+    try:
+        return float(os.environ[name])
+    except (KeyError, ValueError):
+        return None
+
+
+def uploads_size(folder: Path) -> int:
+    """Bytes of the uploaded files kept in the store (names.json aside)."""
+    try:
+        return sum(f.stat().st_size for f in folder.iterdir() if f.name != "names.json")
+    except OSError:
+        return 0
+
+
+def _size(n: float) -> str:
+    return f"{n / 1e6:,.1f} MB" if n >= 100_000 else f"{n:,.0f} bytes"
+
+
+def check_upload(name: str, size: int, folder: Path) -> None:
+    """Refused when an upload is larger than --max-upload-mb or would exceed the quota."""
+    limit = _mb(ENV_MAX_UPLOAD_MB)
+    if limit is not None and size > limit * 1e6:
+        raise Refused(f"{name} is {_size(size)}; this dashboard takes up to {limit:g} MB.")
+    quota = _mb(ENV_UPLOAD_QUOTA_MB)
+    used = uploads_size(folder)
+    if quota is not None and used + size > quota * 1e6:
+        raise Refused(
+            f"{name} ({_size(size)}) would exceed the uploads quota of {quota:g} MB "
+            f"({_size(used)} used); ask whoever started the dashboard to free room."
+        )
 
 
 # ---- selection --------------------------------------------------------------------------
@@ -243,11 +390,13 @@ def require_run() -> tuple[str, Report] | None:
 
 # ---- adding runs ------------------------------------------------------------------------
 def save_upload(name: str, data: bytes) -> Path:
-    """Save uploaded bytes into <store>/uploads/<hash><suffix> (never over a user's file)."""
+    """Save uploaded bytes into <store>/uploads/<hash><suffix> (never over a user's file);
+    Refused past --max-upload-mb or the uploads quota (an upload already kept costs nothing)."""
     digest = hashlib.blake2b(data, digest_size=12).hexdigest()
     suffix = "".join(Path(name).suffixes[-2:]) or ".log"
     target = get_store().root / UPLOADS / f"{digest}{suffix}"
     if not target.exists():
+        check_upload(Path(name).name, len(data), target.parent)
         write_atomic(target, data)
         names = _upload_names(str(target.parent))
         names[target.name] = Path(name).name

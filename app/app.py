@@ -1,12 +1,13 @@
 """logscope dashboard: navigation only. Pages live in pages/ and call logscope functions.
 
-Run with `logscope dashboard [LOG...]` (it sets LOGSCOPE_STORE and LOGSCOPE_RUNS).
+Run with `logscope dashboard [LOG...]` (it sets LOGSCOPE_STORE and LOGSCOPE_RUNS, and for a
+shared dashboard the token and allowed folders: see logscope.cli.dashboard).
 """
 
 import streamlit as st
+from logscope.app import _common as ui
 
 st.set_page_config(page_title="logscope", page_icon=":material/troubleshoot:", layout="wide")
-
 pages = [
     st.Page("pages/runs.py", title="Runs", icon=":material/folder_open:", default=True),
     st.Page("pages/run.py", title="Run", icon=":material/stethoscope:"),
@@ -15,4 +16,13 @@ pages = [
     st.Page("pages/compare.py", title="Compare", icon=":material/compare_arrows:"),
     st.Page("pages/live.py", title="Live", icon=":material/sensors:"),
 ]
-st.navigation(pages).run()
+if not ui.authorized():
+    # A shared dashboard without the token: every address shows the token form and no run
+    # data (and keeps its page, so a deep link opens that page once the token is given).
+    pages = [
+        st.Page(ui.token_gate, title="Token required", url_path=p.url_path, default=n == 0)
+        for n, p in enumerate(pages)
+    ]
+    st.navigation(pages, position="hidden").run()
+else:
+    st.navigation(pages).run()

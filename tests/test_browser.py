@@ -87,3 +87,67 @@ def test_dashboard_in_chromium(tmp_path: Path) -> None:
             assert len(set(legend)) >= 2, legend
             page.screenshot(path=str(ARTIFACTS / "browser_compare.png"), full_page=True)
     assert (ARTIFACTS / "browser_compare.png").stat().st_size > 10_000
+
+
+TOKEN = "browser-test-token-4kV9pQ2"
+
+
+@pytest.mark.timeout(900)
+def test_shared_dashboard_needs_the_token_in_chromium(tmp_path: Path) -> None:
+    """Shared mode forced on (--exposed) on 127.0.0.1: no run data without the token, the run
+    with ?token=. The first visit is a deep link, so the page-level gate is exercised too."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    store = tmp_path / "store"
+    paths = shot.input_paths(store)
+    allowed = tmp_path / "runs"
+    allowed.mkdir()
+    port = shot.free_port()
+    url = f"http://127.0.0.1:{port}"
+    cmd = [sys.executable, "-c", "from logscope.cli import main; main()", "dashboard",
+           *map(str, paths), "--store", str(store), "--port", str(port),
+           "--exposed", "--allow-dir", str(allowed)]  # fmt: skip
+    env = {**os.environ, "LOGSCOPE_DASHBOARD_TOKEN": TOKEN}
+    log_path = tmp_path / "dashboard.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
+        try:
+            deadline = time.monotonic() + 120
+            while not shot._healthy(url):
+                assert proc.poll() is None, log_path.read_text(errors="replace")[-3000:]
+                assert time.monotonic() < deadline, f"not healthy at {url}"
+                time.sleep(0.5)
+            title, _, short_ids, _ = _expected(store)
+            with shot.browser_page(1400, 1100) as page:
+                for where in ("run", "", "compare"):
+                    page.goto(f"{url}/{where}", wait_until="domcontentloaded", timeout=240_000)
+                    page.get_by_text("Token required").first.wait_for(timeout=240_000)
+                    page.wait_for_function(
+                        "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')",
+                        timeout=240_000,
+                    )
+                    text = page.locator("body").inner_text()
+                    assert title not in text and str(store) not in text
+                    assert not any(short in text for short in short_ids), where
+                    assert not any(p.name in text for p in paths), where
+                    assert page.locator(shot.CHART).count() == 0
+                page.screenshot(path=str(ARTIFACTS / "browser_token_required.png"))
+                # With the token: the run, and the token gone from the address bar.
+                page.goto(f"{url}/run?token={TOKEN}", wait_until="domcontentloaded")
+                page.get_by_text(title, exact=True).first.wait_for(state="visible", timeout=240_000)
+                body = page.locator("body").inner_text()
+                assert not paths or any(p.name in body for p in paths)
+                page.wait_for_function("() => !location.search.includes('token')", timeout=60_000)
+        finally:
+            try:
+                os.killpg(proc.pid, signal.SIGTERM)
+                proc.wait(timeout=15)
+            except (ProcessLookupError, subprocess.TimeoutExpired):
+                os.killpg(proc.pid, signal.SIGKILL)
+    assert TOKEN not in log_path.read_text(errors="replace")  # a given token is never printed

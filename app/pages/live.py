@@ -21,7 +21,11 @@ every = st.sidebar.select_slider("Refresh every (s)", [2, 5, 10, 30], value=5, k
 
 @st.fragment(run_every=every)
 def follow(path: str) -> None:
-    p = Path(path)
+    try:
+        p = Path(ui.check_path(path))  # again on every refresh: a link may change under us
+    except ui.Refused as exc:
+        st.error(md_escape(exc))
+        return
     if not p.is_file():
         st.warning(f"Not a file: {md_escape(path)}")
         return

@@ -13,19 +13,21 @@ st.caption(f"Store: {md_escape(root)}")
 
 with st.expander("Add a run", expanded=not ui.list_run_ids()):
     path = st.text_input("Path to a log file or run folder (read only, never modified)")
+    if folders := ui.allowed_dirs():
+        st.caption("Only paths under " + ", ".join(md_escape(d) for d in folders) + " are read.")
     if st.button("Add path", disabled=not path):
         try:
-            runs = ui.ingest(path.strip())
+            runs = ui.ingest(ui.check_path(path))
             st.success(f"Added {len(runs)} run(s) from {md_escape(path)}")
-        except (LogscopeError, OSError) as exc:
+        except (LogscopeError, OSError, ui.Refused) as exc:
             st.error(md_escape(exc))
     upload = st.file_uploader("…or upload a verl log (saved into the store's uploads folder)")
     if upload is not None:
-        saved = ui.save_upload(upload.name, upload.getvalue())
         try:
+            saved = ui.save_upload(upload.name, upload.getvalue())
             runs = ui.ingest(saved)
             st.success(f"Added {len(runs)} run(s) from {md_escape(upload.name)}")
-        except LogscopeError as exc:
+        except (LogscopeError, ui.Refused) as exc:
             st.error(md_escape(exc))
 
 ids = ui.list_run_ids()
