@@ -151,7 +151,8 @@ def _reason(exc: IngestError, path: str | Path) -> str:
 # Heavy modules detectors import on first use (ruptures pulls in scipy.stats: ~0.7 s; scipy.ndimage
 # ~0.25 s). They are imported in a helper thread while the log is read: the reader spends its
 # time in polars, which releases the GIL.
-DETECTOR_IMPORTS = ("ruptures", "scipy.ndimage")
+# The redactor's patterns (detect-secrets, ~0.2 s) likewise, for the first log text that needs them.
+DETECTOR_IMPORTS = ("ruptures", "scipy.ndimage", "detect_secrets.core.plugins.util")
 
 
 def _import_in_background(modules: Sequence[str]) -> None:
@@ -164,8 +165,9 @@ def _import_in_background(modules: Sequence[str]) -> None:
 
 
 # ---- cached findings ----------------------------------------------------------------------
-# 2: reports carry the health table; 3: the entry is `Report.to_dict`; 4: with unknown metrics
-RESULTS_FORMAT = "4"
+# 2: reports carry the health table; 3: the entry is `Report.to_dict`; 4: with unknown metrics;
+# 5: reports of runs whose text was redacted at ingest
+RESULTS_FORMAT = "5"
 
 
 def _results_key(

@@ -46,7 +46,8 @@ from logscope.model import (
 )
 
 # Bump when readers change what they produce, so old cache entries are not reused.
-FORMAT_VERSION = "2"  # 2: pasted-text grammar (decorations, headless records, W&B summary)
+# 2: pasted-text grammar (decorations, headless records, W&B summary); 3: secrets redacted at ingest
+FORMAT_VERSION = "3"
 _HASH_CHUNK = 1 << 22
 
 

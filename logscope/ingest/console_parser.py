@@ -31,6 +31,7 @@ from logscope.ingest.console_run import (
     rows_frame,
 )
 from logscope.model import Event, ParseStats, Run, Source
+from logscope.redact import redact_run
 
 PER_SIGNATURE = 2000  # events kept per (kind, text with digits masked)
 MAX_EVENTS = 50_000
@@ -640,7 +641,7 @@ class ConsoleParser:
         run = build_run(parsed, source or Source("verl-console", "<stream>"), run_id, fast)
         if final:
             note_if_nothing_found(run)
-        return run
+        return redact_run(run)  # tail reads through here, not `ingest.load`
 
     def _copy(self) -> ConsoleParser:
         """A twin to flush what is held back in, without touching this parser."""
