@@ -327,3 +327,30 @@ def test_tail_posts_stores_and_queues_no_secret(secret_log: Path, tmp_path: Path
     assert not any(leaked.values()), {k: v for k, v in leaked.items() if v}
     posted = "".join(json.dumps(b) for b in slack.received)
     assert {"AWS access key", "AWS secret key"} <= _labels(posted), posted[:2000]
+
+
+def test_dashboard_pages_show_no_secret(secret_log: Path, tmp_path: Path, monkeypatch) -> None:
+    """Every page of the dashboard on the analysed log: redacted text only, labels shown."""
+    pytest.importorskip("streamlit")
+    from streamlit.testing.v1 import AppTest
+
+    from logscope.store import Store
+
+    store = Store(tmp_path)
+    (run,) = store.load(secret_log)
+    monkeypatch.setenv("LOGSCOPE_STORE", str(tmp_path))
+    monkeypatch.setenv("LOGSCOPE_RUNS", run.id)
+    for name in ("LOGSCOPE_DASHBOARD_EXPOSED", "LOGSCOPE_DASHBOARD_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    at = AppTest.from_file(str(ROOT / "app" / "app.py"), default_timeout=120)
+    at.session_state["run_id"] = run.id
+    at.run()
+    shown = []
+    for page in ("run", "metrics", "config", "live"):
+        at.switch_page(f"pages/{page}.py").run()
+        assert not at.exception, (page, at.exception)
+        for kind in ("text", "markdown", "code", "caption", "json", "subheader", "dataframe"):
+            shown += [str(e.value) for e in at.get(kind)]
+    page_text = "\n".join(shown)
+    assert "redacted:" in page_text  # the run's events are on the pages, as redacted text
+    assert _leaks(page_text) == []
