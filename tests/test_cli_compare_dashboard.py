@@ -58,7 +58,7 @@ def test_dashboard_ingests_then_runs_streamlit_on_localhost(seeded, monkeypatch)
         calls.append((cmd, env))
         return 0
 
-    monkeypatch.setattr(dashboard_mod.subprocess, "call", fake_call)
+    monkeypatch.setattr(dashboard_mod, "serve", fake_call)
     res = runner.invoke(app, ["dashboard", "--store", str(root), "--port", "8765"])
     assert res.exit_code == 0, res.output
     [(cmd, env)] = calls
@@ -82,7 +82,7 @@ def test_dashboard_preselects_the_runs_of_its_paths(tmp_path: Path, monkeypatch)
         "\n".join(json.dumps({"step": s, "data": {"critic/score/mean": s}}) for s in range(1, 9))
     )
     calls = []
-    monkeypatch.setattr(dashboard_mod.subprocess, "call", lambda cmd, env: calls.append(env) or 0)
+    monkeypatch.setattr(dashboard_mod, "serve", lambda cmd, env: calls.append(env) or 0)
     store = tmp_path / "store"
     res = runner.invoke(app, ["dashboard", str(log), "--store", str(store)])
     assert res.exit_code == 0, res.output
@@ -108,7 +108,7 @@ def _record_loads(monkeypatch) -> list[object]:
 def test_dashboard_passes_a_wandb_uri_through_intact(tmp_path: Path, monkeypatch) -> None:
     # Path("wandb://ent/proj/run1") would become "wandb:/ent/proj/run1"
     seen = _record_loads(monkeypatch)
-    monkeypatch.setattr(dashboard_mod.subprocess, "call", lambda cmd, env: 0)
+    monkeypatch.setattr(dashboard_mod, "serve", lambda cmd, env: 0)
     uri = "wandb://ent/proj/run1"
     res = runner.invoke(app, ["dashboard", uri, "--store", str(tmp_path / "store")])
     assert res.exit_code == 0, res.output

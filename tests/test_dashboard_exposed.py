@@ -329,9 +329,7 @@ def test_uploads_count_against_the_quota(shared, seeded, monkeypatch) -> None:
 # ---- the command ---------------------------------------------------------------------------
 def _no_server(monkeypatch) -> list[tuple[list[str], dict[str, str]]]:
     calls: list[tuple[list[str], dict[str, str]]] = []
-    monkeypatch.setattr(
-        dashboard_mod.subprocess, "call", lambda cmd, env: calls.append((cmd, env)) or 0
-    )
+    monkeypatch.setattr(dashboard_mod, "serve", lambda cmd, env: calls.append((cmd, env)) or 0)
     return calls
 
 

@@ -6,6 +6,7 @@ import importlib.util
 import ipaddress
 import os
 import secrets
+import signal
 import socket
 import subprocess
 import sys
@@ -15,7 +16,7 @@ from typing import Annotated
 import typer
 
 from logscope.cli.common import StoreOption, err_console, user_errors
-from logscope.exceptions import OptionalDependencyMissing
+from logscope.exceptions import LogscopeError, OptionalDependencyMissing
 
 
 def app_path() -> Path:
@@ -203,6 +204,7 @@ def dashboard(
         for path in paths or []:
             ids += [run.id for run in st.load(path)]
         cmd = streamlit_command(port, host, exposed=exposed, max_upload_mb=max_upload_mb)
+        check_port_free(host, port)
     env = {k: v for k, v in os.environ.items() if k not in SHARE_SETTINGS}
     env["LOGSCOPE_STORE"] = str(st.root.resolve())
     env["LOGSCOPE_RUNS"] = ",".join(ids)
@@ -237,11 +239,45 @@ def dashboard(
             markup=False,
             soft_wrap=True,
         )
+    raise typer.Exit(serve(cmd, env))
+
+
+def check_port_free(host: str, port: int) -> None:
+    """LogscopeError naming the port when something already listens on it (exit 2)."""
+    bind = "" if host in ("0.0.0.0", "::") else host
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server binds
+        try:
+            probe.bind((bind, port))
+        except OSError as exc:
+            raise LogscopeError(
+                f"port {port} on {host} is in use ({exc.strerror}); choose another with --port"
+            ) from None
+
+
+def serve(cmd: list[str], env: dict[str, str]) -> int:
+    """Run Streamlit until it exits or logscope gets SIGTERM/SIGINT, which stop it too (so the
+    port is free again when `logscope dashboard` returns)."""
+    child = subprocess.Popen(cmd, env=env)
+
+    def stop(signum: int, frame: object) -> None:
+        child.terminate()
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
-        code = subprocess.call(cmd, env=env)
-    except KeyboardInterrupt:
-        code = 0
-    raise typer.Exit(code)
+        code = child.wait()
+    finally:
+        if child.poll() is None:
+            child.terminate()
+        try:
+            child.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return 0 if code in (0, -signal.SIGTERM, -signal.SIGINT) else code
 
 
 def _url_host(host: str) -> str:
