@@ -4,6 +4,7 @@ spikes (LS130) and response-length collapse (LS140)."""
 from __future__ import annotations
 
 import math
+from abc import abstractmethod
 from collections.abc import Callable
 from typing import Any
 
@@ -603,7 +604,46 @@ class EntropyBlowup(Detector):
         ]
 
 
-class ClipRatioSpike(Detector):
+class _SpikeDetector(Detector):
+    """Base of the spike diagnoses (LS120, LS130): each of `concepts` searched for heavy-tailed
+    spikes and lasting rises, reported by `spike_findings` (recurring spikes folded). A subclass
+    declares `z_threshold`, `window`, `max_rise_steps`, `min_points` and the `spike_findings`
+    limits, and writes `_series`."""
+
+    def detect(self, run: Run) -> list[Finding]:
+        out: list[Finding] = []
+        for concept in self.concepts:
+            s = Series.load(run, concept, min_points=self.min_points)
+            out.extend(self._short(run, concept) if s is None else self._series(run, s, concept))
+        return by_step(out)
+
+    def _short(self, run: Run, concept: str) -> list[Finding]:
+        """Findings on a concept logged at too few steps for `_series`: none by default."""
+        return []
+
+    @abstractmethod
+    def _series(self, run: Run, s: Series, concept: str) -> list[Finding]:
+        """The findings on `concept`'s series `s` (`_spikes`, then `_report`)."""
+
+    def _spikes(self, s: Series, keep: Callable[[Change], bool]) -> list[Change]:
+        """The heavy-tailed spikes (log scale) of `s` that pass `keep`."""
+        z, window = self.z_threshold, self.window
+        return [c for c in spike_changes(s, True, z, window, heavy_tails=True) if keep(c)]
+
+    def _report(
+        self,
+        s: Series,
+        found: list[Change],
+        rise_keep: Callable[[Change], bool],
+        rise_z: float,
+        make: Callable[[Change, Recurrence | None], Finding],
+    ) -> list[Finding]:
+        """`found` spikes and the lasting rises (`_lasting_rises`) as findings, built by `make`."""
+        rises = _lasting_rises(s, rise_keep, rise_z, self.max_rise_steps, found)
+        return spike_findings(self, s, found, rises, make)
+
+
+class ClipRatioSpike(_SpikeDetector):
     """Spikes (or a sudden lasting rise) of response truncation or of PPO clipping.
 
     Reads `response_length/clip_ratio` (responses cut at `max_response_length`),
@@ -681,20 +721,11 @@ class ClipRatioSpike(Detector):
     max_findings: int = param(3, ge=1)
     min_gap_steps: int = param(50, ge=1)
 
-    def detect(self, run: Run) -> list[Finding]:
-        out: list[Finding] = []
-        for concept in self.concepts:
-            s = Series.load(run, concept, min_points=self.min_points)
-            if s is None:
-                continue
-            out.extend(self._series(run, s))
-        return by_step(out)
-
     def _big(self, s: Series, c: Change) -> bool:
         base = max(c.before, s.resolution or 0.0, 1e-12)
         return c.after >= self.min_ratio * base and c.after - c.before >= self.min_rise
 
-    def _series(self, run: Run, s: Series) -> list[Finding]:
+    def _series(self, run: Run, s: Series, concept: str) -> list[Finding]:
         noise: dict[str, Any] = {}
         if s.metric == "response_length/clip_ratio":
             samples, source = responses_per_step(run, s)
@@ -703,16 +734,13 @@ class ClipRatioSpike(Detector):
                 found, noise = count_spikes(s, samples, self.max_p, self.min_rise, self.window)
                 noise["responses_source"] = source
         else:
-            found = [
-                c
-                for c in spike_changes(s, True, self.z_threshold, self.window, heavy_tails=True)
-                if self._big(s, c)
-            ]
-        rises = _lasting_rises(
-            s, lambda c: self._big(s, c), self.rise_z_threshold, self.max_rise_steps, found
-        )
-        return spike_findings(
-            self, s, found, rises, lambda c, rec: self._finding(run, s, c, found, noise, rec)
+            found = self._spikes(s, lambda c: self._big(s, c))
+        return self._report(
+            s,
+            found,
+            lambda c: self._big(s, c),
+            self.rise_z_threshold,
+            lambda c, rec: self._finding(run, s, c, found, noise, rec),
         )
 
     def _finding(
@@ -834,7 +862,7 @@ def truncation_advice(run: Run) -> list[Advice]:
     return out
 
 
-class GradNormSpike(Detector):
+class GradNormSpike(_SpikeDetector):
     """Isolated gradient-norm spikes, or a sudden lasting rise (explosion).
 
     Reads `actor/grad_norm` and `critic/grad_norm` (the norm before clipping).
@@ -905,20 +933,10 @@ class GradNormSpike(Detector):
     max_findings: int = param(3, ge=1)
     min_gap_steps: int = param(50, ge=1)
 
-    def detect(self, run: Run) -> list[Finding]:
-        out: list[Finding] = []
-        for concept in self.concepts:
-            role = "critic" if concept.startswith("critic") else "actor"
-            s = Series.load(run, concept, min_points=self.min_points)
-            if s is None:
-                out.extend(self._short(run, concept, role))
-                continue
-            out.extend(self._series(run, s, role))
-        return by_step(out)
-
-    def _short(self, run: Run, concept: str, role: str) -> list[Finding]:
+    def _short(self, run: Run, concept: str) -> list[Finding]:
         """Too few steps for a running median: a rise to 10× the step before, to above 5× the
         clip (`logscope.health`), after warm-up."""
+        role = _role(concept)
         clip, clip_source = grad_clip(run, role)
         _, high = REFERENCES[concept].healthy
         jump = consecutive_jump(run, concept, 10.0, (high or 5.0) * clip)
@@ -948,13 +966,10 @@ class GradNormSpike(Detector):
             )
         ]
 
-    def _series(self, run: Run, s: Series, role: str) -> list[Finding]:
+    def _series(self, run: Run, s: Series, concept: str) -> list[Finding]:
+        role = _role(concept)
         start = s.steps[0] + self.warmup_steps
-        found = [
-            c
-            for c in spike_changes(s, True, self.z_threshold, self.window, heavy_tails=True)
-            if c.ratio >= self.min_ratio and s.steps[c.onset] >= start
-        ]
+        found = self._spikes(s, lambda c: c.ratio >= self.min_ratio and s.steps[c.onset] >= start)
 
         def above_usual(c: Change) -> bool:
             """A rise out of a dip back to the usual level is no rise: the level after must
@@ -962,15 +977,12 @@ class GradNormSpike(Detector):
             usual = float(np.median(s.values[: max(1, c.onset)]))
             return c.after >= self.rise_ratio * usual
 
-        rises = _lasting_rises(
+        return self._report(
             s,
+            found,
             lambda c: c.ratio >= self.rise_ratio and s.steps[c.onset] >= start and above_usual(c),
             self.z_threshold,
-            self.max_rise_steps,
-            found,
-        )
-        return spike_findings(
-            self, s, found, rises, lambda c, rec: self._finding(run, s, c, found, role, rec)
+            lambda c, rec: self._finding(run, s, c, found, role, rec),
         )
 
     def _finding(
@@ -1021,6 +1033,11 @@ class GradNormSpike(Detector):
             advice=advice,
             references=cite_all([f"{SEED_PPO} §3.2", "verl:workers/actor/dp_actor.py"]),
         )
+
+
+def _role(concept: str) -> str:
+    """The role whose gradient norm a concept is (`critic_grad_norm`: the critic)."""
+    return "critic" if concept.startswith("critic") else "actor"
 
 
 def _grad_spike_advice(run: Run, role: str) -> list[Advice]:

@@ -699,11 +699,8 @@ def _layout(s: _Sim) -> list[tuple[str, str]]:
         add(("critic/grad_norm", "critic_grad_norm"))
         if at_least(v, "0.8"):
             add(("critic/loss", "vf_loss"))
-        if at_least(v, "0.3"):
-            add(("perf/mfu/critic", "mfu_critic"))
-        elif v == "0.2":
-            add(("mfu/critic", "mfu_critic"))
-        add(("critic/lr(1e-4)" if v == "0.1" else "critic/lr", "critic_lr"))
+        out += _mfu(v, "critic")
+        add(_lr(v, "critic"))
     if use_kl_loss:
         add(("actor/kl_loss", "kl"))
         add(("actor/kl_coef", "kl_coef"))
@@ -717,10 +714,7 @@ def _layout(s: _Sim) -> list[tuple[str, str]]:
     add(("actor/grad_norm", "grad_norm"))
     if at_least(v, "0.8"):
         add(("actor/loss", "actor_loss"))
-    if at_least(v, "0.3"):
-        add(("perf/mfu/actor", "mfu_actor"))
-    elif v == "0.2":
-        add(("mfu/actor", "mfu_actor"))
+    out += _mfu(v, "actor")
     if at_least(v, "0.8"):
         add(("actor/perf/max_memory_allocated_gb", "mem_allocated"))
         add(("actor/perf/max_memory_reserved_gb", "mem_reserved"))
@@ -729,7 +723,7 @@ def _layout(s: _Sim) -> list[tuple[str, str]]:
         add(("perf/max_memory_allocated_gb", "mem_allocated"))
         add(("perf/max_memory_reserved_gb", "mem_reserved"))
         add(("perf/cpu_memory_used_gb", "mem_cpu"))
-    add(("actor/lr(1e-4)" if v == "0.1" else "actor/lr", "actor_lr"))
+    add(_lr(v, "actor"))
     out += _fam.layout(s, "actor")
     for name in val_names(v):
         add((name, "VAL"))
@@ -792,6 +786,19 @@ def _layout(s: _Sim) -> list[tuple[str, str]]:
         add(("perf/throughput", "throughput"))
     out += _fam.layout(s, "end")
     return out
+
+
+def _mfu(version: str, role: str) -> list[tuple[str, str]]:
+    """`role`'s MFU metric for `_layout`: `perf/mfu/<role>` from verl 0.3, `mfu/<role>` in 0.2,
+    none before."""
+    if at_least(version, "0.3"):
+        return [(f"perf/mfu/{role}", f"mfu_{role}")]
+    return [(f"mfu/{role}", f"mfu_{role}")] if version == "0.2" else []
+
+
+def _lr(version: str, role: str) -> tuple[str, str]:
+    """`role`'s learning-rate metric for `_layout` (verl 0.1: `<role>/lr(1e-4)`, lr × 1e4)."""
+    return (f"{role}/lr(1e-4)" if version == "0.1" else f"{role}/lr", f"{role}_lr")
 
 
 def val_names(version: str) -> list[str]:
