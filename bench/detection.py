@@ -289,7 +289,7 @@ def evaluate(case: Case, with_rldoctor: bool) -> Outcome:
 
 def _config_lint(finding) -> bool:
     """Config-lint findings (LS5xx) judge the launch, not the run's dynamics."""
-    return finding.code.startswith("LS5")
+    return finding.is_config
 
 
 def _rldoctor(sim, case: Case, tmp: Path) -> tuple[bool | None, list[str]]:

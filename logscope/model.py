@@ -18,6 +18,8 @@ if TYPE_CHECKING:
 Severity = Literal["info", "warning", "error", "critical"]
 SEVERITIES: tuple[Severity, ...] = ("info", "warning", "error", "critical")
 SEVERITY_RANK: dict[str, int] = {s: i for i, s in enumerate(SEVERITIES)}
+#: the code prefix of the config-lint diagnoses (detectors/config_*.py)
+CONFIG_CODE_PREFIX = "LS5"
 
 METRICS_SCHEMA: dict[str, pl.DataType] = {
     "step": pl.Int64,
@@ -347,6 +349,11 @@ class Finding:
 
     def __post_init__(self) -> None:
         self.advice = [a for a in self.advice if a.changes]
+
+    @property
+    def is_config(self) -> bool:
+        """A config-lint finding (LS5xx): about the run's settings, not a moment of training."""
+        return self.code.startswith(CONFIG_CODE_PREFIX)
 
     @property
     def key(self) -> tuple[str, str | None, int | None]:

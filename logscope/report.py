@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -258,10 +258,19 @@ _h = html_escape
 
 
 def render_html(reports: list[Report]) -> str:
-    parts = [
-        "<!doctype html><html><head><meta charset='utf-8'><title>logscope report</title>",
+    return _html_page("logscope report", _html_reports(reports))
+
+
+def _html_page(title: str, body: list[str]) -> str:
+    head = [
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{_h(title)}</title>",
         f"<style>{HTML_STYLE}</style></head><body>",
     ]
+    return "\n".join([*head, *body, "</body></html>"])
+
+
+def _html_reports(reports: list[Report]) -> list[str]:
+    parts: list[str] = []
     for report in reports:
         parts += _opening(report, report.run.summary(), "html")
         if not report.readable:
@@ -306,5 +315,48 @@ def render_html(reports: list[Report]) -> str:
             parts.append("</table>")
         if report.unknown_metrics:
             parts.append(f"<p><em>{_h(unknown_line(report))}</em></p>")
-    parts.append("</body></html>")
-    return "\n".join(parts)
+    return parts
+
+
+# ---- a fleet: the triage table, then each report on request ---------------------------------
+def render_fleet_markdown(
+    reports: list[Report], passed: Sequence[str] = (), details: bool = False
+) -> str:
+    from logscope import fleet
+
+    pairs = fleet.triage(reports)
+    rows = [row for row, _ in pairs]
+    out = [
+        f"# logscope fleet: {len(rows)} runs\n",
+        md_escape(fleet.headline(fleet.summary(rows, passed))) + "\n",
+    ]
+    out.append("| " + " | ".join(fleet.COLUMNS) + " |")
+    out.append("|" + "---|" * len(fleet.COLUMNS))
+    out += ["| " + " | ".join(md_escape(c) for c in cells) + " |" for cells in fleet.table(rows)]
+    text = "\n".join(out) + "\n"
+    if details:
+        text += "\n" + render_markdown([r for _, r in pairs])
+    return text
+
+
+def render_fleet_html(
+    reports: list[Report], passed: Sequence[str] = (), details: bool = False
+) -> str:
+    from logscope import fleet
+
+    pairs = fleet.triage(reports)
+    rows = [row for row, _ in pairs]
+    parts = [
+        f"<h1>logscope fleet: {len(rows)} runs</h1>",
+        f"<p>{_h(fleet.headline(fleet.summary(rows, passed)))}</p>",
+        "<table>",
+        "<tr>" + "".join(f"<th>{_h(c)}</th>" for c in fleet.COLUMNS) + "</tr>",
+        *(
+            "<tr>" + "".join(f"<td>{_h(c)}</td>" for c in cells) + "</tr>"
+            for cells in fleet.table(rows)
+        ),
+        "</table>",
+    ]
+    if details:
+        parts += _html_reports([r for _, r in pairs])
+    return _html_page("logscope fleet", parts)

@@ -139,6 +139,11 @@ def using(config: str | Path | None) -> Iterator[None]:
         _EXPLICIT.reset(token)
 
 
+def explicit_file() -> Path | None:
+    """The `--config` file `using` set for this block (None: settings are discovered)."""
+    return _EXPLICIT.get()
+
+
 def for_input(path: str | Path | None) -> Settings:
     """The settings for an input: the `--config` file (`using`) when one is named, else the
     file found upward from the input, else from the working directory, else the defaults."""

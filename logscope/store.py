@@ -177,6 +177,11 @@ class StoredRun(SummarizedRun):
         return self.__dict__.get("_metrics") is not None
 
 
+def is_store(folder: Path) -> bool:
+    """Whether `folder` is a logscope store (its `runs/` and `sources/`): never a run to read."""
+    return (folder / "runs").is_dir() and (folder / "sources").is_dir()
+
+
 class Store:
     """A folder of runs. `load()` is the cached way to read any path."""
 

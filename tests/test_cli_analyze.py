@@ -53,14 +53,15 @@ def test_json_output_validates_and_describes_the_run(tmp_path: Path) -> None:
     assert data["run"]["meta"]["algorithm"] in ("ppo", "gae")
 
 
-def test_two_inputs_give_a_json_array(tmp_path: Path) -> None:
+def test_two_inputs_give_one_fleet_object(tmp_path: Path) -> None:
     code, out, _ = _run(
         str(BASELINE), str(TUNED), "--format", "json", "--fail-on", "never", store=tmp_path
     )
     assert code == 0
     data = json.loads(out)
-    assert isinstance(data, list) and len(data) == 2
-    for item in data:
+    assert data["schema"] == "logscope.fleet/1" and data["summary"]["runs"] == 2
+    assert len(data["reports"]) == 2 and len(data["runs"]) == 2
+    for item in data["reports"]:
         jsonschema.validate(item, SCHEMA)
 
 
@@ -218,15 +219,12 @@ def test_one_unreadable_input_does_not_stop_the_others(tmp_path: Path) -> None:
     jsonl.write_text(json.dumps({"step": 1, "data": {"actor/pg_loss": 0.1}}) + "\n")
     code, out, _ = _run(str(TUNED), str(jsonl), str(blob), "-f", "json", store=tmp_path / "s")
     assert code == 0
-    reports = json.loads(out)
+    reports = json.loads(out)["reports"]  # worst first: the unreadable input leads
     for report in reports:
         jsonschema.validate(report, SCHEMA)
-    assert [r["run"]["source"]["kind"] for r in reports] == [
-        "verl-console",
-        "verl-jsonl",
-        "unreadable",
-    ]
-    assert "binary data" in reports[2]["errors"][0]
+    kinds = {Path(r["run"]["source"]["path"]).name: r["run"]["source"]["kind"] for r in reports}
+    assert kinds == {TUNED.name: "verl-console", "b.jsonl": "verl-jsonl", "c.bin": "unreadable"}
+    assert "binary data" in reports[0]["errors"][0]
     code, _, err = _run(str(blob), str(tmp_path / "missing.log"), store=tmp_path / "s")
     assert code == 2
     err = " ".join(err.split())

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from logscope.cli.common import (
+    STDIN,
     ConfigOption,
     FailOn,
     FailOnOption,
@@ -19,6 +20,8 @@ from logscope.cli.common import (
     SkipOption,
     SourceOption,
     StoreOption,
+    count_bar,
+    emit_fleet,
     emit_reports,
     progress_bar,
     same_file,
@@ -49,47 +52,74 @@ def analyze(
     store: StoreOption = None,
     no_cache: NoCacheOption = False,
     config: ConfigOption = None,
+    jobs: Annotated[
+        int | None,
+        typer.Option(
+            "--jobs", "-j", min=1, help="Runs analysed at once (default: the machine's cores)."
+        ),
+    ] = None,
+    details: Annotated[
+        bool, typer.Option("--details", help="With many runs: each run's report after the table.")
+    ] = False,
 ) -> None:
     """Diagnose verl runs: what went wrong, where, and which parameter to change.
+
+    PATH may be a file, a folder (searched for runs) or a glob. Many runs give a triage table,
+    worst first; --details adds each run's report, --format json one object with both.
 
     Exit codes: 0 nothing at or above --fail-on, 1 findings at or above it, 2 nothing could be
     read (an input that cannot be read among others is reported as such, and the rest analysed).
 
     Example: logscope analyze verl_tuned.log --format json -o report.json
 
+    Example: logscope analyze 'runs/**/*.log' --jobs 8
+
     A pasted excerpt: pbpaste | logscope analyze -
     """
-    from logscope import settings
-    from logscope.analyze import analyze_paths
+    from logscope import fleet, settings
 
     with user_errors(), settings.using(config):
         if output is not None and any(same_file(output, Path(p)) for p in paths):
             raise LogscopeError(f"--output {output} is one of the inputs; refusing to overwrite it")
-        reports = []
-        with progress_bar(enabled=format == OutputFormat.rich or output is not None) as progress:
-            for path in paths:
-                with (
-                    stdin_as_file(path) as (real, shown),
-                    # standard input has no folder of its own: the working directory's settings
-                    settings.using(None if real == path or config else settings.find(Path.cwd())),
-                ):
-                    found = analyze_paths(
-                        [real],
-                        source=source,
-                        only=split_codes(only),
-                        skip=split_codes(skip),
-                        store_dir=store,
-                        use_cache=not no_cache and real == path,
-                        progress=progress,
-                    )
-                if real != path:  # standard input: name it as the user sees it
-                    for report in found:
-                        report.run.source = Source(report.run.source.kind, shown)
-                reports += found
+        entries, passed = fleet.inputs([p for p in paths if p != STDIN])
+        options = {
+            "source": source,
+            "only": split_codes(only),
+            "skip": split_codes(skip),
+            "store_dir": store,
+            "use_cache": not no_cache,
+        }
+        shown = format == OutputFormat.rich or output is not None
+        reports = _from_stdin(options) if STDIN in paths else []
+        if len(entries) == 1:
+            with progress_bar(enabled=shown) as progress:
+                reports += fleet.analyze_inputs(entries, progress=progress, **options)
+        else:
+            with count_bar(enabled=shown and len(entries) > 1, what="runs") as done:
+                reports += fleet.analyze_inputs(entries, jobs=jobs, done=done, **options)
         if not any(r.readable for r in reports):  # nothing to report on
             raise LogscopeError(
                 "\n".join(f"{r.run.source.path}: {e}" for r in reports for e in r.errors)
             )
-        emit_reports(reports, format, output)
+        if len(reports) == 1 and not passed:
+            emit_reports(reports, format, output)
+        else:
+            emit_fleet(reports, format, output, passed, details)
     if any(r.fails(fail_on.value) for r in reports):
         raise typer.Exit(1)
+
+
+def _from_stdin(options: dict) -> list:
+    """The report of a pasted excerpt: never cached; the working directory's settings unless
+    --config names a file; its source shown as `<stdin>`."""
+    from logscope import settings
+    from logscope.analyze import analyze_paths
+
+    with (
+        stdin_as_file(STDIN) as (real, shown),
+        settings.using(settings.explicit_file() or settings.find(Path.cwd())),
+    ):
+        found = analyze_paths([real], **{**options, "use_cache": False})
+    for report in found:
+        report.run.source = Source(report.run.source.kind, shown)
+    return found

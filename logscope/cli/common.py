@@ -137,6 +137,30 @@ def progress_bar(enabled: bool) -> Iterator[Callable[[int, int], None] | None]:
         yield update
 
 
+@contextmanager
+def count_bar(enabled: bool, what: str) -> Iterator[Callable[[int, int], None] | None]:
+    """A progress bar counting `what` (runs) on stderr, only when stderr is a terminal."""
+    if not enabled or not sys.stderr.isatty():
+        yield None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+
+    with Progress(
+        f"analysing {what}",
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        console=err_console,
+        transient=True,
+    ) as bar:
+        task = bar.add_task(what, total=None)
+
+        def update(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        yield update
+
+
 STDIN = "-"
 
 
@@ -211,4 +235,24 @@ def emit_reports(reports: list, format: OutputFormat, output: Path | None) -> No
         json=lambda: reports_to_json(reports),
         markdown=lambda: render_markdown(reports),
         html=lambda: render_html(reports),
+    )
+
+
+def emit_fleet(
+    reports: list, format: OutputFormat, output: Path | None, passed: list[str], details: bool
+) -> None:
+    """Render many runs: the triage table (and each report with `details`); JSON has both."""
+    import json
+
+    from logscope import fleet
+    from logscope.cli.render import render_fleet
+    from logscope.report import render_fleet_html, render_fleet_markdown
+
+    emit(
+        format,
+        output,
+        lambda console: render_fleet(reports, console, passed, details),
+        json=lambda: json.dumps(fleet.fleet_dict(reports, passed), indent=2, allow_nan=False),
+        markdown=lambda: render_fleet_markdown(reports, passed, details),
+        html=lambda: render_fleet_html(reports, passed, details),
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from rich.console import Console, Group
@@ -188,3 +189,33 @@ def render_report(report: Report, console: Console) -> None:
         verdict.append("No findings.", style="bold green")
     console.print(verdict)
     console.print()
+
+
+PASSED_SHOWN = 5
+
+
+def render_fleet(
+    reports: list[Report], console: Console, passed: Sequence[str] = (), details: bool = False
+) -> None:
+    """Print the triage table of many runs, worst first; then each report with `details`."""
+    from logscope import fleet
+
+    pairs = fleet.triage(reports)
+    rows = [row for row, _ in pairs]
+    table = Table(title=Text(fleet.headline(fleet.summary(rows, passed))), title_justify="left")
+    for column in fleet.COLUMNS:
+        table.add_column(column, overflow="fold", no_wrap=column in ("worst", "steps"))
+    at = fleet.COLUMNS.index("worst")
+    for cells in fleet.table(rows):
+        style = SEVERITY_STYLE.get(cells[at], "")
+        table.add_row(*(Text(c, style=style if n == at else "") for n, c in enumerate(cells)))
+    console.print(table)
+    for line in passed[:PASSED_SHOWN]:
+        console.print(Text(f"passed over: {line}", style="dim"))
+    if len(passed) > PASSED_SHOWN:
+        console.print(Text(f"passed over {len(passed) - PASSED_SHOWN} more", style="dim"))
+    if details:
+        for _, report in pairs:
+            render_report(report, console)
+    else:
+        console.print(Text("Each run's report: add --details.", style="dim"))

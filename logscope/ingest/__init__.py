@@ -120,11 +120,12 @@ LOG_SUFFIXES = (".log", ".out", ".err", ".log.gz", ".out.gz")
 def discover(folder: Path) -> tuple[list[tuple[Path, ModuleType]], list[tuple[Path, str]]]:
     """The runs in a folder, each with its reader, and the files passed over (with why).
 
-    W&B run folders and `wandb/` directories are one source each; TensorBoard event files are
+    W&B run folders and `wandb/` directories are one source each; a logscope store is skipped; TensorBoard event files are
     read together by the TensorBoard reader (it splits them into runs by folder); other files
     by the first reader whose sniff accepts them, console logs by name (`LOG_SUFFIXES`).
     """
     from logscope.ingest import tensorboard, wandb_offline
+    from logscope.store import is_store
 
     found: list[tuple[Path, ModuleType]] = []
     passed: list[tuple[Path, str]] = []
@@ -140,7 +141,7 @@ def discover(folder: Path) -> tuple[list[tuple[Path, ModuleType]], list[tuple[Pa
         dirnames.sort()
         for name in list(dirnames):
             child = here / name
-            if name == "latest-run" or child.is_symlink():
+            if name == "latest-run" or child.is_symlink() or is_store(child):
                 dirnames.remove(name)
             elif wandb_offline.sniff(child):
                 found.append((child, wandb_offline))

@@ -1,0 +1,334 @@
+"""Many runs in one command: find the runs under the given paths, analyse them in parallel and
+sum them up as a triage table, worst first.
+
+`inputs` turns files, folders and globs into one entry per source (a console log, a JSONL file,
+a W&B run folder, a TensorBoard log folder, ...); `analyze_inputs` analyses every entry with
+`analyze_paths` (so the store's cache and each input's settings apply as for one file), in a
+process pool when there is more than one; `triage` makes one row per run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import multiprocessing
+import os
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from logscope.model import SEVERITY_RANK
+from logscope.report import Report
+
+#: one input: the path and the reader to use (None: the reader sniffs)
+Input = tuple[str, str | None]
+Done = Callable[[int, int], None]
+
+SCHEMA = "logscope.fleet/1"
+CRASH_CODE = "LS017"
+
+
+def inputs(paths: Sequence[str]) -> tuple[list[Input], list[str]]:
+    """One entry per source under `paths`, and what was passed over (a glob matching nothing,
+    files in folders that no reader takes). A file, a URI or `-` is one entry as given; a
+    folder that is one source (a W&B run, a TensorBoard log folder) too; any other folder is
+    searched (`ingest.discover`); a path that does not exist but is a glob pattern is expanded."""
+    from logscope.ingest import discover
+
+    found: list[Input] = []
+    passed: list[str] = []
+    for raw in paths:
+        if "://" in raw or os.path.lexists(raw) or not glob.has_magic(raw):
+            expanded = [raw]
+        else:
+            expanded = sorted(glob.glob(raw, recursive=True))
+            if not expanded:
+                passed.append(f"{raw}: no file matches")
+        for path in expanded:
+            p = Path(path)
+            if "://" in path or not p.is_dir():
+                found.append((path, None))
+                continue
+            sources, skipped = discover(p)
+            if len(sources) <= 1:  # one source (or none: the reader says why)
+                found.append((path, None))
+                continue
+            found += [(str(s), m.KIND if s.is_dir() else None) for s, m in sources]
+            passed += [str(f) for f, _ in skipped]
+    return list(dict.fromkeys(found)), passed
+
+
+def analyze_inputs(
+    entries: Sequence[Input],
+    jobs: int | None = None,
+    done: Done | None = None,
+    **options: Any,
+) -> list[Report]:
+    """Reports of every entry, in the order of `entries` (`options` go to `analyze_paths`).
+
+    With `jobs` != 1 and enough work (`POOL_MIN_ENTRIES` entries or `POOL_MIN_BYTES` of input):
+    a pool of `jobs` processes (default: the machine's cores), each importing logscope once. An entry that cannot be read is an unreadable Report,
+    never the end of the command. `done(finished, total)` is called as entries finish."""
+    jobs = jobs or os.cpu_count() or 1
+    results: list[list[Report]] = [[] for _ in entries]
+    if jobs == 1 or not _worth_a_pool(entries):
+        for n, entry in enumerate(entries):
+            results[n] = _analyze_one(entry, options)
+            if done:
+                done(n + 1, len(entries))
+        return [r for rs in results for r in rs]
+    from logscope.settings import explicit_file
+
+    # What a worker cannot inherit: the --config file in force here; no byte progress callback.
+    options = {k: v for k, v in options.items() if k != "progress"}
+    options["config"] = explicit_file()
+    # forkserver, not fork: the parent's polars thread pool would deadlock a forked child
+    context = multiprocessing.get_context("forkserver")
+    with ProcessPoolExecutor(max_workers=min(jobs, len(entries)), mp_context=context) as pool:
+        futures = {pool.submit(_analyze_one, e, options): n for n, e in enumerate(entries)}
+        for finished, future in enumerate(as_completed(futures), 1):
+            n = futures[future]
+            try:
+                results[n] = future.result()
+            except Exception as exc:  # a worker died (killed, out of memory): that entry only
+                reason = f"analysis failed: {type(exc).__name__}: {exc}"
+                results[n] = [Report.unreadable(entries[n][0], reason)]
+            if done:
+                done(finished, len(entries))
+    return [r for rs in results for r in rs]
+
+
+#: below both, starting worker processes (each imports logscope: ~1.5 s) costs more than it saves
+POOL_MIN_ENTRIES = 16
+POOL_MIN_BYTES = 50_000_000
+
+
+def _worth_a_pool(entries: Sequence[Input]) -> bool:
+    if len(entries) < 2:
+        return False
+    if len(entries) >= POOL_MIN_ENTRIES:
+        return True
+    size = 0
+    for path, _ in entries:
+        with contextlib.suppress(OSError):
+            size += _size(Path(path))
+    return size >= POOL_MIN_BYTES
+
+
+def _size(path: Path) -> int:
+    if path.is_dir():
+        return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+    return path.stat().st_size
+
+
+def _analyze_one(entry: Input, options: dict[str, Any]) -> list[Report]:
+    from logscope import settings
+    from logscope.analyze import analyze_paths
+
+    path, source = entry
+    rest = {k: v for k, v in options.items() if k not in ("source", "config")}
+    with settings.using(options.get("config")):
+        return analyze_paths([path], source=options.get("source") or source, **rest)
+
+
+# ---- the triage table -------------------------------------------------------------------------
+@dataclass
+class TriageRow:
+    """One run of a fleet, as a team lead scans it."""
+
+    run: str
+    path: str
+    framework: str
+    version: str | None
+    steps: int
+    last_step: int | None
+    worst: str | None
+    findings: int
+    diagnoses: list[str] = field(default_factory=list)
+    first_incident: str | None = None
+    first_incident_step: int | None = None
+    first_mover: str | None = None
+    crash_cause: str | None = None
+    gpu_hours_since_incident: float | None = None
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def triage_row(report: Report) -> TriageRow:
+    """The row of one report: its worst findings first among the diagnoses."""
+    run = report.run
+    steps = run.steps
+    by_severity = sorted(report.findings, key=lambda f: -SEVERITY_RANK[f.severity])
+    incidents = [  # moments of training: not the config findings at the first step
+        i
+        for i in report.incidents
+        if i.step is not None and not all(report.findings[k].is_config for k in i.findings)
+    ]
+    first = min(incidents, key=lambda i: i.step) if incidents else None  # type: ignore[arg-type, return-value]
+    crash = next((f for f in report.findings if f.code == CRASH_CODE), None)
+    return TriageRow(
+        run=run.id[:12],
+        path=run.source.path,
+        framework=str(run.meta.get("framework") or "verl"),
+        version=run.meta.get("verl_version"),
+        steps=len(steps),
+        last_step=int(steps[-1]) if len(steps) else None,
+        worst=report.worst_severity,
+        findings=len(report.findings),
+        diagnoses=list(dict.fromkeys(f.name for f in by_severity)),
+        first_incident=first.title if first else None,
+        first_incident_step=first.step if first else None,
+        first_mover=first.first_mover if first else None,
+        crash_cause=_crash_cause(crash.evidence) if crash else None,
+        gpu_hours_since_incident=_gpu_hours_since(report, first.step) if first else None,
+        error="; ".join(report.errors) if not report.readable else None,
+    )
+
+
+def _crash_cause(evidence: dict[str, Any]) -> str | None:
+    cause = evidence.get("explained_by") or evidence.get("cause_kind")
+    return str(cause or evidence.get("exception_type") or "unknown")
+
+
+def _gpu_hours_since(report: Report, step: int | None) -> float | None:
+    """GPU-hours the run spent from `step` on: its step times × the configured GPU count."""
+    from logscope.aliases import resolve
+    from logscope.verl_config import n_gpus
+
+    run = report.run
+    name = resolve(run, "time_step")
+    gpus = n_gpus(run.config) if run.config else None
+    if step is None or name is None or not gpus:
+        return None
+    steps, seconds = run.series(name)
+    after = seconds[(steps >= step) & np.isfinite(seconds)]
+    return round(float(after.sum()) * gpus / 3600, 2) if after.size else None
+
+
+def triage(reports: Sequence[Report]) -> list[tuple[TriageRow, Report]]:
+    """(row, report) of every report, worst first: unreadable, then by severity, number of
+    findings and the earliest incident."""
+    pairs = [(triage_row(r), r) for r in reports]
+
+    def order(pair: tuple[TriageRow, Report]) -> tuple[int, int, int, int, str]:
+        row = pair[0]
+        first = row.first_incident_step if row.first_incident_step is not None else 1 << 62
+        return (
+            0 if row.error else 1,
+            -SEVERITY_RANK.get(row.worst or "", -1),
+            -row.findings,
+            first,
+            row.path,
+        )
+
+    return sorted(pairs, key=order)
+
+
+def summary(rows: Sequence[TriageRow], passed: Sequence[str] = ()) -> dict[str, Any]:
+    """Counts over the fleet: runs, runs by worst severity, unreadable, diagnoses by runs."""
+    by_worst: dict[str, int] = {}
+    by_diagnosis: dict[str, int] = {}
+    for row in rows:
+        key = "unreadable" if row.error else (row.worst or "healthy")
+        by_worst[key] = by_worst.get(key, 0) + 1
+        for name in row.diagnoses:
+            by_diagnosis[name] = by_diagnosis.get(name, 0) + 1
+    hours = [r.gpu_hours_since_incident for r in rows if r.gpu_hours_since_incident is not None]
+    return {
+        "runs": len(rows),
+        "by_worst_severity": by_worst,
+        "diagnoses": dict(sorted(by_diagnosis.items(), key=lambda kv: (-kv[1], kv[0]))),
+        "gpu_hours_since_first_incident": round(sum(hours), 2) if hours else None,
+        "passed_over": list(passed),
+    }
+
+
+def fleet_dict(reports: Sequence[Report], passed: Sequence[str] = ()) -> dict[str, Any]:
+    """The JSON of a fleet: schema, summary, the triage rows, every report."""
+    from logscope.model import jsonable
+
+    pairs = triage(reports)
+    rows = [row for row, _ in pairs]
+    return {
+        "schema": SCHEMA,
+        "summary": summary(rows, passed),
+        "runs": [row.to_dict() for row in rows],
+        "reports": [jsonable(report.to_dict()) for _, report in pairs],
+    }
+
+
+# ---- the triage table as text (every renderer draws these cells) ------------------------------
+COLUMNS = (
+    "run",
+    "framework",
+    "steps",
+    "last",
+    "worst",
+    "diagnoses",
+    "first incident",
+    "crash",
+    "GPU-h after",
+)
+SHOWN_DIAGNOSES = 3
+
+
+def table(rows: Sequence[TriageRow]) -> list[list[str]]:
+    """The cells of the triage table (`COLUMNS`), runs named relative to their common folder."""
+    names = _short_names([r.path for r in rows])
+    out = []
+    for row, name in zip(rows, names, strict=True):
+        if row.error:
+            out.append([name, "", "", "", "unreadable", row.error, "", "", ""])
+            continue
+        diagnoses = ", ".join(row.diagnoses[:SHOWN_DIAGNOSES])
+        if len(row.diagnoses) > SHOWN_DIAGNOSES:
+            diagnoses += f" +{len(row.diagnoses) - SHOWN_DIAGNOSES}"
+        first = f"{row.first_incident_step}: {row.first_mover}" if row.first_incident else ""
+        hours = row.gpu_hours_since_incident
+        out.append(
+            [
+                name,
+                f"{row.framework} {row.version}" if row.version else row.framework,
+                f"{row.steps:,}",
+                "" if row.last_step is None else f"{row.last_step:,}",
+                row.worst or "healthy",
+                diagnoses,
+                first,
+                row.crash_cause or "",
+                "" if hours is None else f"{hours:,.1f}",
+            ]
+        )
+    return out
+
+
+def _short_names(paths: Sequence[str]) -> list[str]:
+    """Paths relative to the folder they share (as given when they share none)."""
+    local = [p for p in paths if "://" not in p and not p.startswith("<")]
+    if len(local) < 2 or len(local) != len(paths):
+        return list(paths)
+    try:
+        common = os.path.commonpath([os.path.abspath(p) for p in paths])
+    except ValueError:
+        return list(paths)
+    if os.path.isfile(common):
+        common = os.path.dirname(common)
+    return [os.path.relpath(os.path.abspath(p), common) for p in paths]
+
+
+def headline(summary: dict[str, Any]) -> str:
+    """`12 runs: 2 critical, 3 warning, 7 healthy; 1 unreadable`."""
+    counts = summary["by_worst_severity"]
+    order = ["critical", "error", "warning", "info", "healthy", "unreadable"]
+    parts = [f"{counts[k]} {k}" for k in order if counts.get(k)]
+    text = f"{summary['runs']} runs: " + ", ".join(parts)
+    if summary["gpu_hours_since_first_incident"]:
+        text += f"; {summary['gpu_hours_since_first_incident']:,.1f} GPU-h after first incidents"
+    if summary["passed_over"]:
+        text += f"; passed over {len(summary['passed_over'])} path(s)"
+    return text
