@@ -1,4 +1,4 @@
-"""What every page shares: the store, cached loaders, the run selectors, finding widgets.
+"""What every page shares: the store, cached loaders, the run selectors, finding helpers.
 
 Loaders are cached keyed by store folder and run id. A run id is the content hash of what was
 read, so a cached entry can never go stale. Runs and Reports are cached with
@@ -32,7 +32,6 @@ from logscope.cli.dashboard import (
     ENV_UPLOAD_QUOTA_MB,
 )
 from logscope.model import SEVERITY_RANK, Finding, Run
-from logscope.present import md_escape
 from logscope.report import Report
 from logscope.store import Store, default_root
 
@@ -86,29 +85,32 @@ def load_report(root: str, run_id: str) -> Report | None:
     return analyze_run(run) if run is not None else None
 
 
-@st.cache_data(show_spinner=False, max_entries=256)
-def group_chart(
-    root: str, run_id: str, key: str, smoothing: float, max_points: int, marks: bool
-) -> Any:
-    """The plotly figure of one metric group (cached: reruns only re-send the JSON)."""
-    from logscope.charts import group_title, metric_figure, metric_groups, visible_by_default
+#: session_state key of the one smoothing weight every chart page uses
+SMOOTHING = "smoothing"
 
-    report = load_report(root, run_id)
-    if report is None:
-        return None
-    names = metric_groups(report.run.metric_names).get(key, [])
-    findings = report.findings if marks else ()
-    return metric_figure(
-        report.run,
-        names,
-        title=f"{group_title(key)} ({len(names)})",
-        findings=findings,
-        incidents=report.incidents if marks else (),
-        smoothing=smoothing,
-        max_points=max_points,
-        height=340 if len(names) < 8 else 440,
-        visible=visible_by_default(key, names, findings),
+
+def smoothing_setting() -> float:
+    """The smoothing weight (debiased EMA, 0 = raw) shared by every page: one sidebar slider
+    whose value lives in st.session_state["smoothing"] (0 by default), so a value set on one
+    page holds on the others (a widget's own key is dropped when a page without it runs)."""
+    ss = st.session_state
+    value = float(ss.get(SMOOTHING, 0.0))
+    ss[SMOOTHING] = value
+    ss["_smoothing_slider"] = value  # always: the widget is a new one on each page
+    st.sidebar.slider(
+        "Smoothing (debiased EMA weight, every page)",
+        0.0,
+        0.99,
+        step=0.01,
+        key="_smoothing_slider",
+        on_change=_smoothing_picked,
+        help="0 draws the raw values; the smoothed curve is drawn over a faint raw one.",
     )
+    return float(ss[SMOOTHING])
+
+
+def _smoothing_picked() -> None:
+    st.session_state[SMOOTHING] = st.session_state["_smoothing_slider"]
 
 
 @st.cache_data(show_spinner=False, max_entries=256)
@@ -413,53 +415,10 @@ def ingest(path: str | Path) -> list[Run]:
 
 # ---- findings ---------------------------------------------------------------------------
 def worst_first(findings: list[Finding]) -> list[Finding]:
+    """Findings by severity (worst first), then step (run-level first)."""
     return sorted(findings, key=lambda f: (-SEVERITY_RANK[f.severity], f.step or -1))
 
 
 def overrides(findings: list[Finding]) -> list[str]:
     """Every distinct override of these findings, in order."""
     return list(dict.fromkeys(o for f in findings for o in present.overrides(f.advice)))
-
-
-def show_finding(f: Finding, run_id: str, index: int) -> None:
-    """A finding: message, evidence, advice table, a copyable override block, a chart link."""
-    where = f" · {present.step_span(f.step, f.end_step)}" if f.step is not None else ""
-    icon = SEVERITY_ICON.get(f.severity, "")
-    with st.expander(f"{icon} {f.severity.upper()} {f.code} {f.name}{where}", expanded=index < 3):
-        st.text(f.title)
-        st.text(f.message)
-        if f.evidence:
-            st.caption("Evidence")
-            st.dataframe(
-                [{"key": k, "value": present.fmt_value(v)} for k, v in f.evidence.items()],
-                hide_index=True,
-                width="stretch",
-            )
-        if f.advice:
-            st.caption("Advice")
-            st.dataframe(
-                [
-                    {
-                        "parameter": a.parameter,
-                        "current": present.fmt_value(a.current),
-                        "suggested": present.fmt_value(a.suggested),
-                        "why": a.rationale,
-                        "source": a.source,
-                    }
-                    for a in f.advice
-                ],
-                hide_index=True,
-                width="stretch",
-            )
-            if ovs := present.overrides(f.advice):
-                st.caption("Hydra overrides (copy with the button at the right)")
-                st.code(" \\\n".join(ovs), language="bash")
-        if f.references:
-            st.caption("References: " + "; ".join(f.references))
-        if f.metric and f.step is not None:
-            st.page_link(
-                "pages/metrics.py",
-                label=f"Chart of {md_escape(f.metric)} at step {f.step}",
-                icon=":material/show_chart:",
-                query_params={"run": run_id, "metric": f.metric, "step": str(f.step)},
-            )

@@ -10,6 +10,7 @@ from logscope.app import _common as ui
 st.set_page_config(page_title="logscope", page_icon=":material/troubleshoot:", layout="wide")
 pages = [
     st.Page("pages/runs.py", title="Runs", icon=":material/folder_open:", default=True),
+    st.Page("pages/fleet.py", title="Fleet", icon=":material/table_chart:"),
     st.Page("pages/run.py", title="Run", icon=":material/stethoscope:"),
     st.Page("pages/metrics.py", title="Metrics", icon=":material/show_chart:"),
     st.Page("pages/config.py", title="Config", icon=":material/settings:"),

@@ -3,10 +3,15 @@
 Builds a simulated 100k-step PPO run (logscope.synthetic, ~76 metrics, a KL jump injected),
 puts it in a temporary store, and times the Metrics page under Streamlit's AppTest (the page's
 whole script run: store read, Report, grouping, downsampling, figure building and the plotly
-JSON Streamlit sends to the browser). Reported as the median of --repeats runs:
+JSON Streamlit sends to the browser). The page draws one chart per metric: the panels of the
+groups open at first (groups with findings, the reward group), each group's headline metrics
+and those with findings; collapsed groups build nothing until opened. Reported as the median
+of --repeats runs:
 
 - first render: the page's first run with the Report already built (the Runs page, where a
   user lands, builds it), so this is grouping, downsampling, figures and their JSON;
+- open the other groups: every collapsed group opened at once (their panels built, the
+  others cached), the worst case of a user's clicks;
 - rerun: the page again after an interaction (figures cached);
 - cold: the page run when nothing is cached (store read + the whole analysis + charts);
 - baseline: a trivial one-title page under the same AppTest, so the ratio is machine-neutral.
@@ -33,7 +38,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = ROOT / "app" / "app.py"
-TARGET_S = 3.0
+TARGET_S = 1.0
 
 
 def _arr(value) -> np.ndarray:  # type: ignore[no-untyped-def]
@@ -101,13 +106,24 @@ def main() -> None:
         os.environ["LOGSCOPE_STORE"] = tmp
         import streamlit as st
 
-        first, warm, cold = [], [], []
+        first, warm, opened, cold = [], [], [], []
         for _ in range(args.repeats):
             # First render of the page: Report cached (the Runs page built it), charts not.
             st.cache_data.clear()
             at = metrics_app(run.id)
             first.append(timed_run(at))
             warm.append(timed_run(at))  # an interaction: everything cached
+            n_panels = len(at.get("plotly_chart"))
+            groups_open = [k for k in at.session_state if "-open-" in k]
+            shut = [k for k in groups_open if not at.session_state[k]]
+            if shut:  # open every collapsed group, as clicks on their headers do
+                for k in shut:
+                    at.session_state[k] = True
+                opened.append(timed_run(at))
+                opened_panels = len(at.get("plotly_chart")) - n_panels
+                for k in shut:
+                    at.session_state[k] = False
+                at.run()
         for _ in range(args.repeats):
             # Cold: store read + the whole analysis + charts, in the page run itself.
             st.cache_data.clear()
@@ -119,6 +135,7 @@ def main() -> None:
         trivial = statistics.median(time_trivial() for _ in range(args.repeats))
 
         # The chart the KL jump finding points at must show the spike.
+        groups = len(at.expander)
         charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]  # type: ignore[union-attr]
         drawn = sum(len(_arr(t.get("x"))) for c in charts for t in c["data"])
         markers = [
@@ -142,19 +159,29 @@ def main() -> None:
         ok = ys is not None and np.nanmax(raw) in ys and np.nanmin(raw) in ys
         print(f"extremes of {name} on the chart: {'yes' if ok else 'NO'}")
     first_m, warm_m, cold_m = (statistics.median(x) for x in (first, warm, cold))
-    print(f"charts: {len(charts)} groups, {drawn:,} points drawn, finding markers at {markers}")
+    markers = [int(x) for x in markers]
+    print(
+        f"charts: {len(charts)} panels (one per metric) in {groups} groups, {drawn:,} points "
+        f"drawn, finding markers at {markers}"
+    )
     print(f"baseline (trivial page):             {trivial * 1000:8.1f} ms")
-    for label, xs, m in (
+    rows = [
         ("Metrics page, first render", first, first_m),
         ("Metrics page, rerun (interaction)", warm, warm_m),
-        ("Metrics page, cold (+read, analyse)", cold, cold_m),
-    ):
+    ]
+    if opened:
+        label = f"open the {len(shut)} other groups (+{opened_panels})"
+        rows.append((label, opened, statistics.median(opened)))
+    rows.append(("Metrics page, cold (+read, analyse)", cold, cold_m))
+    for label, xs, m in rows:
         print(
             f"{label:37s}{m:6.2f} s   ratio {m / trivial:6,.0f}x   "
             f"[{', '.join(f'{x:.2f}' for x in xs)}]"
         )
     verdict = "OK" if first_m <= TARGET_S else "OVER"
     print(f"target: first render of the charts <= {TARGET_S:.0f} s: {verdict}")
+    if first_m > TARGET_S:
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -177,9 +177,95 @@ def visible_by_default(
 ) -> set[str]:
     """The metrics of a group drawn at first: its primary ones plus any a finding points at
     (all of them when the group has no primary metric in this run)."""
-    primary = group_by_key(key).primary_names() & set(names)
+    primary = set(headline_names(key, names))
     flagged = {f.metric for f in findings if f.metric in names}
     return (primary | flagged) if primary else set(names)
+
+
+#: at most this many headline panels of a group without a named headline (e.g. validation)
+MAX_HEADLINE = 6
+_VAL_WORDS = ("score", "reward", "acc", "pass")
+
+
+def headline_names(key: str, names: Sequence[str]) -> list[str]:
+    """The metrics a group leads with, in headline order: its primary concepts (alias order);
+    for validation the `val-core/` scores (else score/reward/accuracy names, never `val-aux/`);
+    [] when the group names none in this run."""
+    present = set(names)
+    if key == "validation":
+        core = [n for n in sorted(present) if n.startswith("val-core/")]
+        if not core:
+            core = [
+                n
+                for n in sorted(present)
+                if not n.startswith("val-aux/") and any(w in n.lower() for w in _VAL_WORDS)
+            ]
+        return core[:MAX_HEADLINE]
+    out: list[str] = []
+    for concept in PRIMARY.get(key, ()):
+        out += [n for n in ALIASES.get(concept, ()) if n in present and n not in out]
+    return out
+
+
+@dataclass(frozen=True)
+class PanelGroup:
+    """A group as small multiples: `names` in panel order (metrics with findings, headline
+    metrics, the rest), `default` the panels drawn before "show all", `flagged` the metrics
+    findings point at."""
+
+    key: str
+    title: str
+    names: tuple[str, ...]
+    default: tuple[str, ...]
+    flagged: frozenset[str]
+    worst: int  # SEVERITY_RANK of the group's worst finding, -1 without one
+
+
+def matches_query(name: str, query: str) -> bool:
+    """Whether every whitespace-separated word of `query` is in `name` (case-insensitive)."""
+    low = name.lower()
+    return all(word in low for word in query.lower().split())
+
+
+def panel_groups(
+    metric_names: Iterable[str], findings: Sequence[Finding] = (), query: str = ""
+) -> list[PanelGroup]:
+    """The run's metric groups as panel grids: groups holding findings first (worst first),
+    then in GROUPS order; inside a group metrics with findings first, then headline metrics,
+    then the rest by name. With a `query`, only matching metrics, all of them by default."""
+    from logscope.model import SEVERITY_RANK
+
+    worst: dict[str, int] = {}
+    for f in findings:
+        if f.metric:
+            worst[f.metric] = max(worst.get(f.metric, -1), SEVERITY_RANK.get(f.severity, 0))
+    out = []
+    for key, names in metric_groups(metric_names).items():
+        if query.strip():
+            names = [n for n in names if matches_query(n, query)]
+            if not names:
+                continue
+        head = headline_names(key, names)
+        flagged = sorted((n for n in names if n in worst), key=lambda n: (-worst[n], n))
+        rest = [n for n in names if n not in worst and n not in head]
+        order = (*flagged, *(n for n in head if n not in worst), *rest)
+        if query.strip():
+            default = order
+        else:
+            chosen = set(flagged) | set(head)
+            default = tuple(n for n in order if n in chosen) or order[:MAX_HEADLINE]
+        out.append(
+            PanelGroup(
+                key,
+                group_title(key),
+                order,
+                default,
+                frozenset(flagged),
+                max((worst[n] for n in flagged), default=-1),
+            )
+        )
+    order_of = {g.key: i for i, g in enumerate((*GROUPS, OTHER))}
+    return sorted(out, key=lambda g: (-g.worst, order_of[g.key]))
 
 
 def group_title(key: str) -> str:
@@ -280,6 +366,42 @@ def plain(text: object) -> str:
     return html.escape(str(text), quote=False)
 
 
+def zoom_range(
+    first: int, last: int, start: int, end: int | None = None, min_context: int = 25
+) -> tuple[int, int]:
+    """The steps a "show on chart" link draws for a finding at [start, end] in a run of steps
+    first..last: the window plus context on both sides, context = max(`min_context`, half the
+    window, 5% of the run)."""
+    end = start if end is None or end < start else end
+    context = max(min_context, (end - start) // 2, int(0.05 * max(last - first, 0)))
+    return start - context, end + context
+
+
+# ---- number formats -----------------------------------------------------------------------
+def value_format(values: np.ndarray | Sequence[float]) -> str:
+    """The d3 format (plotly `hoverformat`/`tickformat`) for a series, from its magnitude:
+    `.3~e` when its typical |value| is under 1e-3 (1.5e-6, not 0.000002), `,.0f` from 1,000
+    on (1,168), `.4~g` between (0.0123, 12.35); the same rule as `present.fmt_number`."""
+    v = np.abs(np.asarray(values, dtype=np.float64))
+    v = v[np.isfinite(v) & (v > 0)]
+    if v.size == 0:
+        return ".4~g"
+    typical = float(np.median(v))
+    if typical < 1e-3 or float(v.max()) >= 1e15:
+        return ".3~e"
+    if typical >= 1000:
+        return ",.0f"
+    return ".4~g"
+
+
+def spans_decades(values: np.ndarray | Sequence[float], decades: float = 2.0) -> bool:
+    """Whether a log y-axis shows every point and helps: all finite values > 0 and the
+    largest at least 10^`decades` times the smallest."""
+    v = np.asarray(values, dtype=np.float64)
+    v = v[np.isfinite(v)]
+    return bool(v.size) and float(v.min()) > 0 and float(v.max()) >= 10**decades * float(v.min())
+
+
 # ---- figures ----------------------------------------------------------------------------
 def _value_at(steps: np.ndarray, values: np.ndarray, step: int) -> float | None:
     if steps.size == 0:
@@ -291,15 +413,19 @@ def _value_at(steps: np.ndarray, values: np.ndarray, step: int) -> float | None:
     return v if np.isfinite(v) else None
 
 
+def _layout_dict(title: str, height: int) -> dict[str, Any]:
+    return {
+        "title": {"text": plain(title), "x": 0.0, "xanchor": "left"},
+        "height": height,
+        "margin": {"l": 50, "r": 20, "t": 40, "b": 40},
+        "hovermode": "x unified",
+        "legend": {"orientation": "h", "y": -0.2},
+        "xaxis": {"title": {"text": "step"}},
+    }
+
+
 def _layout(fig: go.Figure, title: str, height: int) -> None:
-    fig.update_layout(
-        title={"text": plain(title), "x": 0.0, "xanchor": "left"},
-        height=height,
-        margin={"l": 50, "r": 20, "t": 40, "b": 40},
-        hovermode="x unified",
-        legend={"orientation": "h", "y": -0.2},
-        xaxis_title="step",
-    )
+    fig.update_layout(_layout_dict(title, height))
 
 
 def _spans(
@@ -308,7 +434,18 @@ def _spans(
     step_range: tuple[int, int] | None,
     run_span: float | None = None,
 ) -> None:
-    """Incident spans as layout shapes: shaded full height when short, else a ribbon on top.
+    """Incident spans as layout shapes (see `_span_shapes`)."""
+    shapes = _span_shapes(incidents, step_range, run_span)
+    if shapes:
+        fig.update_layout(shapes=[*fig.layout.shapes, *shapes])
+
+
+def _span_shapes(
+    incidents: Sequence[Incident],
+    step_range: tuple[int, int] | None,
+    run_span: float | None = None,
+) -> list[dict[str, Any]]:
+    """Incident spans as shape dicts: shaded full height when short, else a ribbon on top.
 
     An incident that covers most of the run (e.g. a slow drift found from step 20 on) would
     wash the whole chart; it is drawn as a coloured ribbon along the top edge instead.
@@ -338,8 +475,7 @@ def _spans(
                 "name": f"incident {inc.id}",
             }
         )
-    if shapes:
-        fig.update_layout(shapes=[*fig.layout.shapes, *shapes])
+    return shapes
 
 
 def metric_figure(
@@ -354,17 +490,21 @@ def metric_figure(
     step_range: tuple[int, int] | None = None,
     height: int = 320,
     visible: Iterable[str] | None = None,
+    x_range: tuple[float, float] | None = None,
+    log_y: bool = False,
 ) -> go.Figure:
     """One panel: `metrics` of `run` with finding markers, changepoint lines, incident spans.
 
     A finding on one of these metrics gets a marker at its step (on the raw value) and a
     dashed vertical line there (the changepoint the detector located); the steps findings
     point at survive downsampling. With `smoothing` > 0 the smoothed curve is drawn over a
-    faint raw one, like TensorBoard.
+    faint raw one, like TensorBoard. Hover and tick labels are formatted from the values'
+    magnitude (`value_format`); `log_y` draws a log y-axis when the values span two decades
+    (`spans_decades`); `x_range` fixes the x-axis (a zoom). One metric: no legend.
     """
     import plotly.graph_objects as go
 
-    fig = go.Figure()
+    traces: list[go.Scatter] = []
     wanted = set(metrics)
     mine = [
         f
@@ -378,6 +518,7 @@ def metric_figure(
     line_steps: dict[int, str] = {}
     lo_step: int | None = None
     hi_step = 0
+    drawn: list[np.ndarray] = []
     for i, name in enumerate(metrics):
         steps, values = run.series(name)
         if step_range is not None and steps.size:
@@ -385,12 +526,15 @@ def metric_figure(
             steps, values = steps[lo:hi], values[lo:hi]
         if steps.size == 0:
             continue
+        if name in shown:
+            drawn.append(values)
         lo_step = int(steps[0]) if lo_step is None else min(lo_step, int(steps[0]))
         hi_step = max(hi_step, int(steps[-1]))
         color = RUN_COLORS[i % len(RUN_COLORS)]
+        vis: bool | str = True if name in shown else "legendonly"
         ds_steps, ds_values = downsample(steps, values, max_points, keep_steps)
         if smoothing > 0:
-            fig.add_trace(
+            traces.append(
                 go.Scatter(
                     x=ds_steps,
                     y=ds_values,
@@ -400,29 +544,32 @@ def metric_figure(
                     opacity=0.3,
                     showlegend=False,
                     hoverinfo="skip",
+                    visible=vis,
                 )
             )
             sm = ema(values, smoothing)
             s_steps, s_values = downsample(steps, sm, max_points, keep_steps)
-            fig.add_trace(
+            traces.append(
                 go.Scatter(
-                    x=s_steps, y=s_values, mode="lines", name=plain(name), line={"color": color}
+                    x=s_steps,
+                    y=s_values,
+                    mode="lines",
+                    name=plain(name),
+                    line={"color": color},
+                    visible=vis,
                 )
             )
         else:
-            fig.add_trace(
+            traces.append(
                 go.Scatter(
                     x=ds_steps,
                     y=ds_values,
                     mode="lines",
                     name=plain(name),
                     line={"color": color, "width": 1.5},
+                    visible=vis,
                 )
             )
-        if name not in shown:
-            for trace in fig.data:
-                if trace.name in (plain(name), f"{plain(name)} (raw)"):
-                    trace.visible = "legendonly"
         marks = [f for f in mine if f.metric == name]
         if marks:
             xs, ys, texts, colors = [], [], [], []
@@ -433,7 +580,7 @@ def metric_figure(
                 texts.append(plain(f"{f.code} {f.name}: {f.title}"))
                 colors.append(SEVERITY_COLOR.get(f.severity, "#888"))
                 line_steps[int(f.step)] = colors[-1]  # type: ignore[arg-type]
-            fig.add_trace(
+            traces.append(
                 go.Scatter(
                     x=xs,
                     y=ys,
@@ -459,11 +606,37 @@ def metric_figure(
         }
         for s, c in sorted(line_steps.items())
     ]
+    span = float(hi_step - lo_step) if lo_step is not None else None
+    shapes += _span_shapes(incidents, step_range, span)
+    layout = _layout_dict(title or ", ".join(metrics), height)
     if shapes:
-        fig.update_layout(shapes=shapes)
-    _spans(fig, incidents, step_range, float(hi_step - lo_step) if lo_step is not None else None)
-    _layout(fig, title or ", ".join(metrics), height)
-    return fig
+        layout["shapes"] = shapes
+    every = np.concatenate(drawn) if drawn else np.array([])
+    _axis_formats(layout, every, log=log_y and spans_decades(every))
+    if x_range is not None:
+        layout["xaxis"].update(range=[x_range[0], x_range[1]], autorange=False)
+    if len(metrics) == 1:
+        layout["showlegend"] = False
+        layout["title"]["font"] = {"size": 13}
+    return go.Figure(data=traces, layout=layout)
+
+
+def _axis_formats(layout: dict[str, Any], values: np.ndarray, log: bool = False) -> None:
+    """Hover and tick formats of a layout dict from the values' magnitude (`value_format`)."""
+    fmt = value_format(values)
+    yaxis = layout.setdefault("yaxis", {})
+    yaxis["hoverformat"] = fmt
+    if log:
+        yaxis.update(type="log", exponentformat="power")
+    else:
+        yaxis["tickformat"] = fmt
+    layout.setdefault("xaxis", {}).update(hoverformat=",d", tickformat=",d")
+
+
+def _format_y(fig: go.Figure, values: np.ndarray, log: bool = False) -> None:
+    layout: dict[str, Any] = {}
+    _axis_formats(layout, values, log)
+    fig.update_layout(layout)
 
 
 def group_figures(
@@ -511,10 +684,12 @@ def overlay_figure(
     import plotly.graph_objects as go
 
     fig = go.Figure()
+    drawn: list[np.ndarray] = []
     for i, run in enumerate(runs):
         steps, values = run.series(metric)
         if steps.size == 0:
             continue
+        drawn.append(values)
         if smoothing > 0:
             values = ema(values, smoothing)
         ds_steps, ds_values = downsample(steps, values, max_points)
@@ -534,6 +709,7 @@ def overlay_figure(
             annotation_text=f"diverge @ {divergence_step}",
         )
     _layout(fig, metric, height)
+    _format_y(fig, np.concatenate(drawn) if drawn else np.array([]))
     return fig
 
 

@@ -1,16 +1,18 @@
 """How a report's values and header read, in every renderer (terminal, Markdown, HTML, Slack, app).
 
-One place for: a value as text (`fmt_value`), the escaping of log text for Markdown and HTML,
-the rows of a run's header, a finding's step span and the overrides of its advice. Renderers
-differ in markup only; what they say comes from here.
+One place for: a value as text (`fmt_value`; `fmt_number` by magnitude for tables and charts),
+the escaping of log text for Markdown and HTML, the rows of a run's header, a finding's step
+span and the overrides of its advice. Renderers differ in markup only; what they say comes from
+here.
 """
 
 from __future__ import annotations
 
 import html
+import math
 import re
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, SupportsFloat
 
 #: a value the run does not tell (e.g. the `current` of an unset config key)
 UNKNOWN = "unknown"
@@ -27,6 +29,32 @@ def fmt_value(value: Any, digits: int = 6, missing: str = UNKNOWN) -> str:
     if isinstance(value, float):
         return f"{value:.{digits}g}"
     return str(value)
+
+
+def fmt_number(value: Any, digits: int = 4, missing: str = DASH, sign: bool = False) -> str:
+    """A number as text by its magnitude, for tables and charts: `1.5e-06` under 1e-3,
+    `0.0123` / `12.35` (`digits` significant), `1,168` from 1,000 on, exponent from 1e15;
+    ints with thousands separators; None as `missing`; other values as str. `sign`: a `+`
+    before positive numbers (a delta). The same rule as `charts.value_format`."""
+    if value is None:
+        return missing
+    if isinstance(value, bool) or not isinstance(value, int | float | SupportsFloat):
+        return str(value)
+    plus = "+" if sign else ""
+    if isinstance(value, int) or type(value).__name__.startswith(("int", "uint")):
+        return f"{int(value):{plus},}"
+    v = float(value)
+    if not math.isfinite(v) or v == 0:
+        return "0" if v == 0 else str(v)
+    a = abs(v)
+    if a < 1e-3 or a >= 1e15:
+        mantissa, exp = f"{v:{plus}.{digits - 1}e}".split("e")
+        if "." in mantissa:
+            mantissa = mantissa.rstrip("0").rstrip(".")
+        return f"{mantissa}e{exp}"
+    if a >= 1000:
+        return f"{v:{plus},.0f}"
+    return f"{v:{plus}.{digits}g}"
 
 
 # ---- escaping ------------------------------------------------------------------------------

@@ -14,11 +14,20 @@ from logscope.charts import (
     figure_points,
     group_figures,
     group_of,
+    headline_names,
     marker_steps,
+    matches_query,
     metric_figure,
     metric_groups,
+    overlay_figure,
+    panel_groups,
+    spans_decades,
+    value_format,
+    visible_by_default,
+    zoom_range,
 )
 from logscope.model import Finding, Incident
+from logscope.present import fmt_number
 from tests.helpers import make_run
 
 
@@ -214,3 +223,128 @@ def test_log_text_in_plotly_labels_is_not_markup() -> None:
     assert "<a" not in fig.layout.title.text
     marker = next(t for t in fig.data if t.name == "findings")
     assert marker.x == (2,)
+
+
+# ---- one chart per metric: panel order, defaults, zoom, formats --------------------------
+def test_panel_groups_put_findings_first_and_default_to_headline_metrics() -> None:
+    names = [
+        "critic/score/mean",
+        "critic/score/max",
+        "critic/advantages/max",
+        "actor/entropy",
+        "timing_s/gen",
+        "timing_s/update_actor",
+        "val-aux/num_turns/mean",
+        "val-core/openai/gsm8k/reward/mean@1",
+    ]
+    groups = panel_groups(names, [_finding("timing_s/update_actor", 5, "warning")])
+    assert [g.key for g in groups] == ["timing", "reward", "entropy", "validation"]
+    timing, reward, _, val = groups
+    assert timing.names[0] == "timing_s/update_actor" and timing.flagged == {
+        "timing_s/update_actor"
+    }
+    assert timing.default == ("timing_s/update_actor", "timing_s/gen")
+    assert reward.default == ("critic/score/mean",) and len(reward.names) == 3
+    assert val.default == ("val-core/openai/gsm8k/reward/mean@1",)  # not val-aux/num_turns
+    # A worse finding moves its group ahead.
+    worse = [_finding("timing_s/gen", 5, "warning"), _finding("critic/score/max", 9, "critical")]
+    assert [g.key for g in panel_groups(names, worse)][:2] == ["reward", "timing"]
+
+
+def test_panel_groups_search_matches_every_word_across_groups() -> None:
+    names = ["actor/kl_loss", "actor/ppo_kl", "critic/kl_coeff", "actor/entropy", "timing_s/gen"]
+    groups = panel_groups(names, query="KL actor")
+    assert [(g.key, g.names, g.default) for g in groups] == [
+        ("kl", ("actor/kl_loss", "actor/ppo_kl"), ("actor/kl_loss", "actor/ppo_kl"))
+    ]
+    assert panel_groups(names, query="nothing") == []
+    assert matches_query("actor/grad_norm", "  GRAD  ") and not matches_query("x", "y")
+
+
+def test_validation_headline_without_val_core() -> None:
+    names = ["val-aux/num_turns/mean", "val/test_score/openai/gsm8k", "val/other"]
+    assert headline_names("validation", names) == ["val/test_score/openai/gsm8k"]
+    assert visible_by_default("validation", names) == {"val/test_score/openai/gsm8k"}
+
+
+@pytest.mark.parametrize(
+    ("first", "last", "start", "end", "expected"),
+    [
+        (1, 300, 150, None, (125, 175)),  # at least 25 steps of context
+        (1, 300, 150, 200, (125, 225)),
+        (1, 300, 50, 250, (-50, 350)),  # half the window
+        (0, 100_000, 70_000, 70_010, (65_000, 75_010)),  # 5% of the run
+        (1, 300, 150, 140, (125, 175)),  # an end before the start is ignored
+    ],
+)
+def test_zoom_range_context(first, last, start, end, expected) -> None:  # type: ignore[no-untyped-def]
+    assert zoom_range(first, last, start, end) == expected
+
+
+def test_metric_figure_x_range_is_the_zoom() -> None:
+    run = make_run({"actor/kl_loss": np.linspace(0, 1, 300)})
+    fig = metric_figure(run, ["actor/kl_loss"], step_range=(125, 175), x_range=(125, 175))
+    assert tuple(fig.layout.xaxis.range) == (125, 175) and fig.layout.xaxis.autorange is False
+    assert min(fig.data[0].x) == 125 and max(fig.data[0].x) == 175
+    assert fig.layout.showlegend is False  # one metric: its title names it
+
+
+@pytest.mark.parametrize(
+    ("values", "fmt"),
+    [
+        (np.full(10, 1.5e-6), ".3~e"),
+        (np.abs(np.random.default_rng(0).normal(7e-5, 1e-5, 50)), ".3~e"),
+        (np.array([0.0123, 0.02, 0.5]), ".4~g"),
+        (np.array([1168.0, 1200.0, 1320.5]), ",.0f"),
+        (np.array([0.0, np.nan]), ".4~g"),
+        (np.array([2e15, 3e15]), ".3~e"),
+    ],
+)
+def test_value_format_by_magnitude(values, fmt) -> None:  # type: ignore[no-untyped-def]
+    assert value_format(values) == fmt
+
+
+def test_figures_carry_hover_and_tick_formats() -> None:
+    run = make_run({"actor/lr": np.full(100, 1.5e-6), "perf/throughput": np.full(100, 1168.0)})
+    lr = metric_figure(run, ["actor/lr"])
+    assert lr.layout.yaxis.hoverformat == ".3~e" and lr.layout.yaxis.tickformat == ".3~e"
+    tp = overlay_figure([run, run], "perf/throughput")
+    assert tp.layout.yaxis.hoverformat == ",.0f"
+
+
+def test_log_axis_only_where_values_span_two_decades() -> None:
+    grad = np.r_[np.full(50, 0.5), np.full(50, 400.0)]
+    run = make_run({"actor/grad_norm": grad, "actor/pg_loss": grad - 1.0, "x/flat": grad / 400})
+    assert spans_decades(grad) and not spans_decades(grad - 1.0)
+    assert metric_figure(run, ["actor/grad_norm"], log_y=True).layout.yaxis.type == "log"
+    assert metric_figure(run, ["actor/grad_norm"]).layout.yaxis.type != "log"
+    assert metric_figure(run, ["actor/pg_loss"], log_y=True).layout.yaxis.type != "log"
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        (1.5e-6, "1.5e-06"),
+        (2e-6, "2e-06"),
+        (-7e-5, "-7e-05"),
+        (0.0123, "0.0123"),
+        (0.001, "0.001"),
+        (12.3456, "12.35"),
+        (1168, "1,168"),
+        (1168.4, "1,168"),
+        (np.float32(1.5e-6), "1.5e-06"),
+        (np.int64(123456), "123,456"),
+        (0.0, "0"),
+        (float("nan"), "nan"),
+        (None, "–"),
+        ("text", "text"),
+    ],
+)
+def test_fmt_number_by_magnitude(value, text) -> None:  # type: ignore[no-untyped-def]
+    assert fmt_number(value) == text
+
+
+def test_fmt_number_sign_for_deltas() -> None:
+    assert fmt_number(144.0, sign=True) == "+144"
+    assert fmt_number(-3e-7, sign=True) == "-3e-07"
+    assert fmt_number(5e-7, sign=True) == "+5e-07"

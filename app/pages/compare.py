@@ -5,7 +5,17 @@ from logscope.app import _common as ui
 
 from logscope.charts import overlay_figure
 from logscope.compare import KEY_METRICS, compare_runs
-from logscope.present import md_escape
+from logscope.present import DASH, fmt_number, md_escape
+
+
+def _cell(col: str, value: object) -> object:
+    """A key-metric table cell as text: values and Δ by magnitude, % with one decimal."""
+    if col == "metric":
+        return value
+    if col.startswith("% "):
+        return f"{value:+.1f}%" if isinstance(value, int | float) else DASH
+    return fmt_number(value, sign=col.startswith("Δ "))
+
 
 ui.page_setup()
 st.title("Compare")
@@ -32,23 +42,15 @@ else:
         "Median over the last 20% of each run (validation: last value); Δ and % against the "
         "first run."
     )
-    rows = cmp.table_rows()
-    number = st.column_config.NumberColumn
-    formats = {}
-    for col in rows[0] if rows else []:
-        if col.startswith("% "):
-            formats[col] = number(col, format="%+.1f%%")
-        elif col.startswith("Δ "):
-            formats[col] = number(col, format="%+.4g")
-        elif col != "metric":
-            formats[col] = number(col, format="%.4g")
-    st.dataframe(rows, hide_index=True, column_config=formats)
+    # Values as text formatted by magnitude (a column mixes lr ~1e-6 and tokens/s ~1e3).
+    rows = [{col: _cell(col, v) for col, v in row.items()} for row in cmp.table_rows()]
+    st.dataframe(rows, hide_index=True)
 
     st.subheader("Where the runs part")
     for d in cmp.divergence:
         st.text(d.sentence(ui.label_of(root, d.run_id)))
 
-    smoothing = st.sidebar.slider("Smoothing (debiased EMA)", 0.0, 0.99, 0.6, 0.01)
+    smoothing = ui.smoothing_setting()
     metrics = []
     for km in KEY_METRICS:
         names = [km.find(r) for r in runs]

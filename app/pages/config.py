@@ -1,6 +1,7 @@
 """The resolved config: searchable, the config-lint (LS5xx) findings, restart segment diffs."""
 
 import streamlit as st
+from logscope.app import _cards as cards
 from logscope.app import _common as ui
 
 from logscope.compare import flatten, segment_diffs
@@ -34,11 +35,10 @@ if picked is not None:
             st.json(segs[idx].config, expanded=1)
 
     st.subheader("Config checks")
-    lint = [f for f in report.findings if f.code.startswith("LS5")]
+    lint = cards.config_findings(report.findings)
     if not lint:
         st.success("No config findings.")
-    for n, f in enumerate(ui.worst_first(lint)):
-        ui.show_finding(f, run_id, n)
+    cards.finding_cards(lint, run_id)
 
     diffs = segment_diffs(run)
     if diffs:

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import streamlit as st
 from logscope.app import _common as ui
+from logscope.app._cards import finding_card
 
 from logscope.analyze import analyze_run
 from logscope.charts import metric_figure
@@ -50,7 +51,7 @@ def follow(path: str) -> None:
         last = run.metrics.filter(run.metrics["step"] == steps[-1])
         st.dataframe(last.select("metric", "value").sort("metric"), hide_index=True, height=250)
     for n, f in enumerate(ui.worst_first(report.findings)[:10]):
-        ui.show_finding(f, run.id, n)
+        finding_card(f, run.id, n)
     score = next(
         (m for m in ("critic/score/mean", "critic/rewards/mean") if run.has_metric(m)), None
     )

@@ -1,68 +1,66 @@
-"""Metric charts grouped as a verl user reads them, with finding markers and incident spans."""
+"""One chart per metric, W&B-style: a grid of panels per group, findings marked, a search box."""
 
 import streamlit as st
 from logscope.app import _common as ui
+from logscope.app import _plots
 
-from logscope.charts import group_title, metric_figure, metric_groups
+from logscope.charts import matches_query
 from logscope.present import md_escape
+
+
+def _int_param(name: str) -> int | None:
+    raw = st.query_params.get(name)
+    try:
+        return int(raw) if raw is not None else None
+    except ValueError:
+        return None
+
 
 picked = ui.run_page("Metrics")
 if picked is not None:
     run_id, report = picked
     run = report.run
-    groups = metric_groups(run.metric_names)
-    smoothing = st.sidebar.slider(
-        "Smoothing (debiased EMA weight)", 0.0, 0.99, 0.0, 0.01, key="smoothing"
-    )
+    root = ui.store_root()
+    smoothing = ui.smoothing_setting()
     max_points = st.sidebar.select_slider(
         "Points per curve (min/max per bucket; spikes kept)",
         options=[500, 1000, 2000, 5000, 20000],
         value=2000,
         key="max_points",
     )
-    shown = st.sidebar.multiselect(
-        "Groups",
-        list(groups),
-        default=list(groups),
-        format_func=group_title,
-        key=f"groups-{run_id}",  # per run: runs have different groups
+    log = st.sidebar.toggle(
+        "Log y-axis where a metric spans 2+ decades",
+        value=False,
+        key="log_y",
+        help="Applied to panels whose values are all positive and span ≥ 100×.",
     )
     marks = st.sidebar.toggle("Finding markers and incident spans", value=True, key="marks")
-    findings = report.findings if marks else ()
-    incidents = report.incidents if marks else ()
+    opts = {"smoothing": smoothing, "max_points": max_points, "marks": marks, "log": log}
 
-    # A link from a finding: ?metric=...&step=... zooms on that metric around that step.
+    # A finding's "show on chart" link: ?metric=...&step=...[&end=...] zooms on that window.
     focus_metric = st.query_params.get("metric")
-    focus_step = st.query_params.get("step")
-    if focus_metric and run.has_metric(focus_metric) and focus_step and focus_step.isdigit():
-        step = int(focus_step)
-        steps = run.steps
-        half = max(25, int(0.05 * (int(steps[-1]) - int(steps[0])))) if len(steps) else 25
-        st.subheader(f"Focus: {md_escape(focus_metric)} around step {step}")
-        st.plotly_chart(
-            metric_figure(
-                run,
-                [focus_metric],
-                title=f"{focus_metric} · steps {step - half}–{step + half}",
-                findings=findings,
-                incidents=incidents,
-                smoothing=smoothing,
-                max_points=max_points,
-                step_range=(step - half, step + half),
-            ),
-            key="focus",
-        )
+    focus_step = _int_param("step")
+    if focus_metric and focus_step is not None and run.has_metric(focus_metric):
+        st.subheader(f"Focus: {md_escape(focus_metric)}")
+        _plots.focus_chart(report, focus_metric, focus_step, _int_param("end"), root=root, **opts)
+    elif focus_metric:
+        st.warning(f"This run has no metric {md_escape(focus_metric)} with a step to zoom on.")
 
-    if not groups:
+    query = st.text_input(
+        "Search metrics",
+        key="metric_search",
+        placeholder="e.g. kl, grad_norm, val-core",
+        help="Every word must be in the metric name (case-insensitive), across all groups.",
+    )
+    if not run.metric_names:
         st.info("This run has no metrics.")
     else:
         st.caption(
-            "Each group draws its headline metrics and any metric a finding points at; click a "
-            "name in a legend to show the others. An x marks a finding at its step; shaded spans "
-            "and top ribbons are incidents."
+            "One chart per metric. Groups with findings come first, and inside a group the "
+            "metrics with findings; an x marks a finding at its step, dashed lines its "
+            "changepoint, shaded spans and top ribbons incidents. Collapsed groups are drawn "
+            "when opened."
         )
-    root = ui.store_root()
-    for key in shown:
-        fig = ui.group_chart(root, run_id, key, smoothing, max_points, marks)
-        if fig is not None:
-            st.plotly_chart(fig, key=f"chart-{key}")
+        _plots.grouped_grids(report, root=root, query=query, **opts)
+        if query.strip() and not any(matches_query(m, query) for m in run.metric_names):
+            st.info(f"No metric name holds {md_escape(query.strip())}.")

@@ -1,10 +1,12 @@
-"""One run: summary, incidents on a timeline, findings with evidence, advice and overrides."""
+"""One run: summary, incidents on a timeline with their finding cards, then a Config section
+with the config findings (LS5xx: facts about the config, not events in training)."""
 
 import streamlit as st
+from logscope.app import _cards as cards
 from logscope.app import _common as ui
 
 from logscope.charts import incident_timeline
-from logscope.present import md_escape, meta_rows
+from logscope.present import md_code, md_escape, meta_rows, step_span
 
 picked = ui.run_page("Run")
 if picked is not None:
@@ -32,13 +34,27 @@ if picked is not None:
             st.plotly_chart(
                 incident_timeline(report), key="timeline", config={"displayModeBar": False}
             )
-        for inc in report.incidents:
-            span = f"steps {inc.step}–{inc.end_step}" if inc.step is not None else "whole run"
+        n = 0
+        for inc, events, linked in cards.split_incidents(report.findings, report.incidents):
+            span = step_span(inc.step, inc.end_step)
+            span = span.replace("step ", "steps ", 1) if "–" in span else span
             icon = ui.SEVERITY_ICON.get(inc.severity, "")
-            st.markdown(f"#### {icon} Incident · {span}")
+            st.markdown(f"#### {icon} Incident · {span or 'whole run'}")
             st.text(f"{inc.title}\nfirst mover: {inc.first_mover}")
-            for n, k in enumerate(inc.findings):
-                ui.show_finding(report.findings[k], run_id, n)
+            if linked:
+                named = ", ".join(
+                    f"{md_code(report.findings[k].code)} {md_escape(report.findings[k].name)}"
+                    f" ({step_span(report.findings[k].step, None) or 'run'})"
+                    for k in linked
+                )
+                st.caption(f"With config finding(s) {named}: cards in the Config section below.")
+            n = cards.finding_cards((report.findings[k] for k in events), run_id, n)
+        config = cards.config_findings(report.findings)
+        if config:
+            st.subheader(f"Config ({len(config)})", anchor="config")
+            st.caption("What the config checks (LS5xx) found in the run's config.")
+            cards.finding_cards(config, run_id, n)
+            st.page_link("pages/config.py", label="Open the config", icon=":material/settings:")
     for err in report.errors:
         st.error(md_escape(err))
     if report.skipped:

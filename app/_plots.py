@@ -1,0 +1,303 @@
+"""Metric charts of the dashboard: cached one-metric figures and W&B-style grids of them.
+
+Every page that draws a run's metrics goes through here: `metric_grid` draws panels (one plotly
+figure per metric, each with its own y-axis) in rows, `grouped_grids` draws a run's metric
+groups as collapsible grids (groups holding findings first; a collapsed group builds nothing),
+`focus_chart` draws the zoom a finding's "show on chart" link asks for. With `root` (the run is
+in the store) figures come from `metric_chart`, cached by (root, run id, metric, smoothing,
+max_points, marks, log, range); without it they are built from the Report given (e.g. the Live
+page's growing run).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import streamlit as st
+from logscope.app import _common as ui
+
+from logscope.charts import (
+    DEFAULT_MAX_POINTS,
+    group_title,
+    metric_figure,
+    metric_groups,
+    panel_groups,
+    visible_by_default,
+    zoom_range,
+)
+from logscope.model import SEVERITIES
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
+
+    from logscope.report import Report
+
+#: panels per row
+COLUMNS = 3
+#: height of one panel (px)
+PANEL_HEIGHT = 260
+#: height of the zoomed chart of a finding (full width)
+FOCUS_HEIGHT = 360
+#: groups drawn open at first; the others start collapsed and are built only when opened
+OPEN_GROUPS = 4
+#: groups drawn open wherever they come (the run's headline curve)
+ALWAYS_OPEN = ("reward",)
+
+
+def panel_figure(
+    report: Report,
+    metric: str,
+    *,
+    smoothing: float = 0.0,
+    max_points: int = DEFAULT_MAX_POINTS,
+    marks: bool = True,
+    log: bool = False,
+    step_range: tuple[int, int] | None = None,
+    title: str | None = None,
+    height: int = PANEL_HEIGHT,
+) -> go.Figure:
+    """One metric's panel (uncached): its curve, finding markers and incident spans (`marks`),
+    a log y-axis when `log` and the values span two decades; `step_range` zooms the x-axis to
+    exactly that range."""
+    return metric_figure(
+        report.run,
+        [metric],
+        title=title or metric,
+        findings=report.findings if marks else (),
+        incidents=report.incidents if marks else (),
+        smoothing=smoothing,
+        max_points=max_points,
+        step_range=step_range,
+        x_range=step_range,
+        height=height,
+        log_y=log,
+    )
+
+
+@st.cache_data(show_spinner=False, max_entries=2048)
+def metric_chart(
+    root: str,
+    run_id: str,
+    metric: str,
+    smoothing: float,
+    max_points: int,
+    marks: bool,
+    log: bool,
+    step_range: tuple[int, int] | None = None,
+    title: str | None = None,
+    height: int = PANEL_HEIGHT,
+) -> Any:
+    """`panel_figure` of a stored run's metric as a figure dict, cached (a rerun only
+    re-sends the JSON; a dict unpickles ten times faster than a Figure, which re-validates);
+    None when the run or the metric is not there. `as_figure` makes it a Figure again."""
+    report = ui.load_report(root, run_id)
+    if report is None or not report.run.has_metric(metric):
+        return None
+    return panel_figure(
+        report,
+        metric,
+        smoothing=smoothing,
+        max_points=max_points,
+        marks=marks,
+        log=log,
+        step_range=step_range,
+        title=title,
+        height=height,
+    ).to_dict()
+
+
+def as_figure(spec: dict[str, Any]) -> go.Figure:
+    """A Figure of a figure dict this module built (not validated again: it was, when built)."""
+    import plotly.graph_objects as go
+
+    try:
+        return go.Figure(spec, _validate=False)
+    except TypeError:  # pragma: no cover - a plotly without the private switch
+        return go.Figure(spec)
+
+
+def metric_grid(
+    report: Report,
+    names: Sequence[str],
+    *,
+    root: str | None = None,
+    smoothing: float = 0.0,
+    max_points: int = DEFAULT_MAX_POINTS,
+    marks: bool = True,
+    log: bool = False,
+    columns: int = COLUMNS,
+    key: str = "grid",
+) -> int:
+    """Draw one panel per metric in `names`, `columns` per row; return how many were drawn.
+
+    With `root` the figures come from the cache (`metric_chart`, the run being stored under
+    `report.run.id`); without it they are built from `report` on every call."""
+    drawn = 0
+    for first in range(0, len(names), columns):
+        row = names[first : first + columns]
+        for col, name in zip(st.columns(columns), row, strict=False):
+            if root is not None:
+                spec = metric_chart(root, report.run.id, name, smoothing, max_points, marks, log)
+                fig = as_figure(spec) if spec is not None else None
+            elif report.run.has_metric(name):
+                fig = panel_figure(
+                    report, name, smoothing=smoothing, max_points=max_points, marks=marks, log=log
+                )
+            else:
+                fig = None
+            if fig is not None:
+                col.plotly_chart(fig, key=f"{key}-{name}")
+                drawn += 1
+    return drawn
+
+
+def _group_label(title: str, shown: int, total: int, flagged: int, worst: int) -> str:
+    icon = ui.SEVERITY_ICON.get(SEVERITIES[worst]) if worst >= 0 else None
+    noun = "metric" if total == 1 else "metrics"
+    what = f"{total} {noun}" if shown == total else f"{shown} of {total} {noun}"
+    if flagged:
+        what += f" · {flagged} with findings"
+    return " ".join(x for x in (icon, title, "·", what) if x)
+
+
+def grouped_grids(
+    report: Report,
+    *,
+    root: str | None = None,
+    query: str = "",
+    smoothing: float = 0.0,
+    max_points: int = DEFAULT_MAX_POINTS,
+    marks: bool = True,
+    log: bool = False,
+    open_groups: int = OPEN_GROUPS,
+    key: str = "metrics",
+) -> int:
+    """Draw the run's metric groups as panel grids (see `charts.panel_groups` for the order
+    and each group's default panels) and return the number of panels drawn.
+
+    Each group is an expander; the first `open_groups` and those in ALWAYS_OPEN start open
+    (all of them while `query` filters the names), the others collapsed, and a collapsed group builds no figure. A group
+    with more metrics than its default panels offers "show all N metrics of this group"."""
+    tag = f"{key}-{report.run.id[:16]}"
+    qtag = f"-q:{query.strip()}" if query.strip() else ""
+    drawn = 0
+    for i, group in enumerate(panel_groups(report.run.metric_names, report.findings, query)):
+        all_key = f"{tag}-all-{group.key}"
+        show_all = bool(st.session_state.get(all_key)) or len(group.default) == len(group.names)
+        label = _group_label(
+            group.title,
+            len(group.names if show_all else group.default),
+            len(group.names),
+            len(group.flagged) if marks else 0,
+            group.worst if marks else -1,
+        )
+        box = st.expander(
+            label,
+            expanded=bool(qtag) or i < open_groups or group.key in ALWAYS_OPEN,
+            key=f"{tag}-open-{group.key}{qtag}",
+            on_change="rerun",
+        )
+        if not box.open:
+            continue
+        with box:
+            if len(group.default) < len(group.names):
+                show_all = st.toggle(
+                    f"Show all {len(group.names)} metrics of this group", key=all_key
+                )
+            names = group.names if show_all else group.default
+            drawn += metric_grid(
+                report,
+                names,
+                root=root,
+                smoothing=smoothing,
+                max_points=max_points,
+                marks=marks,
+                log=log,
+                key=f"{key}-{group.key}",
+            )
+    return drawn
+
+
+def focus_chart(
+    report: Report,
+    metric: str,
+    start: int,
+    end: int | None = None,
+    *,
+    root: str | None = None,
+    smoothing: float = 0.0,
+    max_points: int = DEFAULT_MAX_POINTS,
+    marks: bool = True,
+    log: bool = False,
+    key: str = "focus",
+) -> tuple[int, int] | None:
+    """Draw `metric` zoomed on steps [start, end] (shaded) with context on both sides (see
+    `charts.zoom_range`), full width; return the x-range drawn (None: no such metric)."""
+    run = report.run
+    if not run.has_metric(metric):
+        return None
+    steps = run.steps
+    first, last = (int(steps[0]), int(steps[-1])) if len(steps) else (start, start)
+    lo, hi = zoom_range(first, last, start, end)
+    title = f"{metric} · steps {lo}–{hi}"
+    if root is not None:
+        spec = metric_chart(
+            root, run.id, metric, smoothing, max_points, marks, log, (lo, hi), title, FOCUS_HEIGHT
+        )
+        fig = as_figure(spec) if spec is not None else None
+    else:
+        fig = panel_figure(
+            report,
+            metric,
+            smoothing=smoothing,
+            max_points=max_points,
+            marks=marks,
+            log=log,
+            step_range=(lo, hi),
+            title=title,
+            height=FOCUS_HEIGHT,
+        )
+    if fig is None:
+        return None
+    # The finding's own window, lightly shaded under the curve.
+    window = {
+        "type": "rect",
+        "xref": "x",
+        "yref": "paper",
+        "x0": start - 0.5,
+        "x1": (end if end is not None and end >= start else start) + 0.5,
+        "y0": 0,
+        "y1": 1,
+        "fillcolor": "#888",
+        "opacity": 0.1,
+        "line": {"width": 0},
+        "layer": "below",
+        "name": "focus window",
+    }
+    fig.update_layout(shapes=[*fig.layout.shapes, window])
+    st.plotly_chart(fig, key=key)
+    return lo, hi
+
+
+@st.cache_data(show_spinner=False, max_entries=256)
+def group_chart(
+    root: str, run_id: str, key: str, smoothing: float, max_points: int, marks: bool
+) -> Any:
+    """The mixed-axis figure of one whole metric group (the dashboard's former view; cached)."""
+    report = ui.load_report(root, run_id)
+    if report is None:
+        return None
+    names = metric_groups(report.run.metric_names).get(key, [])
+    findings = report.findings if marks else ()
+    return metric_figure(
+        report.run,
+        names,
+        title=f"{group_title(key)} ({len(names)})",
+        findings=findings,
+        incidents=report.incidents if marks else (),
+        smoothing=smoothing,
+        max_points=max_points,
+        height=340 if len(names) < 8 else 440,
+        visible=visible_by_default(key, names, findings),
+    )
