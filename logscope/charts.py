@@ -724,11 +724,12 @@ def marker_steps(fig: go.Figure) -> list[Any]:
 
 
 def incident_timeline(report: Report, height: int | None = None) -> go.Figure:
-    """Findings as bars on a step axis (one row per finding name), incidents shaded behind."""
+    """Findings as bars on a step axis (one row per finding name), incidents shaded behind.
+    Config findings are left out: they are about the launch, not a moment of training."""
     import plotly.graph_objects as go
 
     fig = go.Figure()
-    located = [f for f in report.findings if f.step is not None]
+    located = [f for f in report.findings if f.step is not None and not f.is_config]
     names = sorted(
         {f.name for f in located}, key=lambda n: min(f.step for f in located if f.name == n)
     )  # type: ignore[type-var,return-value]
@@ -752,7 +753,10 @@ def incident_timeline(report: Report, height: int | None = None) -> go.Figure:
         )
     last = report.run.steps[-1] if report.run.n_steps else None
     first = report.run.steps[0] if report.run.n_steps else None
-    _spans(fig, report.incidents, None, float(last - first) if last is not None else None)
+    timed = [
+        i for i in report.incidents if not all(report.findings[k].is_config for k in i.findings)
+    ]
+    _spans(fig, timed, None, float(last - first) if last is not None else None)
     _layout(fig, "Findings on the step axis (incidents shaded)", height or 80 + 28 * len(names))
     fig.update_layout(hovermode="closest", barmode="overlay", showlegend=True)
     fig.update_yaxes(categoryorder="array", categoryarray=names[::-1])

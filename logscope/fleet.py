@@ -165,11 +165,7 @@ def triage_row(report: Report) -> TriageRow:
     run = report.run
     steps = run.steps
     by_severity = sorted(report.findings, key=lambda f: -SEVERITY_RANK[f.severity])
-    incidents = [  # moments of training: not the config findings at the first step
-        i
-        for i in report.incidents
-        if i.step is not None and not all(report.findings[k].is_config for k in i.findings)
-    ]
+    incidents = [i for i in report.timed_incidents() if i.step is not None]
     first = min(incidents, key=lambda i: i.step) if incidents else None  # type: ignore[arg-type, return-value]
     crash = next((f for f in report.findings if f.code == CRASH_CODE), None)
     return TriageRow(

@@ -79,6 +79,13 @@ class Report:
         """Renderers print the health table for short runs, where it is the main read-out."""
         return bool(self.health) and self.run.summary()["steps"]["count"] <= SHORT_RUN_STEPS + 1
 
+    def timed_incidents(self) -> list[Incident]:
+        """The incidents that are moments of training: holding a finding that is not config
+        lint (config findings alone, at the config's first step, are about the launch)."""
+        return [
+            i for i in self.incidents if not all(self.findings[k].is_config for k in i.findings)
+        ]
+
     @property
     def worst_severity(self) -> str | None:
         if not self.findings:

@@ -230,9 +230,24 @@ def test_live_page_follows_a_growing_file(app, tmp_path: Path) -> None:
     at.text_input(key="live_path").set_value(str(log)).run()
     assert not at.exception, at.exception
     assert next(m.value for m in at.metric) == "20"
+    assert _curve_lengths(at) == {"critic/score/mean": 20, "actor/entropy": 20}
     log.write_bytes(_jsonl(35))
     at.run()
     assert next(m.value for m in at.metric) == "35"
+    assert _curve_lengths(at) == {"critic/score/mean": 35, "actor/entropy": 35}  # curves grow
+
+
+def _curve_lengths(at) -> dict[str, int]:  # type: ignore[no-untyped-def]
+    """{metric: points} of the curves drawn on the page (one plotly chart per metric)."""
+    out = {}
+    for chart in at.get("plotly_chart"):
+        spec = json.loads(chart.proto.spec)
+        for trace in spec["data"]:
+            if trace.get("name") != "findings":
+                x = trace["x"]  # plotly sends arrays as {"bdata": base64, "dtype": ...}
+                raw = base64.b64decode(x["bdata"]) if isinstance(x, dict) else None
+                out[trace["name"]] = len(x) if raw is None else len(np.frombuffer(raw, x["dtype"]))
+    return out
 
 
 def test_live_page_without_a_file(app) -> None:

@@ -6,11 +6,16 @@ from pathlib import Path
 import streamlit as st
 from logscope.app import _common as ui
 from logscope.app._cards import finding_card
+from logscope.app._plots import metric_grid
 
 from logscope.analyze import analyze_run
-from logscope.charts import metric_figure
+from logscope.charts import panel_groups
 from logscope.exceptions import LogscopeError
-from logscope.present import md_escape
+from logscope.present import fmt_number, md_escape
+from logscope.report import Report
+
+#: panels the Live page draws: the metrics findings point at, then each group's headline ones
+LIVE_PANELS = 9
 
 ui.page_setup()
 st.title("Live")
@@ -18,6 +23,15 @@ path = st.text_input(
     "Log file to follow", value=os.environ.get("LOGSCOPE_LIVE", ""), key="live_path"
 )
 every = st.sidebar.select_slider("Refresh every (s)", [2, 5, 10, 30], value=5, key="live_every")
+smoothing = ui.smoothing_setting()
+
+
+def live_panels(report: Report) -> list[str]:
+    """Up to LIVE_PANELS metrics: those with findings first, then the groups' headline ones."""
+    groups = panel_groups(report.run.metric_names, report.findings)
+    flagged = [n for g in groups for n in g.default if n in g.flagged]
+    headline = [n for g in groups for n in g.default if n not in g.flagged]
+    return list(dict.fromkeys([*flagged, *headline]))[:LIVE_PANELS]
 
 
 @st.fragment(run_every=every)
@@ -40,7 +54,9 @@ def follow(path: str) -> None:
         return
     run = runs[-1]
     # The run id is the content hash: an unchanged file reuses the cached Report.
-    report = ui.load_report(ui.store_root(), run.id) or analyze_run(run)
+    root = ui.store_root()
+    stored = ui.load_report(root, run.id)
+    report = stored or analyze_run(run)
     run = report.run
     steps = run.steps
     c = st.columns(3)
@@ -48,18 +64,18 @@ def follow(path: str) -> None:
     c[1].metric("findings", len(report.findings))
     c[2].metric("worst", report.worst_severity or "none")
     if len(steps):
-        last = run.metrics.filter(run.metrics["step"] == steps[-1])
-        st.dataframe(last.select("metric", "value").sort("metric"), hide_index=True, height=250)
+        # Curves first: what the run is doing; the findings as they appear below them.
+        panels = live_panels(report)
+        metric_grid(report, panels, root=root if stored else None, smoothing=smoothing, key="live")
+        last = run.metrics.filter(run.metrics["step"] == steps[-1]).sort("metric")
+        rows = [
+            {"metric": m, "value": fmt_number(v)}
+            for m, v in zip(last["metric"], last["value"], strict=True)
+        ]
+        with st.expander(f"Values at step {int(steps[-1])} ({len(rows)})"):
+            st.dataframe(rows, hide_index=True, height=250)
     for n, f in enumerate(ui.worst_first(report.findings)[:10]):
         finding_card(f, run.id, n)
-    score = next(
-        (m for m in ("critic/score/mean", "critic/rewards/mean") if run.has_metric(m)), None
-    )
-    if score:
-        st.plotly_chart(
-            metric_figure(run, [score], findings=report.findings, incidents=report.incidents),
-            key="live-score",
-        )
 
 
 if path:

@@ -30,7 +30,7 @@ if picked is not None:
         if all_ov:
             st.caption("Every suggested override of this run")
             st.code(" \\\n".join(all_ov), language="bash")
-        if any(i.step is not None for i in report.incidents):
+        if any(i.step is not None for i in report.timed_incidents()):
             st.plotly_chart(
                 incident_timeline(report), key="timeline", config={"displayModeBar": False}
             )
