@@ -135,6 +135,29 @@ def _analyze_one(entry: Input, options: dict[str, Any]) -> list[Report]:
         return analyze_paths([path], source=options.get("source") or source, **rest)
 
 
+def stitch_reports(
+    reports: Sequence[Report], only: list[str] | None = None, skip: list[str] | None = None
+) -> list[Report]:
+    """`reports` with the segments of each resumed or rotated run (`logscope.stitch.chains`)
+    replaced by one report of the joined run, where its first segment stood."""
+    from logscope.analyze import analyze_run
+    from logscope.stitch import chains, stitch
+
+    found = chains([r.run for r in reports if r.readable])
+    if not found:
+        return list(reports)
+    first_of = {id(chain[0]): chain for chain in found}
+    merged = {id(run) for chain in found for run in chain}
+    out = []
+    for report in reports:
+        chain = first_of.get(id(report.run))
+        if chain is not None:
+            out.append(analyze_run(stitch(chain), only=only, skip=skip))
+        elif id(report.run) not in merged:
+            out.append(report)
+    return out
+
+
 # ---- the triage table -------------------------------------------------------------------------
 @dataclass
 class TriageRow:

@@ -12,6 +12,7 @@ import html
 import math
 import re
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any, SupportsFloat
 
 #: a value the run does not tell (e.g. the `current` of an unset config key)
@@ -117,6 +118,11 @@ def header_rows(
     return [
         ("source", escape(summary["source"]["kind"])),
         *meta_rows(summary["meta"], escape),
+        *(
+            [("segments", escape(segments_text(summary["meta"]["segments"])))]
+            if summary["meta"].get("segments")
+            else []
+        ),
         ("steps", f"{steps['count']} ({steps['first']}–{steps['last']})"),
         ("metrics", str(summary["metrics_count"])),
         ("config segments", str(len(summary["config_segments"]))),
@@ -126,6 +132,16 @@ def header_rows(
             f"{lines['skipped_lines']} skipped",
         ),
     ]
+
+
+def segments_text(segments: list[dict[str, Any]]) -> str:
+    """`3 files: a.log (steps 1–130, lines 1–900), b.log (…)` of a stitched run."""
+    parts = [
+        f"{Path(s['path']).name} (steps {s['first_step']}–{s['last_step']}, "
+        f"lines {s['first_line']}–{s['last_line']})"
+        for s in segments
+    ]
+    return f"{len(segments)} files: " + ", ".join(parts)
 
 
 def duration(seconds: float) -> str:

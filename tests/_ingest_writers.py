@@ -104,7 +104,8 @@ _WANDB_SCRIPT = textwrap.dedent(
     import json, math, sys
     import wandb
     spec = json.load(open(sys.argv[1]))
-    run = wandb.init(project=spec["project"], name=spec["name"], config=spec["config"])
+    resume = {"id": spec["id"], "resume": "allow"} if spec.get("id") else {}
+    run = wandb.init(project=spec["project"], name=spec["name"], config=spec["config"], **resume)
     printed = dict((int(k), v) for k, v in spec.get("console", {}).items())
     for step, metrics in spec["rows"]:
         for line in printed.get(step, []):
@@ -130,9 +131,11 @@ def write_wandb_offline(
     console: Mapping[int, list[str]] | None = None,
     table_step: int | None = None,
     python: str = sys.executable,
+    run_id: str | None = None,
 ) -> Path:
     """A real offline W&B run (wandb SDK in a subprocess, WANDB_MODE=offline); returns its
-    run folder. `console` lines are printed before the step's wandb.log (captured by wandb)."""
+    run folder. `console` lines are printed before the step's wandb.log (captured by wandb).
+    With `run_id`, `wandb.init(id=run_id, resume="allow")`: a resume of that run."""
     wandb_dir.mkdir(parents=True, exist_ok=True)
     spec = {
         "project": project,
@@ -141,6 +144,7 @@ def write_wandb_offline(
         "rows": [[s, {k: ("NaN" if v != v else v) for k, v in m.items()}] for s, m in rows],
         "console": {str(k): v for k, v in (console or {}).items()},
         "table_step": table_step,
+        "id": run_id,
     }
     spec_path = wandb_dir / f"spec-{name}.json"
     spec_path.write_text(json.dumps(spec))

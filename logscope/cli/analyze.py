@@ -61,11 +61,19 @@ def analyze(
     details: Annotated[
         bool, typer.Option("--details", help="With many runs: each run's report after the table.")
     ] = False,
+    no_stitch: Annotated[
+        bool,
+        typer.Option(
+            "--no-stitch",
+            help="Keep each resumed segment and rotated file a run of its own (default: joined).",
+        ),
+    ] = False,
 ) -> None:
     """Diagnose verl runs: what went wrong, where, and which parameter to change.
 
     PATH may be a file, a folder (searched for runs) or a glob. Many runs give a triage table,
-    worst first; --details adds each run's report, --format json one object with both.
+    worst first; --details adds each run's report, --format json one object with both. The
+    segments of a resumed run (console logs, W&B runs) and rotated logs are joined into one run.
 
     Exit codes: 0 nothing at or above --fail-on, 1 findings at or above it, 2 nothing could be
     read (an input that cannot be read among others is reported as such, and the rest analysed).
@@ -97,6 +105,8 @@ def analyze(
         else:
             with count_bar(enabled=shown and len(entries) > 1, what="runs") as done:
                 reports += fleet.analyze_inputs(entries, jobs=jobs, done=done, **options)
+        if not no_stitch:
+            reports = fleet.stitch_reports(reports, options["only"], options["skip"])
         if not any(r.readable for r in reports):  # nothing to report on
             raise LogscopeError(
                 "\n".join(f"{r.run.source.path}: {e}" for r in reports for e in r.errors)

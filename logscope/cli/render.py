@@ -12,7 +12,15 @@ from rich.table import Table
 from rich.text import Text
 
 from logscope.model import SEVERITIES
-from logscope.present import duration, evidence_text, fmt_value, meta_rows, overrides, step_span
+from logscope.present import (
+    duration,
+    evidence_text,
+    fmt_value,
+    meta_rows,
+    overrides,
+    segments_text,
+    step_span,
+)
 from logscope.report import Report, unknown_line
 
 SEVERITY_STYLE = {
@@ -32,6 +40,8 @@ def summary_table(s: dict[str, Any]) -> Table:
     table.add_row("source", Text(f"{s['source']['kind']}  {s['source']['path']}"))
     for label, value in meta_rows(meta):
         table.add_row(label, Text(value))
+    if meta.get("segments"):
+        table.add_row("segments", Text(segments_text(meta["segments"])))
     st = s["steps"]
     if st["count"]:
         table.add_row("steps", Text(f"{st['count']} (step {st['first']} to {st['last']})"))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
@@ -115,6 +116,8 @@ def _hex(data: bytes) -> str:
 # ---- folders ------------------------------------------------------------------------------
 #: file names read as console logs when found in a folder (any text given by name is read)
 LOG_SUFFIXES = (".log", ".out", ".err", ".log.gz", ".out.gz")
+#: a rotated log: `verl.log.3` (logrotate), `verl.log.1.gz`, `train.out.2`
+ROTATED_LOG = re.compile(r"^(?P<base>.+\.(?:log|out|err|txt))\.(?P<n>\d+)(?:\.gz)?$")
 
 
 def discover(folder: Path) -> tuple[list[tuple[Path, ModuleType]], list[tuple[Path, str]]]:
@@ -152,7 +155,8 @@ def discover(folder: Path) -> tuple[list[tuple[Path, ModuleType]], list[tuple[Pa
                 events = True
                 continue
             reader = next((m for m in file_readers if m.sniff(file)), None)
-            if reader is None and name.lower().endswith(LOG_SUFFIXES) and console.sniff(file):
+            logname = name.lower().endswith(LOG_SUFFIXES) or ROTATED_LOG.match(name)
+            if reader is None and logname and console.sniff(file):
                 reader = console
             if reader is not None:
                 found.append((file, reader))
