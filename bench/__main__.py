@@ -26,6 +26,9 @@ from pathlib import Path
 
 from bench._common import BENCH, ROOT, Check, machine
 
+#: bench/dashboard.py's TARGET_S, used when its output does not state the target
+DASHBOARD_TARGET_S = 1.0
+
 
 @dataclass
 class Bench:
@@ -108,6 +111,9 @@ def _parse_ingest(out: str) -> list[Check]:
 
 
 def _parse_dashboard(out: str) -> list[Check]:
+    # bench/dashboard.py prints its own target ("target: first render of the charts <= 1 s").
+    t = re.search(r"target: first render of the charts <= ([\d.]+) s", out)
+    target = float(t.group(1)) if t else DASHBOARD_TARGET_S
     m = re.search(r"Metrics page, first render\s+([\d.]+) s", out)
     if not m:
         return [
@@ -116,7 +122,7 @@ def _parse_dashboard(out: str) -> list[Check]:
                 "Metrics page first render",
                 None,
                 "s",
-                "<= 3 s",
+                f"<= {target:g} s",
                 False,
                 "no timing in the output",
             )
@@ -128,8 +134,8 @@ def _parse_dashboard(out: str) -> list[Check]:
             "Metrics page of the run, first render of the charts",
             secs,
             "s",
-            "<= 3 s",
-            secs <= 3.0,
+            f"<= {target:g} s",
+            secs <= target,
         )
     ]
 

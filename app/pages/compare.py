@@ -7,6 +7,9 @@ from logscope.charts import overlay_figure
 from logscope.compare import KEY_METRICS, compare_runs
 from logscope.present import DASH, fmt_number, md_escape
 
+#: overlay charts per row
+OVERLAY_COLUMNS = 2
+
 
 def _cell(col: str, value: object) -> object:
     """A key-metric table cell as text: values and Δ by magnitude, % with one decimal."""
@@ -58,15 +61,18 @@ else:
         if name and name not in metrics:
             metrics.append(name)
     div = cmp.divergence[0].metric if cmp.divergence else None
-    for name in metrics:
-        fig = overlay_figure(
-            runs,
-            name,
-            labels=labels,
-            smoothing=smoothing,
-            divergence_step=cmp.first_divergence if name == div else None,
-        )
-        st.plotly_chart(fig, key=f"overlay-{name}")
+    # Two overlays a row: every key metric (reward and validation come last) fits a screen.
+    for first in range(0, len(metrics), OVERLAY_COLUMNS):
+        row = metrics[first : first + OVERLAY_COLUMNS]
+        for col, name in zip(st.columns(OVERLAY_COLUMNS), row, strict=False):
+            fig = overlay_figure(
+                runs,
+                name,
+                labels=labels,
+                smoothing=smoothing,
+                divergence_step=cmp.first_divergence if name == div else None,
+            )
+            col.plotly_chart(fig, key=f"overlay-{name}")
 
     st.subheader("Config diff")
     if not all(cmp.config_known):

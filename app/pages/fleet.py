@@ -15,6 +15,8 @@ from logscope.report import Report
 
 NONE = "(none)"  # the filter option of runs without a project / experiment
 TABLE_KEY = "fleet_table"
+#: the table's columns shown after the diagnoses
+DETAILS = ("project", "experiment", "date", "steps")
 SEVERITY_COLOR = {
     "critical": "background-color: #8b0000; color: white",
     "error": "background-color: #f5b7b1",
@@ -172,6 +174,8 @@ else:
             selection_mode="single-row",
             key=TABLE_KEY,
             column_config={"steps": st.column_config.NumberColumn(format="%d")},
+            # The diagnoses next to the run (the matrix is the point), its details after.
+            column_order=["run", "worst severity", "findings", *names, *DETAILS],
         )
         picked = list(event.selection.rows) if event is not None else []
         if picked and 0 <= picked[0] < len(rows):
