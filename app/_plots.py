@@ -4,28 +4,21 @@ Every page that draws a run's metrics goes through here: `metric_grid` draws pan
 figure per metric, each with its own y-axis) in rows, `grouped_grids` draws a run's metric
 groups as collapsible grids (groups holding findings first; a collapsed group builds nothing),
 `focus_chart` draws the zoom a finding's "show on chart" link asks for. With `root` (the run is
-in the store) figures come from `metric_chart`, cached by (root, run id, metric, smoothing,
-max_points, marks, log, range); without it they are built from the Report given (e.g. the Live
+in the store) figures come from `metric_chart`, cached by (root, run id, metric, ChartStyle,
+range); without it they are built from the Report given (e.g. the Live
 page's growing run).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import streamlit as st
 from logscope.app import _common as ui
 
-from logscope.charts import (
-    DEFAULT_MAX_POINTS,
-    group_title,
-    metric_figure,
-    metric_groups,
-    panel_groups,
-    visible_by_default,
-    zoom_range,
-)
+from logscope.charts import DEFAULT_MAX_POINTS, metric_figure, panel_groups, zoom_range
 from logscope.model import SEVERITIES
 
 if TYPE_CHECKING:
@@ -45,33 +38,43 @@ OPEN_GROUPS = 4
 ALWAYS_OPEN = ("reward",)
 
 
+@dataclass(frozen=True)
+class ChartStyle:
+    """How every panel is drawn: smoothing (debiased EMA weight), points per curve, finding
+    markers and incident spans (`marks`), a log y-axis where a metric spans two decades."""
+
+    smoothing: float = 0.0
+    max_points: int = DEFAULT_MAX_POINTS
+    marks: bool = True
+    log: bool = False
+
+
+PLAIN = ChartStyle()
+
+
 def panel_figure(
     report: Report,
     metric: str,
+    style: ChartStyle = PLAIN,
     *,
-    smoothing: float = 0.0,
-    max_points: int = DEFAULT_MAX_POINTS,
-    marks: bool = True,
-    log: bool = False,
     step_range: tuple[int, int] | None = None,
     title: str | None = None,
     height: int = PANEL_HEIGHT,
 ) -> go.Figure:
-    """One metric's panel (uncached): its curve, finding markers and incident spans (`marks`),
-    a log y-axis when `log` and the values span two decades; `step_range` zooms the x-axis to
-    exactly that range."""
+    """One metric's panel (uncached) in `style`; `step_range` zooms the x-axis to exactly that
+    range."""
     return metric_figure(
         report.run,
         [metric],
         title=title or metric,
-        findings=report.findings if marks else (),
-        incidents=report.incidents if marks else (),
-        smoothing=smoothing,
-        max_points=max_points,
+        findings=report.findings if style.marks else (),
+        incidents=report.incidents if style.marks else (),
+        smoothing=style.smoothing,
+        max_points=style.max_points,
         step_range=step_range,
         x_range=step_range,
         height=height,
-        log_y=log,
+        log_y=style.log,
     )
 
 
@@ -80,10 +83,7 @@ def metric_chart(
     root: str,
     run_id: str,
     metric: str,
-    smoothing: float,
-    max_points: int,
-    marks: bool,
-    log: bool,
+    style: ChartStyle = PLAIN,
     step_range: tuple[int, int] | None = None,
     title: str | None = None,
     height: int = PANEL_HEIGHT,
@@ -95,15 +95,7 @@ def metric_chart(
     if report is None or not report.run.has_metric(metric):
         return None
     return panel_figure(
-        report,
-        metric,
-        smoothing=smoothing,
-        max_points=max_points,
-        marks=marks,
-        log=log,
-        step_range=step_range,
-        title=title,
-        height=height,
+        report, metric, style, step_range=step_range, title=title, height=height
     ).to_dict()
 
 
@@ -122,10 +114,7 @@ def metric_grid(
     names: Sequence[str],
     *,
     root: str | None = None,
-    smoothing: float = 0.0,
-    max_points: int = DEFAULT_MAX_POINTS,
-    marks: bool = True,
-    log: bool = False,
+    style: ChartStyle = PLAIN,
     columns: int = COLUMNS,
     key: str = "grid",
 ) -> int:
@@ -138,12 +127,10 @@ def metric_grid(
         row = names[first : first + columns]
         for col, name in zip(st.columns(columns), row, strict=False):
             if root is not None:
-                spec = metric_chart(root, report.run.id, name, smoothing, max_points, marks, log)
+                spec = metric_chart(root, report.run.id, name, style)
                 fig = as_figure(spec) if spec is not None else None
             elif report.run.has_metric(name):
-                fig = panel_figure(
-                    report, name, smoothing=smoothing, max_points=max_points, marks=marks, log=log
-                )
+                fig = panel_figure(report, name, style)
             else:
                 fig = None
             if fig is not None:
@@ -166,10 +153,7 @@ def grouped_grids(
     *,
     root: str | None = None,
     query: str = "",
-    smoothing: float = 0.0,
-    max_points: int = DEFAULT_MAX_POINTS,
-    marks: bool = True,
-    log: bool = False,
+    style: ChartStyle = PLAIN,
     open_groups: int = OPEN_GROUPS,
     key: str = "metrics",
 ) -> int:
@@ -189,8 +173,8 @@ def grouped_grids(
             group.title,
             len(group.names if show_all else group.default),
             len(group.names),
-            len(group.flagged) if marks else 0,
-            group.worst if marks else -1,
+            len(group.flagged) if style.marks else 0,
+            group.worst if style.marks else -1,
         )
         box = st.expander(
             label,
@@ -206,16 +190,7 @@ def grouped_grids(
                     f"Show all {len(group.names)} metrics of this group", key=all_key
                 )
             names = group.names if show_all else group.default
-            drawn += metric_grid(
-                report,
-                names,
-                root=root,
-                smoothing=smoothing,
-                max_points=max_points,
-                marks=marks,
-                log=log,
-                key=f"{key}-{group.key}",
-            )
+            drawn += metric_grid(report, names, root=root, style=style, key=f"{key}-{group.key}")
     return drawn
 
 
@@ -226,10 +201,7 @@ def focus_chart(
     end: int | None = None,
     *,
     root: str | None = None,
-    smoothing: float = 0.0,
-    max_points: int = DEFAULT_MAX_POINTS,
-    marks: bool = True,
-    log: bool = False,
+    style: ChartStyle = PLAIN,
     key: str = "focus",
 ) -> tuple[int, int] | None:
     """Draw `metric` zoomed on steps [start, end] (shaded) with context on both sides (see
@@ -242,21 +214,11 @@ def focus_chart(
     lo, hi = zoom_range(first, last, start, end)
     title = f"{metric} · steps {lo}–{hi}"
     if root is not None:
-        spec = metric_chart(
-            root, run.id, metric, smoothing, max_points, marks, log, (lo, hi), title, FOCUS_HEIGHT
-        )
+        spec = metric_chart(root, run.id, metric, style, (lo, hi), title, FOCUS_HEIGHT)
         fig = as_figure(spec) if spec is not None else None
     else:
         fig = panel_figure(
-            report,
-            metric,
-            smoothing=smoothing,
-            max_points=max_points,
-            marks=marks,
-            log=log,
-            step_range=(lo, hi),
-            title=title,
-            height=FOCUS_HEIGHT,
+            report, metric, style, step_range=(lo, hi), title=title, height=FOCUS_HEIGHT
         )
     if fig is None:
         return None
@@ -278,26 +240,3 @@ def focus_chart(
     fig.update_layout(shapes=[*fig.layout.shapes, window])
     st.plotly_chart(fig, key=key)
     return lo, hi
-
-
-@st.cache_data(show_spinner=False, max_entries=256)
-def group_chart(
-    root: str, run_id: str, key: str, smoothing: float, max_points: int, marks: bool
-) -> Any:
-    """The mixed-axis figure of one whole metric group (the dashboard's former view; cached)."""
-    report = ui.load_report(root, run_id)
-    if report is None:
-        return None
-    names = metric_groups(report.run.metric_names).get(key, [])
-    findings = report.findings if marks else ()
-    return metric_figure(
-        report.run,
-        names,
-        title=f"{group_title(key)} ({len(names)})",
-        findings=findings,
-        incidents=report.incidents if marks else (),
-        smoothing=smoothing,
-        max_points=max_points,
-        height=340 if len(names) < 8 else 440,
-        visible=visible_by_default(key, names, findings),
-    )

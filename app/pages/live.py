@@ -6,7 +6,7 @@ from pathlib import Path
 import streamlit as st
 from logscope.app import _common as ui
 from logscope.app._cards import finding_card
-from logscope.app._plots import metric_grid
+from logscope.app._plots import ChartStyle, metric_grid
 
 from logscope.analyze import analyze_run
 from logscope.charts import panel_groups
@@ -66,7 +66,8 @@ def follow(path: str) -> None:
     if len(steps):
         # Curves first: what the run is doing; the findings as they appear below them.
         panels = live_panels(report)
-        metric_grid(report, panels, root=root if stored else None, smoothing=smoothing, key="live")
+        style = ChartStyle(smoothing=smoothing)
+        metric_grid(report, panels, root=root if stored else None, style=style, key="live")
         last = run.metrics.filter(run.metrics["step"] == steps[-1]).sort("metric")
         rows = [
             {"metric": m, "value": fmt_number(v)}

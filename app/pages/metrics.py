@@ -35,14 +35,16 @@ if picked is not None:
         help="Applied to panels whose values are all positive and span ≥ 100×.",
     )
     marks = st.sidebar.toggle("Finding markers and incident spans", value=True, key="marks")
-    opts = {"smoothing": smoothing, "max_points": max_points, "marks": marks, "log": log}
+    style = _plots.ChartStyle(smoothing, max_points, marks, log)
 
     # A finding's "show on chart" link: ?metric=...&step=...[&end=...] zooms on that window.
     focus_metric = st.query_params.get("metric")
     focus_step = _int_param("step")
     if focus_metric and focus_step is not None and run.has_metric(focus_metric):
         st.subheader(f"Focus: {md_escape(focus_metric)}")
-        _plots.focus_chart(report, focus_metric, focus_step, _int_param("end"), root=root, **opts)
+        _plots.focus_chart(
+            report, focus_metric, focus_step, _int_param("end"), root=root, style=style
+        )
     elif focus_metric:
         st.warning(f"This run has no metric {md_escape(focus_metric)} with a step to zoom on.")
 
@@ -61,6 +63,6 @@ if picked is not None:
             "changepoint, shaded spans and top ribbons incidents. Collapsed groups are drawn "
             "when opened."
         )
-        _plots.grouped_grids(report, root=root, query=query, **opts)
+        _plots.grouped_grids(report, root=root, query=query, style=style)
         if query.strip() and not any(matches_query(m, query) for m in run.metric_names):
             st.info(f"No metric name holds {md_escape(query.strip())}.")
