@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import functools
 import html
 import json
 from pathlib import Path
@@ -18,7 +19,7 @@ from streamlit.testing.v1 import AppTest
 
 from logscope.model import Event, Source
 from logscope.store import Store
-from tests.dashboard_data import FIXTURES, build_run, seed_store
+from tests.dashboard_data import FIXTURES, build_run, open_page, seed_store
 
 APP = Path(__file__).resolve().parent.parent / "app" / "app.py"
 
@@ -43,21 +44,8 @@ def ids(seeded: tuple[Path, list[str]]) -> list[str]:
 
 @pytest.fixture
 def app(store_dir: Path, monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setenv("LOGSCOPE_STORE", str(store_dir))
     monkeypatch.delenv("LOGSCOPE_RUNS", raising=False)
-
-    def open_page(page: str | None = None, **state) -> AppTest:
-        at = AppTest.from_file(str(APP), default_timeout=120)
-        for k, v in state.items():
-            at.session_state[k] = v
-        at.run()
-        assert not at.exception, at.exception
-        if page:
-            at.switch_page(f"pages/{page}.py").run()
-            assert not at.exception, at.exception
-        return at
-
-    return open_page
+    return functools.partial(open_page, store_dir, monkeypatch)
 
 
 def _charts(at: AppTest) -> list[dict]:

@@ -15,7 +15,7 @@ from logscope.analyze import analyze_run
 from logscope.model import Advice, Finding
 from logscope.report import Report
 from logscope.store import Store
-from tests.dashboard_data import seed_store
+from tests.dashboard_data import open_page, seed_store
 
 APP = Path(__file__).resolve().parent.parent / "app" / "app.py"
 _LINK = re.compile(r"(?<!\\)\[(.+?)(?<!\\)\]\((https?://[^)\s]+)\)")
@@ -37,14 +37,8 @@ def baseline(seeded: tuple[Path, list[str]]) -> Report:
 
 def _open(seeded: tuple[Path, list[str]], page: str, monkeypatch: pytest.MonkeyPatch) -> AppTest:
     root, ids = seeded
-    monkeypatch.setenv("LOGSCOPE_STORE", str(root))
     monkeypatch.delenv("LOGSCOPE_RUNS", raising=False)
-    at = AppTest.from_file(str(APP), default_timeout=120)
-    at.session_state["run_id"] = ids[0]
-    at.run()
-    at.switch_page(f"pages/{page}.py").run()
-    assert not at.exception, at.exception
-    return at
+    return open_page(root, monkeypatch, page, run_id=ids[0])
 
 
 def plain(md: str) -> str:

@@ -7,6 +7,7 @@ NaN pg_loss at step 121 and a KL jump at step 150; the tuned run has actor/lr = 
 from __future__ import annotations
 
 import base64
+import functools
 import html
 import json
 from pathlib import Path
@@ -22,7 +23,7 @@ from streamlit.testing.v1 import AppTest
 from logscope.analyze import analyze_run
 from logscope.charts import ema, panel_groups
 from logscope.store import Store
-from tests.dashboard_data import seed_store
+from tests.dashboard_data import open_page, seed_store
 
 APP = Path(__file__).resolve().parent.parent / "app" / "app.py"
 
@@ -35,19 +36,8 @@ def seeded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
 
 @pytest.fixture
 def app(seeded: tuple[Path, list[str]], monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setenv("LOGSCOPE_STORE", str(seeded[0]))
     monkeypatch.delenv("LOGSCOPE_RUNS", raising=False)
-
-    def open_page(page: str, **state) -> AppTest:
-        at = AppTest.from_file(str(APP), default_timeout=120)
-        for k, v in state.items():
-            at.session_state[k] = v
-        at.run()
-        at.switch_page(f"pages/{page}.py").run()
-        assert not at.exception, at.exception
-        return at
-
-    return open_page
+    return functools.partial(open_page, seeded[0], monkeypatch)
 
 
 def _spec(chart) -> dict:  # type: ignore[no-untyped-def]
