@@ -116,8 +116,11 @@ def analyze_paths(
         skey = store.key(path, source) if use_cache else None
         key = _results_key(skey, only, skip, settings.fingerprint())
         cached = _cached_reports(store, key, skey, path) if key and skey else None
+        full = not only and not skip  # the fleet tables hold full analyses only
         if cached is not None:
             reports.extend(cached)
+            if full:
+                _restore_tables(store, cached, settings.fingerprint())
             continue
         if not built:
             _import_in_background(DETECTOR_IMPORTS)
@@ -137,8 +140,20 @@ def analyze_paths(
             store.wait()  # the store's entry is complete (or its failure noted) from here on
         reports.extend(found)
         if key and runs and not any(r.errors for r in found):
-            store.put_results(key, _results_to_json(found))
+            entry = _results_to_json(found)
+            store.put_results(key, entry)
+            if full:
+                for run, data in zip(runs, entry["reports"], strict=True):
+                    store.put_tables(data, run, settings.fingerprint())
     return reports
+
+
+def _restore_tables(store: Store, reports: list[Report], settings: str) -> None:
+    """Write the fleet tables of cached reports whose tables are missing, damaged or made
+    with other settings (entries stored before the tables existed get them here)."""
+    for report in reports:
+        if store.tables_settings(report.run.id) != settings:
+            store.put_tables(jsonable(report.to_dict()), report.run, settings)
 
 
 def _reason(exc: IngestError, path: str | Path) -> str:

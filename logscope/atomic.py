@@ -2,7 +2,9 @@
 
 `write_atomic` writes to a temporary file beside the target (`.<name>.<host>.<pid>.*.tmp`),
 fsyncs it, renames it over the target and fsyncs the folder: a reader sees the old file or the
-new one, and a crash leaves at most the temporary file. `sweep_temp_files` deletes those
+new one, and a crash leaves at most the temporary file. A cache (the store) that reads a damaged
+entry as absent writes with `durable=False`: the rename keeps readers safe, and the two fsyncs
+(a few ms each, tens on NFS) would only protect against a power cut. `sweep_temp_files` deletes those
 whose writer is gone. The store, the alert outbox, tail's state file and the dashboard's
 uploads all write this way.
 """
@@ -21,8 +23,9 @@ STALE_TEMP_S = 3600.0
 HOST = socket.gethostname().replace(".", "_")
 
 
-def write_atomic(target: Path, data: bytes | str) -> None:
-    """Write `data` (text as UTF-8) to `target` through a temporary file renamed into place."""
+def write_atomic(target: Path, data: bytes | str, durable: bool = True) -> None:
+    """Write `data` (text as UTF-8) to `target` through a temporary file renamed into place
+    (`durable`: on disk before the call returns)."""
     payload = data.encode() if isinstance(data, str) else data
     target.parent.mkdir(parents=True, exist_ok=True)
     prefix = f".{target.name}.{HOST}.{os.getpid()}."
@@ -30,13 +33,15 @@ def write_atomic(target: Path, data: bytes | str) -> None:
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(payload)
-            fh.flush()
-            os.fsync(fh.fileno())
+            if durable:
+                fh.flush()
+                os.fsync(fh.fileno())
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    _fsync_dir(target.parent)
+    if durable:
+        _fsync_dir(target.parent)
 
 
 def _fsync_dir(folder: Path) -> None:

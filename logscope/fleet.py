@@ -66,13 +66,19 @@ def analyze_inputs(
     entries: Sequence[Input],
     jobs: int | None = None,
     done: Done | None = None,
+    executor: str = "process",
+    ray_address: str | None = None,
     **options: Any,
 ) -> list[Report]:
     """Reports of every entry, in the order of `entries` (`options` go to `analyze_paths`).
 
     With `jobs` != 1 and enough work (`POOL_MIN_ENTRIES` entries or `POOL_MIN_BYTES` of input):
-    a pool of `jobs` processes (default: the machine's cores), each importing logscope once. An entry that cannot be read is an unreadable Report,
-    never the end of the command. `done(finished, total)` is called as entries finish."""
+    a pool of `jobs` processes (default: the machine's cores), each importing logscope once.
+    `executor="ray"`: one Ray task per entry instead, on the cluster at `ray_address` (None:
+    the one Ray finds, else a local instance). An entry that cannot be read is an unreadable
+    Report, never the end of the command. `done(finished, total)` is called as entries finish."""
+    if executor == "ray":
+        return _on_ray(entries, _for_workers(options), ray_address, done)
     jobs = jobs or os.cpu_count() or 1
     results: list[list[Report]] = [[] for _ in entries]
     if jobs == 1 or not _worth_a_pool(entries):
@@ -81,11 +87,7 @@ def analyze_inputs(
             if done:
                 done(n + 1, len(entries))
         return [r for rs in results for r in rs]
-    from logscope.settings import explicit_file
-
-    # What a worker cannot inherit: the --config file in force here; no byte progress callback.
-    options = {k: v for k, v in options.items() if k != "progress"}
-    options["config"] = explicit_file()
+    options = _for_workers(options)
     # forkserver, not fork: the parent's polars thread pool would deadlock a forked child
     context = multiprocessing.get_context("forkserver")
     with ProcessPoolExecutor(max_workers=min(jobs, len(entries)), mp_context=context) as pool:
@@ -99,6 +101,50 @@ def analyze_inputs(
                 results[n] = [Report.unreadable(entries[n][0], reason)]
             if done:
                 done(finished, len(entries))
+    return [r for rs in results for r in rs]
+
+
+def _for_workers(options: dict[str, Any]) -> dict[str, Any]:
+    """What a worker cannot inherit: the --config file in force here; no progress callback."""
+    from logscope.settings import explicit_file
+
+    return {**{k: v for k, v in options.items() if k != "progress"}, "config": explicit_file()}
+
+
+def _on_ray(
+    entries: Sequence[Input], options: dict[str, Any], address: str | None, done: Done | None
+) -> list[Report]:
+    """One Ray task per entry (each reads its input and writes the store: both must be on
+    storage every node sees); Ray schedules them. A local instance started here is stopped."""
+    try:
+        import ray
+    except ImportError:
+        from logscope.exceptions import OptionalDependencyMissing
+
+        raise OptionalDependencyMissing("ray", "ray", "--executor ray") from None
+    started = not ray.is_initialized()
+    if started:
+        ray.init(address=address, include_dashboard=False, log_to_driver=False)
+    try:
+        task = ray.remote(_analyze_one)
+        refs = {task.remote(entry, options): n for n, entry in enumerate(entries)}
+        results: list[list[Report]] = [[] for _ in entries]
+        pending, finished = list(refs), 0
+        while pending:
+            ready, pending = ray.wait(pending, num_returns=1)
+            for ref in ready:
+                n = refs[ref]
+                try:
+                    results[n] = ray.get(ref)
+                except Exception as exc:  # a task or its node failed: that entry only
+                    reason = f"analysis failed on Ray: {type(exc).__name__}: {exc}"
+                    results[n] = [Report.unreadable(entries[n][0], reason)]
+                finished += 1
+                if done:
+                    done(finished, len(entries))
+    finally:
+        if started:
+            ray.shutdown()
     return [r for rs in results for r in rs]
 
 
@@ -133,6 +179,26 @@ def _analyze_one(entry: Input, options: dict[str, Any]) -> list[Report]:
     rest = {k: v for k, v in options.items() if k not in ("source", "config")}
     with settings.using(options.get("config")):
         return analyze_paths([path], source=options.get("source") or source, **rest)
+
+
+def analyze_all(entries: Sequence[Input], stitch: bool = True, **kwargs: Any) -> list[Report]:
+    """`analyze_inputs` (its arguments in `kwargs`), then with `stitch` the segments of each
+    resumed or rotated run joined (`stitch_reports`)."""
+    reports = analyze_inputs(entries, **kwargs)
+    if not stitch:
+        return reports
+    options = {k: v for k, v in kwargs.items() if k in ("only", "skip")}
+    return stitch_reports(reports, **options)
+
+
+def require_readable(reports: Sequence[Report]) -> None:
+    """LogscopeError naming every input and its reason when none could be read."""
+    if not any(r.readable for r in reports):
+        from logscope.exceptions import LogscopeError
+
+        raise LogscopeError(
+            "\n".join(f"{r.run.source.path}: {e}" for r in reports for e in r.errors)
+        )
 
 
 def stitch_reports(

@@ -4,16 +4,26 @@ Layout (Hive-style, so DuckDB/Spark/Trino or polars can scan a fleet of runs in 
 
     <root>/runs/run_id=<id>/metrics.parquet   long frame: step, metric, value, wall_time
     <root>/runs/run_id=<id>/run.json          source, meta, config segments, events, parse stats
+    <root>/runs/run_id=<id>/findings.parquet  the run's findings, one row each (`FINDINGS_SCHEMA`)
+    <root>/runs/run_id=<id>/summary.parquet   the run's row of the `runs` table (`RUNS_SCHEMA`)
     <root>/sources/<source key>.json          which runs a source (file or folder) produced
+
+findings.parquet and summary.parquet are written by `logscope analyze` with every detector its
+settings select (not with --only/--skip, whose findings are a part of the picture), so the
+fleet tables (`logscope query`) always hold a run's full analysis; the row names the settings
+fingerprint it was made with. They are rewritten when the analysis is redone (new detector code
+or settings) and, when missing or damaged, from the cached analysis.
 
 The source key hashes the input's bytes (and the reader format version), so re-analysing an
 unchanged file reads Parquet instead of re-parsing. Every write goes to a temporary name first
 and is renamed into place, so readers never see half-written entries; run.json is written last
 and marks a run complete, the source index after all its runs. Processes writing the same entry
-at once write the same bytes, and the last rename wins. A writer killed mid-write leaves at most
+at once write the same bytes (the runs row differs by its `analysed_at` time, and by the path
+when the same bytes are analysed under two names), and the last rename wins. A writer killed mid-write leaves at most
 a temporary file (`.<name>.<host>.<pid>.*.tmp`), which readers never look at and later writers
 sweep. A damaged entry (unreadable Parquet, bad JSON) reads as absent, so `load()` parses the
-source again and rewrites it.
+source again and rewrites it; that is also why the store writes without fsync (a power cut can
+only damage entries, which are then rebuilt).
 """
 
 from __future__ import annotations
@@ -203,16 +213,18 @@ class Store:
         folder.mkdir(parents=True, exist_ok=True)
         sweep_temp_files(folder)
         buf = _parquet_bytes(run.metrics)
-        write_atomic(folder / "metrics.parquet", buf)
+        write_atomic(folder / "metrics.parquet", buf, durable=False)
         payload = json.dumps(run_to_json(run), allow_nan=False).encode()
-        write_atomic(folder / "run.json", payload)
+        write_atomic(folder / "run.json", payload, durable=False)
 
     def put_source(self, key: str, path: str, runs: list[Run]) -> None:
         for run in runs:
             self.put_run(run)
         index = {"path": path, "runs": [r.id for r in runs], "format": FORMAT_VERSION}
         sweep_temp_files(self.root / "sources")
-        write_atomic(self.root / "sources" / f"{key}.json", json.dumps(index).encode())
+        write_atomic(
+            self.root / "sources" / f"{key}.json", json.dumps(index).encode(), durable=False
+        )
 
     # ---- reading ------------------------------------------------------------------------
     def get_run(self, run_id: str) -> Run | None:
@@ -374,7 +386,40 @@ class Store:
             return
         # Only a shortcut: without it the file is hashed again next time.
         with contextlib.suppress(OSError):
-            write_atomic(pending[0], pending[1].encode())
+            write_atomic(pending[0], pending[1].encode(), durable=False)
+
+    # ---- the fleet tables ------------------------------------------------------------------
+    def put_tables(self, report: dict[str, Any], run: Run, settings: str) -> None:
+        """Write a report's findings.parquet and summary.parquet beside its run's metrics.
+
+        Only for a stored run (its run.json is there); a failure to write is ignored (the
+        tables are rebuilt from the cached analysis next time)."""
+        folder = self.run_dir(run.id)
+        if not (folder / "run.json").is_file():
+            return
+        try:
+            findings = _parquet_bytes(findings_frame(report, settings))
+            row = _parquet_bytes(runs_frame(report, run, settings))
+            write_atomic(folder / FINDINGS_FILE, findings, durable=False)
+            write_atomic(
+                folder / SUMMARY_FILE, row, durable=False
+            )  # last: the row says the findings are there
+        except (OSError, ValueError, TypeError, KeyError, pl.exceptions.PolarsError):
+            pass
+
+    def tables_settings(self, run_id: str) -> str | None:
+        """The settings fingerprint of a run's stored tables; None when either is missing,
+        damaged or of another schema (then they are written again)."""
+        folder = self.run_dir(run_id)
+        try:
+            if dict(pl.read_parquet_schema(folder / FINDINGS_FILE)) != FINDINGS_SCHEMA:
+                return None
+            if dict(pl.read_parquet_schema(folder / SUMMARY_FILE)) != RUNS_SCHEMA:
+                return None
+            column = pl.read_parquet(folder / SUMMARY_FILE, columns=["settings"])["settings"]
+            return column.item() if len(column) == 1 else None
+        except DAMAGE:
+            return None
 
     # ---- cached analysis results ----------------------------------------------------------
     def get_results(self, key: str) -> dict[str, Any] | None:
@@ -385,7 +430,7 @@ class Store:
         """Keep analysis results (plain JSON) under `key`; a failure to write is ignored."""
         try:
             payload = json.dumps(data, allow_nan=False).encode()
-            write_atomic(self.root / "results" / f"{key}.json", payload)
+            write_atomic(self.root / "results" / f"{key}.json", payload, durable=False)
         except (OSError, ValueError, TypeError):
             pass
 
@@ -421,6 +466,149 @@ def _status_digest(path: str | Path, source: str | None) -> str | None:
     except OSError:
         return None
     return digest.hexdigest()
+
+
+# ---- the fleet tables: findings and runs as Parquet beside the metrics ------------------------
+FINDINGS_FILE = "findings.parquet"
+SUMMARY_FILE = "summary.parquet"
+
+#: one row per finding: the report schema's finding fields (docs/report.schema.json), with
+#: `evidence` and `advice` as JSON text (their values have any type), plus where it belongs
+FINDINGS_SCHEMA: dict[str, pl.DataType] = {
+    "run_id": pl.Utf8(),
+    "position": pl.Int64(),  # index in the report's findings (incidents list these)
+    "code": pl.Utf8(),
+    "name": pl.Utf8(),
+    "severity": pl.Utf8(),
+    "title": pl.Utf8(),
+    "message": pl.Utf8(),
+    "metric": pl.Utf8(),
+    "step": pl.Int64(),
+    "end_step": pl.Int64(),
+    "evidence": pl.Utf8(),  # JSON object
+    "advice": pl.Utf8(),  # JSON array of advice objects
+    "references": pl.List(pl.Utf8()),
+    "incident": pl.Utf8(),  # id of the incident holding it (null: none)
+    "settings": pl.Utf8(),  # fingerprint of the settings that made it (`Settings.fingerprint`)
+}
+
+_UTC = pl.Datetime("us", "UTC")
+#: the run's row of the `runs` table
+RUNS_SCHEMA: dict[str, pl.DataType] = {
+    "run_id": pl.Utf8(),
+    "source_kind": pl.Utf8(),
+    "source_path": pl.Utf8(),
+    "project": pl.Utf8(),
+    "experiment": pl.Utf8(),
+    "algorithm": pl.Utf8(),
+    "framework": pl.Utf8(),
+    "verl_version": pl.Utf8(),
+    "n_steps": pl.Int64(),
+    "first_step": pl.Int64(),
+    "last_step": pl.Int64(),
+    "wall_time_s": pl.Float64(),
+    "n_gpus": pl.Int64(),
+    "worst_severity": pl.Utf8(),  # null: no finding
+    "findings": pl.Int64(),
+    "diagnoses": pl.List(pl.Utf8()),  # finding names, worst first, each once
+    "first_incident_step": pl.Int64(),
+    "config_segments": pl.Int64(),
+    "config": pl.Utf8(),  # JSON: the resolved config in force at the last step
+    "source_modified_at": _UTC,  # the input's modification time (a folder: its newest file)
+    "analysed_at": _UTC,
+    "settings": pl.Utf8(),
+    "logscope_version": pl.Utf8(),
+}
+
+
+def findings_frame(report: dict[str, Any], settings: str) -> pl.DataFrame:
+    """The findings of a report (`Report.to_dict`) as `FINDINGS_SCHEMA` rows."""
+    run_id = report["run"]["id"]
+    incident_of = {k: inc["id"] for inc in report.get("incidents", []) for k in inc["findings"]}
+    rows = [
+        {
+            "run_id": run_id,
+            "position": n,
+            **{k: f[k] for k in ("code", "name", "severity", "title", "message", "metric")},
+            "step": f["step"],
+            "end_step": f["end_step"],
+            "evidence": json.dumps(f["evidence"], allow_nan=False, ensure_ascii=False),
+            "advice": json.dumps(f["advice"], allow_nan=False, ensure_ascii=False),
+            "references": list(f["references"]),
+            "incident": incident_of.get(n),
+            "settings": settings,
+        }
+        for n, f in enumerate(report["findings"])
+    ]
+    return pl.DataFrame(rows, schema=FINDINGS_SCHEMA)
+
+
+def runs_frame(
+    report: dict[str, Any], run: Run, settings: str, analysed_at: float | None = None
+) -> pl.DataFrame:
+    """The `runs` row of a report (`Report.to_dict`) on `run` (for its config)."""
+    import datetime as dt
+    import time
+
+    from logscope.model import CONFIG_CODE_PREFIX, SEVERITY_RANK
+    from logscope.verl_config import n_gpus
+
+    summary, meta = report["run"], report["run"]["meta"]
+    findings = report["findings"]
+    worst_first = sorted(findings, key=lambda f: -SEVERITY_RANK[f["severity"]])
+    timed = [
+        i["step"]
+        for i in report.get("incidents", [])
+        if i["step"] is not None
+        and not all(findings[k]["code"].startswith(CONFIG_CODE_PREFIX) for k in i["findings"])
+    ]
+    config = run.config()
+
+    def text(value: Any) -> str | None:
+        return None if value is None else str(value)
+
+    def utc(seconds: float | None) -> dt.datetime | None:
+        return None if seconds is None else dt.datetime.fromtimestamp(seconds, dt.UTC)
+
+    row = {
+        "run_id": summary["id"],
+        "source_kind": summary["source"]["kind"],
+        "source_path": summary["source"]["path"],
+        "project": text(meta.get("project")),
+        "experiment": text(meta.get("experiment")),
+        "algorithm": text(meta.get("algorithm")),
+        "framework": str(meta.get("framework") or "verl"),
+        "verl_version": text(meta.get("verl_version")),
+        "n_steps": summary["steps"]["count"],
+        "first_step": summary["steps"]["first"],
+        "last_step": summary["steps"]["last"],
+        "wall_time_s": summary.get("wall_time_s"),
+        "n_gpus": n_gpus(config) if config else None,
+        "worst_severity": report["summary"]["worst_severity"],
+        "findings": len(findings),
+        "diagnoses": list(dict.fromkeys(f["name"] for f in worst_first)),
+        "first_incident_step": min(timed) if timed else None,
+        "config_segments": len(run.config_segments),
+        "config": json.dumps(jsonable(config), sort_keys=True, default=str, allow_nan=False),
+        "source_modified_at": utc(_modified(summary["source"]["path"])),
+        "analysed_at": utc(time.time() if analysed_at is None else analysed_at),
+        "settings": settings,
+        "logscope_version": report.get("logscope_version", __version__),
+    }
+    return pl.DataFrame([row], schema=RUNS_SCHEMA)
+
+
+def _modified(path: str) -> float | None:
+    """The modification time of a file, the newest of a folder's files; None for URIs."""
+    if "://" in path:
+        return None
+    try:
+        p = Path(path)
+        if p.is_file():
+            return p.stat().st_mtime
+        return max((f.stat().st_mtime for f in _iter_files(p)), default=None)
+    except OSError:
+        return None
 
 
 def _parquet_bytes(frame: pl.DataFrame) -> bytes:

@@ -151,3 +151,28 @@ def test_config_file_reaches_the_workers(
     assert reports and not any(f.code == "LS101" for r in reports for f in r.findings)
     without = fleet.analyze_inputs(entries, jobs=2, use_cache=False)
     assert any(f.code == "LS101" for r in without for f in r.findings)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_the_ray_executor_gives_the_fleet_summary_of_the_pool(
+    runs_folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A local Ray instance (2 CPUs), one task per run: the same reports as the process pool."""
+    monkeypatch.setenv("RAY_USAGE_STATS_ENABLED", "0")
+    monkeypatch.setattr(fleet, "POOL_MIN_ENTRIES", 2)
+    entries, passed = fleet.inputs([str(runs_folder)])
+    seen: list[tuple[int, int]] = []
+    on_ray = fleet.analyze_inputs(
+        entries,
+        executor="ray",
+        done=lambda n, total: seen.append((n, total)),
+        store_dir=tmp_path / "ray-store",
+    )
+    pooled = fleet.analyze_inputs(entries, jobs=2, store_dir=tmp_path / "pool-store")
+    assert seen[-1] == (6, 6)
+    assert _findings(on_ray) == _findings(pooled)
+    ray_fleet, pool_fleet = fleet.fleet_dict(on_ray, passed), fleet.fleet_dict(pooled, passed)
+    assert ray_fleet["summary"] == pool_fleet["summary"]
+    assert ray_fleet["runs"] == pool_fleet["runs"]
+    assert (tmp_path / "ray-store" / "runs").is_dir()  # the tasks wrote the store

@@ -90,15 +90,28 @@ def test_every_store_file_is_renamed_into_place(tmp_path, monkeypatch, log_file,
     assert _temp_files(tmp_path / "store") == []
 
 
+class _FullDisk:
+    """`os.fdopen` of a file on a full disk: every write fails with ENOSPC."""
+
+    def __init__(self, fd: int, mode: str = "rb") -> None:
+        store_mod.os.close(fd)
+
+    def __enter__(self) -> _FullDisk:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def write(self, data: bytes) -> int:
+        raise OSError(28, "No space left on device")
+
+
 def test_a_failed_write_keeps_the_old_entry_and_no_temp(tmp_path, monkeypatch, parsed) -> None:
     store = Store(tmp_path / "store")
     store.put_run(parsed)
     before = (store.run_dir(parsed.id) / "run.json").read_bytes()
 
-    def broken_fsync(fd):
-        raise OSError(28, "No space left on device")
-
-    monkeypatch.setattr(store_mod.os, "fsync", broken_fsync)
+    monkeypatch.setattr(store_mod.os, "fdopen", _FullDisk)
     with pytest.raises(OSError):
         store.put_run(parsed)
     assert (store.run_dir(parsed.id) / "run.json").read_bytes() == before
@@ -109,10 +122,7 @@ def test_a_failed_write_keeps_the_old_entry_and_no_temp(tmp_path, monkeypatch, p
 
 
 def test_a_full_disk_does_not_stop_the_analysis(tmp_path, monkeypatch, log_file) -> None:
-    def broken_fsync(fd):
-        raise OSError(28, "No space left on device")
-
-    monkeypatch.setattr(store_mod.os, "fsync", broken_fsync)
+    monkeypatch.setattr(store_mod.os, "fdopen", _FullDisk)
     (run,) = Store(tmp_path / "store").load(log_file)
     assert any("not cached" in n and "No space" in n for n in run.parse_stats.notes)
     assert _temp_files(tmp_path / "store") == []

@@ -104,10 +104,10 @@ def test_saving_behind_the_analysis_still_notes_a_full_disk(
 ) -> None:
     import logscope.store as store_mod
 
-    def broken_fsync(fd):
+    def disk_full(*args, **kwargs):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(store_mod.os, "fsync", broken_fsync)
+    monkeypatch.setattr(store_mod, "write_atomic", disk_full)
     (report,) = analyze_paths([log_file], store_dir=tmp_path / "store")
     assert any("not cached" in n for n in report.run.parse_stats.notes)
     assert report.findings

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -33,6 +34,11 @@ from logscope.exceptions import LogscopeError
 from logscope.model import Source
 
 
+class Executor(StrEnum):
+    process = "process"
+    ray = "ray"
+
+
 def analyze(
     paths: Annotated[
         # str, not Path: Path("wandb://e/p/id") would collapse the URI's "//"
@@ -61,6 +67,22 @@ def analyze(
     details: Annotated[
         bool, typer.Option("--details", help="With many runs: each run's report after the table.")
     ] = False,
+    executor: Annotated[
+        Executor,
+        typer.Option(
+            "--executor",
+            help="process: a pool on this machine; ray: one Ray task per run (logscope[ray]; "
+            "inputs and --store on storage every node sees).",
+        ),
+    ] = Executor.process,
+    ray_address: Annotated[
+        str | None,
+        typer.Option(
+            "--ray-address",
+            metavar="ADDR",
+            help="With --executor ray: the cluster (default: the one Ray finds, else local).",
+        ),
+    ] = None,
     no_stitch: Annotated[
         bool,
         typer.Option(
@@ -74,6 +96,9 @@ def analyze(
     PATH may be a file, a folder (searched for runs) or a glob. Many runs give a triage table,
     worst first; --details adds each run's report, --format json one object with both. The
     segments of a resumed run (console logs, W&B runs) and rotated logs are joined into one run.
+
+    --format verdict: a compact JSON for agents (at most 4 KB: status, first incident, top
+    findings with their overrides, what was not understood; see docs/agents.md).
 
     Exit codes: 0 nothing at or above --fail-on, 1 findings at or above it, 2 nothing could be
     read (an input that cannot be read among others is reported as such, and the rest analysed).
@@ -99,18 +124,22 @@ def analyze(
         }
         shown = format == OutputFormat.rich or output is not None
         reports = _from_stdin(options) if STDIN in paths else []
-        if len(entries) == 1:
-            with progress_bar(enabled=shown) as progress:
-                reports += fleet.analyze_inputs(entries, progress=progress, **options)
-        else:
-            with count_bar(enabled=shown and len(entries) > 1, what="runs") as done:
-                reports += fleet.analyze_inputs(entries, jobs=jobs, done=done, **options)
-        if not no_stitch:
-            reports = fleet.stitch_reports(reports, options["only"], options["skip"])
-        if not any(r.readable for r in reports):  # nothing to report on
-            raise LogscopeError(
-                "\n".join(f"{r.run.source.path}: {e}" for r in reports for e in r.errors)
+        one = len(entries) == 1 and executor == Executor.process
+        with (
+            progress_bar(enabled=shown and one) as progress,
+            count_bar(enabled=shown and not one, what="runs") as done,
+        ):
+            reports += fleet.analyze_all(
+                entries,
+                stitch=not no_stitch,
+                jobs=jobs,
+                done=done,
+                executor=executor.value,
+                ray_address=ray_address,
+                progress=progress,
+                **options,
             )
+        fleet.require_readable(reports)
         if len(reports) == 1 and not passed:
             emit_reports(reports, format, output)
         else:

@@ -23,6 +23,7 @@ class OutputFormat(StrEnum):
     json = "json"
     markdown = "markdown"
     html = "html"
+    verdict = "verdict"  # compact JSON for agents (logscope.verdict); `analyze` and `check` only
 
 
 class FailOn(StrEnum):
@@ -211,6 +212,9 @@ def emit(
     """Write one result in `format` to `--output` or stdout: `rich` prints it on a console (the
     terminal, or the file at a fixed width); `texts` give the other formats as text."""
     if format != OutputFormat.rich:
+        if str(format) not in texts:
+            offered = ", ".join(["rich", *texts])
+            raise LogscopeError(f"--format {format} is not offered here; choose one of {offered}")
         write_output(texts[str(format)](), output)
     elif output is None:
         rich(Console())
@@ -221,6 +225,7 @@ def emit(
 
 def emit_reports(reports: list, format: OutputFormat, output: Path | None) -> None:
     """Render reports in `format` to `--output` or stdout (rich goes to the terminal)."""
+    from logscope import verdict
     from logscope.cli.render import render_report
     from logscope.report import render_html, render_markdown, reports_to_json
 
@@ -235,6 +240,9 @@ def emit_reports(reports: list, format: OutputFormat, output: Path | None) -> No
         json=lambda: reports_to_json(reports),
         markdown=lambda: render_markdown(reports),
         html=lambda: render_html(reports),
+        verdict=lambda: verdict.to_json(
+            verdict.verdict(reports[0]) if len(reports) == 1 else verdict.fleet_verdict(reports)
+        ),
     )
 
 
@@ -244,7 +252,7 @@ def emit_fleet(
     """Render many runs: the triage table (and each report with `details`); JSON has both."""
     import json
 
-    from logscope import fleet
+    from logscope import fleet, verdict
     from logscope.cli.render import render_fleet
     from logscope.report import render_fleet_html, render_fleet_markdown
 
@@ -255,4 +263,5 @@ def emit_fleet(
         json=lambda: json.dumps(fleet.fleet_dict(reports, passed), indent=2, allow_nan=False),
         markdown=lambda: render_fleet_markdown(reports, passed, details),
         html=lambda: render_fleet_html(reports, passed, details),
+        verdict=lambda: verdict.to_json(verdict.fleet_verdict(reports, passed)),
     )

@@ -12,6 +12,8 @@ from logscope.cli.check import check
 from logscope.cli.compare import compare
 from logscope.cli.dashboard import dashboard
 from logscope.cli.explain import explain
+from logscope.cli.mcp import mcp
+from logscope.cli.query import query
 from logscope.cli.rules import rules
 from logscope.cli.tail import tail
 
@@ -51,6 +53,8 @@ app.command("check", context_settings=CHECK_CONTEXT)(check)
 app.command("dashboard")(dashboard)
 app.command("compare")(compare)
 app.command("explain")(explain)
+app.command("mcp")(mcp)
+app.command("query")(query)
 
 
 def main() -> None:
