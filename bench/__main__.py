@@ -51,6 +51,12 @@ BENCHES = [
     ),
     Bench("cache", "Cached re-analysis", ["--steps", "100000"], ["--steps", "10000"]),
     Bench(
+        "fleet",
+        "Many runs in one command",
+        ["--runs", "1000", "--steps", "500", "--loop-sample", "20"],
+        ["--runs", "100", "--steps", "500", "--loop-sample", "5"],
+    ),
+    Bench(
         "tail",
         "Tail mode",
         ["--sessions", "20", "--idle", "20"],

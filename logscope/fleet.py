@@ -33,8 +33,8 @@ CRASH_CODE = "LS017"
 
 
 def inputs(paths: Sequence[str]) -> tuple[list[Input], list[str]]:
-    """One entry per source under `paths`, and what was passed over (a glob matching nothing,
-    files in folders that no reader takes). A file, a URI or `-` is one entry as given; a
+    """One entry per source under `paths`, and what was passed over (files in folders that no
+    reader takes). A file, a URI or `-` is one entry as given; a
     folder that is one source (a W&B run, a TensorBoard log folder) too; any other folder is
     searched (`ingest.discover`); a path that does not exist but is a glob pattern is expanded."""
     from logscope.ingest import discover
@@ -45,9 +45,8 @@ def inputs(paths: Sequence[str]) -> tuple[list[Input], list[str]]:
         if "://" in raw or os.path.lexists(raw) or not glob.has_magic(raw):
             expanded = [raw]
         else:
-            expanded = sorted(glob.glob(raw, recursive=True))
-            if not expanded:
-                passed.append(f"{raw}: no file matches")
+            # a pattern that matches nothing stays an entry: its report says no such file
+            expanded = sorted(glob.glob(raw, recursive=True)) or [raw]
         for path in expanded:
             p = Path(path)
             if "://" in path or not p.is_dir():
@@ -196,9 +195,8 @@ def require_readable(reports: Sequence[Report]) -> None:
     if not any(r.readable for r in reports):
         from logscope.exceptions import LogscopeError
 
-        raise LogscopeError(
-            "\n".join(f"{r.run.source.path}: {e}" for r in reports for e in r.errors)
-        )
+        lines = [f"{r.run.source.path}: {e}" for r in reports for e in r.errors]
+        raise LogscopeError("\n".join(lines) or "no input to analyse")
 
 
 def stitch_reports(
