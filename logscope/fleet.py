@@ -19,8 +19,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from logscope.model import SEVERITY_RANK
 from logscope.report import Report
 
@@ -250,7 +248,7 @@ class TriageRow:
 def triage_row(report: Report) -> TriageRow:
     """The row of one report: its worst findings first among the diagnoses."""
     run = report.run
-    steps = run.steps
+    steps = run.summary()["steps"]  # a run read back from the store keeps its summary
     by_severity = sorted(report.findings, key=lambda f: -SEVERITY_RANK[f.severity])
     incidents = [i for i in report.timed_incidents() if i.step is not None]
     first = min(incidents, key=lambda i: i.step) if incidents else None  # type: ignore[arg-type, return-value]
@@ -260,8 +258,8 @@ def triage_row(report: Report) -> TriageRow:
         path=run.source.path,
         framework=str(run.meta.get("framework") or "verl"),
         version=run.meta.get("verl_version"),
-        steps=len(steps),
-        last_step=int(steps[-1]) if len(steps) else None,
+        steps=steps["count"],
+        last_step=steps["last"],
         worst=report.worst_severity,
         findings=len(report.findings),
         diagnoses=list(dict.fromkeys(f.name for f in by_severity)),
@@ -281,6 +279,8 @@ def _crash_cause(evidence: dict[str, Any]) -> str | None:
 
 def _gpu_hours_since(report: Report, step: int | None) -> float | None:
     """GPU-hours the run spent from `step` on: its step times × the configured GPU count."""
+    import numpy as np
+
     from logscope.aliases import resolve
     from logscope.verl_config import n_gpus
 

@@ -54,10 +54,14 @@ def chains(runs: Sequence[Run]) -> list[list[Run]]:
     groups: dict[tuple[str, ...], list[Run]] = {}
     for run in runs:
         key = stitch_key(run)
-        if key is not None and run.n_steps:
+        if key is not None:
             groups.setdefault(key, []).append(run)
     out = []
-    for key, members in groups.items():
+    for key, found in groups.items():
+        # steps only where there is a group: a run read back from the store reads its metrics
+        members = [r for r in found if len(found) > 1 and r.n_steps]
+        if len(members) < 2:
+            continue
         if key[0] == "rotated":
             members.sort(key=_rotation)
         else:
