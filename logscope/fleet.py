@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from logscope.blas import single_threaded
 from logscope.model import SEVERITY_RANK
 from logscope.report import Report
 
@@ -87,7 +88,8 @@ def analyze_inputs(
     options = _for_workers(options)
     # forkserver, not fork: the parent's polars thread pool would deadlock a forked child
     context = multiprocessing.get_context("forkserver")
-    with ProcessPoolExecutor(max_workers=min(jobs, len(entries)), mp_context=context) as pool:
+    workers = min(jobs, len(entries))
+    with ProcessPoolExecutor(workers, mp_context=context, initializer=single_threaded) as pool:
         futures = {pool.submit(_analyze_one, e, options): n for n, e in enumerate(entries)}
         for finished, future in enumerate(as_completed(futures), 1):
             n = futures[future]
