@@ -111,7 +111,8 @@ def main(argv: list[str] | None = None) -> int:
         "s",
         f"<= {TARGET_SECONDS:g} s",
         (fleet_wall <= TARGET_SECONDS) if full else None,
-        note=f"CPU {fleet_cpu:.1f} s; {fleet_wall / len(logs) * 1000:.0f} ms per run"
+        note=f"{fleet_wall / len(logs) * 1000:.0f} ms per run; CPU {fleet_cpu:.1f} s in the "
+        "command's own process (its pool workers are not counted)"
         + ("" if full else "; the target is for 1,000 × 500 steps"),
     )
     res.check(

@@ -19,16 +19,7 @@ from streamlit.testing.v1 import AppTest
 
 from logscope.model import Event, Source
 from logscope.store import Store
-from tests.dashboard_data import FIXTURES, build_run, open_page, seed_store
-
-APP = Path(__file__).resolve().parent.parent / "app" / "app.py"
-
-
-@pytest.fixture(scope="module")
-def seeded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
-    root = tmp_path_factory.mktemp("store")
-    # Hand-built runs with known faults, so assertions can name steps (see dashboard_data).
-    return root, seed_store(root, prefer_fixtures=False)
+from tests.dashboard_data import APP, FIXTURES, build_run, open_page
 
 
 @pytest.fixture(scope="module")

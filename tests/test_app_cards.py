@@ -15,16 +15,9 @@ from logscope.analyze import analyze_run
 from logscope.model import Advice, Finding
 from logscope.report import Report
 from logscope.store import Store
-from tests.dashboard_data import open_page, seed_store
+from tests.dashboard_data import open_page
 
-APP = Path(__file__).resolve().parent.parent / "app" / "app.py"
 _LINK = re.compile(r"(?<!\\)\[(.+?)(?<!\\)\]\((https?://[^)\s]+)\)")
-
-
-@pytest.fixture(scope="module")
-def seeded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
-    root = tmp_path_factory.mktemp("cards_store")
-    return root, seed_store(root, prefer_fixtures=False)
 
 
 @pytest.fixture(scope="module")

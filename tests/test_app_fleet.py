@@ -13,9 +13,8 @@ from logscope.analyze import analyze_run
 from logscope.model import SEVERITY_RANK, Run
 from logscope.report import Report
 from logscope.store import Store
-from tests.dashboard_data import FIXTURES, build_run
+from tests.dashboard_data import APP, FIXTURES, build_run
 
-APP = Path(__file__).resolve().parent.parent / "app" / "app.py"
 DAY = 86_400.0
 FIXED = ("run", "project", "experiment", "date", "steps", "worst severity", "findings")
 

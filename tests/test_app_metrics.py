@@ -23,15 +23,7 @@ from streamlit.testing.v1 import AppTest
 from logscope.analyze import analyze_run
 from logscope.charts import ema, panel_groups
 from logscope.store import Store
-from tests.dashboard_data import open_page, seed_store
-
-APP = Path(__file__).resolve().parent.parent / "app" / "app.py"
-
-
-@pytest.fixture(scope="module")
-def seeded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
-    root = tmp_path_factory.mktemp("store")
-    return root, seed_store(root, prefer_fixtures=False)
+from tests.dashboard_data import open_page
 
 
 @pytest.fixture

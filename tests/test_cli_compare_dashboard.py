@@ -6,20 +6,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
 from typer.testing import CliRunner
 
 from logscope.cli import dashboard as dashboard_mod
 from logscope.cli.main import app
-from tests.dashboard_data import seed_store
 
 runner = CliRunner()
-
-
-@pytest.fixture(scope="module")
-def seeded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
-    root = tmp_path_factory.mktemp("store")
-    return root, seed_store(root, prefer_fixtures=False)
 
 
 def test_compare_json(seeded) -> None:

@@ -24,18 +24,11 @@ from streamlit.testing.v1 import AppTest
 from logscope.cli import app as cli_app
 from logscope.cli import dashboard as dashboard_mod
 from logscope.store import Store
-from tests.dashboard_data import seed_store
+from tests.dashboard_data import APP
 
-APP = Path(__file__).resolve().parent.parent / "app" / "app.py"
 ROOT = Path(__file__).resolve().parent.parent
 TOKEN = "t0ken-for-the-tests-Zq8xW2"
 runner = CliRunner()
-
-
-@pytest.fixture(scope="module")
-def seeded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
-    root = tmp_path_factory.mktemp("store")
-    return root, seed_store(root, prefer_fixtures=False)
 
 
 @pytest.fixture
