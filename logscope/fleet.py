@@ -4,7 +4,8 @@ sum them up as a triage table, worst first.
 `inputs` turns files, folders and globs into one entry per source (a console log, a JSONL file,
 a W&B run folder, a TensorBoard log folder, ...); `analyze_inputs` analyses every entry with
 `analyze_paths` (so the store's cache and each input's settings apply as for one file), in a
-process pool when there is more than one; `triage` makes one row per run.
+process pool or on Ray when there is enough work; `stitch_reports` joins the segments of
+resumed runs; `triage` makes one row per run.
 """
 
 from __future__ import annotations
@@ -33,9 +34,10 @@ CRASH_CODE = "LS017"
 
 def inputs(paths: Sequence[str]) -> tuple[list[Input], list[str]]:
     """One entry per source under `paths`, and what was passed over (files in folders that no
-    reader takes). A file, a URI or `-` is one entry as given; a
-    folder that is one source (a W&B run, a TensorBoard log folder) too; any other folder is
-    searched (`ingest.discover`); a path that does not exist but is a glob pattern is expanded."""
+    reader takes). A file or a URI is one entry as given, and so is a folder that is one source
+    (a W&B run, a TensorBoard log folder); any other folder is searched (`ingest.discover`); a
+    path that does not exist but is a glob pattern is expanded (matching nothing, it stays an
+    entry, whose report then says there is no such file)."""
     from logscope.ingest import discover
 
     found: list[Input] = []
