@@ -408,6 +408,22 @@ def _short_names(paths: Sequence[str]) -> list[str]:
     return [os.path.relpath(os.path.abspath(p), common) for p in paths]
 
 
+@dataclass
+class Overview:
+    """What every renderer of a fleet draws: (row, report) worst first, the headline and the
+    table's cells (`COLUMNS`)."""
+
+    pairs: list[tuple[TriageRow, Report]]
+    headline: str
+    cells: list[list[str]]
+
+
+def overview(reports: Sequence[Report], passed: Sequence[str] = ()) -> Overview:
+    pairs = triage(reports)
+    rows = [row for row, _ in pairs]
+    return Overview(pairs, headline(summary(rows, passed)), table(rows))
+
+
 def headline(summary: dict[str, Any]) -> str:
     """`12 runs: 2 critical, 3 warning, 7 healthy; 1 unreadable`."""
     counts = summary["by_worst_severity"]

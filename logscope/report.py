@@ -331,18 +331,14 @@ def render_fleet_markdown(
 ) -> str:
     from logscope import fleet
 
-    pairs = fleet.triage(reports)
-    rows = [row for row, _ in pairs]
-    out = [
-        f"# logscope fleet: {len(rows)} runs\n",
-        md_escape(fleet.headline(fleet.summary(rows, passed))) + "\n",
-    ]
+    view = fleet.overview(reports, passed)
+    out = [f"# logscope fleet: {len(view.pairs)} runs\n", md_escape(view.headline) + "\n"]
     out.append("| " + " | ".join(fleet.COLUMNS) + " |")
     out.append("|" + "---|" * len(fleet.COLUMNS))
-    out += ["| " + " | ".join(md_escape(c) for c in cells) + " |" for cells in fleet.table(rows)]
+    out += ["| " + " | ".join(md_escape(c) for c in cells) + " |" for cells in view.cells]
     text = "\n".join(out) + "\n"
     if details:
-        text += "\n" + render_markdown([r for _, r in pairs])
+        text += "\n" + render_markdown([r for _, r in view.pairs])
     return text
 
 
@@ -351,19 +347,15 @@ def render_fleet_html(
 ) -> str:
     from logscope import fleet
 
-    pairs = fleet.triage(reports)
-    rows = [row for row, _ in pairs]
+    view = fleet.overview(reports, passed)
     parts = [
-        f"<h1>logscope fleet: {len(rows)} runs</h1>",
-        f"<p>{_h(fleet.headline(fleet.summary(rows, passed)))}</p>",
+        f"<h1>logscope fleet: {len(view.pairs)} runs</h1>",
+        f"<p>{_h(view.headline)}</p>",
         "<table>",
         "<tr>" + "".join(f"<th>{_h(c)}</th>" for c in fleet.COLUMNS) + "</tr>",
-        *(
-            "<tr>" + "".join(f"<td>{_h(c)}</td>" for c in cells) + "</tr>"
-            for cells in fleet.table(rows)
-        ),
+        *("<tr>" + "".join(f"<td>{_h(c)}</td>" for c in cells) + "</tr>" for cells in view.cells),
         "</table>",
     ]
     if details:
-        parts += _html_reports([r for _, r in pairs])
+        parts += _html_reports([r for _, r in view.pairs])
     return _html_page("logscope fleet", parts)

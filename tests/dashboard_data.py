@@ -177,16 +177,18 @@ def seed_store(root: str | Path, prefer_fixtures: bool = True) -> list[str]:
 APP = Path(__file__).resolve().parent.parent / "app" / "app.py"
 
 
-def open_page(store: Path, monkeypatch, page: str | None = None, **state):  # type: ignore[no-untyped-def]
+def open_page(store: Path, monkeypatch, page: str | None = None, query=None, **state):  # type: ignore[no-untyped-def]
     """The dashboard (AppTest) on `store`, with `state` in its session, switched to `page`
-    (pages/<page>.py; None: the default page); no exception on the way. LOGSCOPE_RUNS (the
-    preselected runs) is left as the caller set it."""
+    (pages/<page>.py; None: the default page), `query` in its address; no exception on the
+    way. LOGSCOPE_RUNS (the preselected runs) is left as the caller set it."""
     from streamlit.testing.v1 import AppTest
 
     monkeypatch.setenv("LOGSCOPE_STORE", str(store))
     at = AppTest.from_file(str(APP), default_timeout=120)
     for key, value in state.items():
         at.session_state[key] = value
+    for key, value in (query or {}).items():
+        at.query_params[key] = value
     at.run()
     assert not at.exception, at.exception
     if page:

@@ -24,7 +24,7 @@ from streamlit.testing.v1 import AppTest
 from logscope.cli import app as cli_app
 from logscope.cli import dashboard as dashboard_mod
 from logscope.store import Store
-from tests.dashboard_data import APP
+from tests.dashboard_data import APP, open_page
 
 ROOT = Path(__file__).resolve().parent.parent
 TOKEN = "t0ken-for-the-tests-Zq8xW2"
@@ -51,15 +51,8 @@ def shared(seeded, allowed: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.delenv(dashboard_mod.ENV_UPLOAD_QUOTA_MB, raising=False)
 
     def open_app(token: str | None = None, page: str | None = None) -> AppTest:
-        at = AppTest.from_file(str(APP), default_timeout=120)
-        if token is not None:
-            at.query_params["token"] = token
-        at.run()
-        assert not at.exception, at.exception
-        if page:
-            at.switch_page(f"pages/{page}.py").run()
-            assert not at.exception, at.exception
-        return at
+        query = {"token": token} if token is not None else None
+        return open_page(root, monkeypatch, page, query=query)
 
     return open_app
 

@@ -21,7 +21,6 @@ from logscope.cli.common import (
     SkipOption,
     SourceOption,
     StoreOption,
-    count_bar,
     emit_fleet,
     emit_reports,
     progress_bar,
@@ -127,7 +126,7 @@ def analyze(
         one = len(entries) == 1 and executor == Executor.process
         with (
             progress_bar(enabled=shown and one) as progress,
-            count_bar(enabled=shown and not one, what="runs") as done,
+            progress_bar(enabled=shown and not one, counting="runs") as done,
         ):
             reports += fleet.analyze_all(
                 entries,
@@ -155,7 +154,7 @@ def _from_stdin(options: dict) -> list:
     from logscope.analyze import analyze_paths
 
     with (
-        stdin_as_file(STDIN) as (real, shown),
+        stdin_as_file() as (real, shown),
         settings.using(settings.explicit_file() or settings.find(Path.cwd())),
     ):
         found = analyze_paths([real], **{**options, "use_cache": False})

@@ -115,46 +115,32 @@ def user_errors() -> Iterator[None]:
 
 
 @contextmanager
-def progress_bar(enabled: bool) -> Iterator[Callable[[int, int], None] | None]:
-    """A byte progress bar on stderr, only when stderr is a terminal."""
+def progress_bar(
+    enabled: bool, counting: str = "bytes"
+) -> Iterator[Callable[[int, int], None] | None]:
+    """A progress bar on stderr, only when stderr is a terminal: bytes parsed, or (`counting`
+    "runs") runs analysed."""
     if not enabled or not sys.stderr.isatty():
         yield None
         return
-    from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
+    from rich.progress import (
+        BarColumn,
+        DownloadColumn,
+        MofNCompleteColumn,
+        Progress,
+        TimeRemainingColumn,
+    )
 
+    runs = counting == "runs"
     with Progress(
-        "[progress.description]{task.description}",
+        "analysing runs" if runs else "[progress.description]{task.description}",
         BarColumn(),
-        DownloadColumn(),
+        MofNCompleteColumn() if runs else DownloadColumn(),
         TimeRemainingColumn(),
         console=err_console,
         transient=True,
     ) as bar:
-        task = bar.add_task("parsing", total=None)
-
-        def update(done: int, total: int) -> None:
-            bar.update(task, completed=done, total=total)
-
-        yield update
-
-
-@contextmanager
-def count_bar(enabled: bool, what: str) -> Iterator[Callable[[int, int], None] | None]:
-    """A progress bar counting `what` (runs) on stderr, only when stderr is a terminal."""
-    if not enabled or not sys.stderr.isatty():
-        yield None
-        return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
-
-    with Progress(
-        f"analysing {what}",
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeRemainingColumn(),
-        console=err_console,
-        transient=True,
-    ) as bar:
-        task = bar.add_task(what, total=None)
+        task = bar.add_task(counting if runs else "parsing", total=None)
 
         def update(done: int, total: int) -> None:
             bar.update(task, completed=done, total=total)
@@ -166,12 +152,9 @@ STDIN = "-"
 
 
 @contextmanager
-def stdin_as_file(path: str) -> Iterator[tuple[str, str]]:
-    """(path to read, path to show): `-` is standard input, spooled to a temporary file (readers
-    need a file; it is never cached) and shown as `<stdin>`."""
-    if path != STDIN:
-        yield path, path
-        return
+def stdin_as_file() -> Iterator[tuple[str, str]]:
+    """(path to read, path to show) of standard input (`-`): spooled to a temporary file
+    (readers need a file; it is never cached) and shown as `<stdin>`."""
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="logscope-stdin-") as tmp:

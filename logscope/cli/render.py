@@ -210,13 +210,12 @@ def render_fleet(
     """Print the triage table of many runs, worst first; then each report with `details`."""
     from logscope import fleet
 
-    pairs = fleet.triage(reports)
-    rows = [row for row, _ in pairs]
-    table = Table(title=Text(fleet.headline(fleet.summary(rows, passed))), title_justify="left")
+    view = fleet.overview(reports, passed)
+    table = Table(title=Text(view.headline), title_justify="left")
     for column in fleet.COLUMNS:
         table.add_column(column, overflow="fold", no_wrap=column in ("worst", "steps"))
     at = fleet.COLUMNS.index("worst")
-    for cells in fleet.table(rows):
+    for cells in view.cells:
         style = SEVERITY_STYLE.get(cells[at], "")
         table.add_row(*(Text(c, style=style if n == at else "") for n, c in enumerate(cells)))
     console.print(table)
@@ -225,7 +224,7 @@ def render_fleet(
     if len(passed) > PASSED_SHOWN:
         console.print(Text(f"passed over {len(passed) - PASSED_SHOWN} more", style="dim"))
     if details:
-        for _, report in pairs:
+        for _, report in view.pairs:
             render_report(report, console)
     else:
         console.print(Text("Each run's report: add --details.", style="dim"))
