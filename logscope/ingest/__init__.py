@@ -26,8 +26,15 @@ READER_MODULES: tuple[str, ...] = (
     "wandb_offline",
     "tensorboard",
     "jsonl",
+    "prime_rl_jsonl",
     "wandb_csv",
     "tables",
+    "roll",
+    "slime",
+    "skyrl",
+    "prime_rl",
+    "nemo_rl",
+    "areal",
     "console",
 )
 

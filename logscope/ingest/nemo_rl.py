@@ -1,0 +1,161 @@
+"""NeMo-RL's GRPO console: `📊 Training Results:` blocks of `  • Label: value` bullets.
+
+`nemo_rl/algorithms/grpo.py` (`grpo_train`): a `===== Step n/N =====` header per step (n counts
+within the epoch, reset by each `===== Epoch e/E =====`), then `📊 Training Results:` (Loss,
+Generation KL Error, Avg Reward, Mean Generation Length, `.4f`: grpo.py:3703-3719), `⏱️  Timing:`
+(`  • name: 1.23s (45.6%)`: grpo.py:3721-3745), `🔍 Performance Metrics:` (`algorithms/utils.py`
+`print_performance_metrics`) and, on validation steps, `📊 Validation Results:`. Each bullet is
+stored under the key NeMo-RL logs for it (grpo.py:3758-3770: prefixes `train/`, `timing/train/`,
+`performance/`, `validation/`, `timing/validation/`) at its W&B step, total_steps + 1 (steps of
+earlier epochs added). Percentages that NeMo-RL logs as ratios are divided by 100.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from logscope.ingest import _framework as fw
+from logscope.model import Run
+
+KIND = "nemo-rl-console"
+DESCRIPTION = "NeMo-RL console log (📊 Training Results: blocks)"
+FRAMEWORK = "nemo-rl"
+MARKER = "📊 Training Results:"
+
+#: section title (after its emoji) → the prefix its bullets are logged under
+SECTIONS = {
+    "Training Results": "train",
+    "Timing": "timing/train",
+    "Performance Metrics": "performance",
+    "Validation Results": "validation",
+    "Validation Timing": "timing/validation",
+}
+SECTION_RE = re.compile(r"^[^\w\s]+\s+(" + "|".join(SECTIONS) + r"):$")
+#: (section, printed label) → (logged key, scale); a timing label not listed is the timer's name
+LABELS: dict[tuple[str, str], tuple[str, float]] = {
+    ("train", "Loss"): ("train/loss", 1.0),
+    ("train", "Draft Loss"): ("train/draft_loss", 1.0),
+    ("train", "Generation KL Error"): ("train/gen_kl_error", 1.0),
+    ("train", "Avg Reward"): ("train/reward", 1.0),
+    ("train", "Avg Filtered Reward"): ("train/filtered_reward", 1.0),
+    ("train", "Avg Total Reward"): ("train/reward", 1.0),
+    ("train", "Mean Generation Length"): ("train/mean_gen_tokens_per_sample", 1.0),
+    ("timing/train", "Total step time"): ("timing/train/total_step_time", 1.0),
+    ("performance", "Mean Total Tokens per Sample"): ("train/mean_total_tokens_per_sample", 1.0),
+    ("performance", "Average Token Imbalance"): ("performance/average_token_imbalance", 0.01),
+    ("performance", "Training Worker Idle Time Ratio"): (
+        "performance/training_worker_idle_time_ratio",
+        0.01,
+    ),
+    ("performance", "E2E (Samples/sec/gpu)"): ("performance/samples_per_sec_per_gpu", 1.0),
+    ("performance", "E2E (Tokens/sec/gpu)"): ("performance/tokens_per_sec_per_gpu", 1.0),
+    ("performance", "Policy Training (Tokens/sec/gpu)"): (
+        "performance/policy_training_tokens_per_sec_per_gpu",
+        1.0,
+    ),
+    ("performance", "Policy and Reference Logprobs (Tokens/sec/gpu)"): (
+        "performance/policy_and_reference_logprobs_tokens_per_sec_per_gpu",
+        1.0,
+    ),
+    ("performance", "Training Worker Group (Tokens/sec/gpu)"): (
+        "performance/training_worker_group_tokens_per_sec_per_gpu",
+        1.0,
+    ),
+    ("performance", "Generation Worker Group (Tokens/sec/gpu)"): (
+        "performance/generation_tokens_per_sec_per_gpu",
+        1.0,
+    ),
+    ("performance", "E2E (Samples/sec)"): ("performance/samples_per_sec", 1.0),
+    ("performance", "E2E (Tokens/sec)"): ("performance/tokens_per_sec", 1.0),
+    ("performance", "Training Worker Group (Tokens/sec)"): (
+        "performance/training_worker_group_tokens_per_sec",
+        1.0,
+    ),
+    ("performance", "Generation Worker Group (Tokens/sec)"): (
+        "performance/generation_tokens_per_sec",
+        1.0,
+    ),
+    ("performance", "Training Model Floating Point Utilization"): (
+        "performance/train_fp_utilization",
+        0.01,
+    ),
+    ("validation", "Accuracy"): ("validation/accuracy", 1.0),
+    ("validation", "Average response length"): ("validation/avg_length", 1.0),
+    ("validation", "Samples processed"): ("", 1.0),  # printed, not logged
+    ("timing/validation", "Total validation time"): (
+        "timing/validation/total_validation_time",
+        1.0,
+    ),
+}
+HEADER_RE = re.compile(r"^={5,} (Epoch|Step) ([0-9]+)/([0-9]+) ={5,}$")
+BULLET_RE = re.compile(r"^\s*(?:•|-)\s+(.+?):\s+(\S+)")
+FLOPS_RE = re.compile(r"\(([-0-9.e+naif]+) TFLOPS per rank\)")
+
+
+def sniff(path: Path) -> bool:
+    return MARKER in fw.head(path)
+
+
+def _value(section: str, label: str, text: str, rest: str) -> tuple[str, float] | None:
+    """(key, value) of one bullet; None when the label has no logged key."""
+    if section == "performance" and label == "Training FLOPS":
+        m = FLOPS_RE.search(rest)
+        got = fw.number(m.group(1)) if m else None
+        return None if got is None else ("performance/train_flops_per_gpu", got)
+    known = LABELS.get((section, label))
+    if known is None and section.startswith("timing/") and text.endswith("s"):
+        known = (f"{section}/{label}", 1.0)  # `  • policy_training: 1.23s (45.6%)`
+    if known is None or not known[0]:
+        return None
+    got = fw.number(text.removesuffix("s") if section.startswith("timing/") else text)
+    return None if got is None else (known[0], got * known[1])
+
+
+def read(path: Path, *, progress: Any = None) -> list[Run]:
+    path = Path(path)
+    raw, text = fw.read_text(path)
+    run = fw.new_run(KIND, path, raw)
+    stats = run.parse_stats
+    cols = fw.Columns()
+    step, in_epoch, offset, last_n = 0, 0, 0, 0
+    section: str | None = None
+    unknown: set[str] = set()
+    for line_no, line in fw.lines(text):
+        stats.lines_read += 1
+        stripped = line.strip()
+        if stripped.endswith(":") and (title := SECTION_RE.match(stripped)) is not None:
+            section = SECTIONS[title.group(1)]
+            if section == "train":
+                stats.step_lines += 1
+            continue
+        if (h := HEADER_RE.match(stripped)) is not None:
+            section = None
+            if h.group(1) == "Step":
+                in_epoch = int(h.group(2))
+                if in_epoch <= last_n:  # a new epoch restarted the count
+                    offset += last_n
+                last_n = in_epoch
+                step = offset + in_epoch
+            continue
+        if section is not None and (b := BULLET_RE.match(line)) is not None:
+            label, token = b.group(1), b.group(2)
+            got = _value(section, label, token, line[b.end() :])
+            if got is not None:
+                cols.add(step, *got)
+            elif (section, label) not in LABELS and fw.number(token.rstrip("s")) is not None:
+                unknown.add(f"{section}: {label}")
+            continue
+        if section is not None and stripped and not line.startswith(" "):
+            section = None
+        cols.event(line_no, step, line)
+    if unknown:
+        stats.notes.append(
+            "NeMo-RL bullets without a known logged key, not read: " + ", ".join(sorted(unknown))
+        )
+    stats.notes.append(
+        "NeMo-RL steps: the W&B step (total_steps + 1), the console's per-epoch count plus the "
+        "steps of earlier epochs; a log that starts from a resumed checkpoint starts at its count"
+    )
+    return fw.build_run(run, cols, FRAMEWORK, expected="NeMo-RL `📊 Training Results:` block")
