@@ -98,19 +98,21 @@ def sniff(path: Path) -> bool:
     return MARKER in fw.head(path)
 
 
-def _value(section: str, label: str, text: str, rest: str) -> tuple[str, float] | None:
-    """(key, value) of one bullet; None when the label has no logged key."""
+def _key(section: str, label: str) -> tuple[str, float] | None:
+    """(logged key, scale) of a bullet; None when the label has no logged key."""
     if section == "performance" and label == "Training FLOPS":
-        m = FLOPS_RE.search(rest)
-        got = fw.number(m.group(1)) if m else None
-        return None if got is None else ("performance/train_flops_per_gpu", got)
+        return ("performance/train_flops_per_gpu", 1.0)  # the per-rank number in parentheses
     known = LABELS.get((section, label))
-    if known is None and section.startswith("timing/") and text.endswith("s"):
+    if known is None and section.startswith("timing/"):
         known = (f"{section}/{label}", 1.0)  # `  • policy_training: 1.23s (45.6%)`
-    if known is None or not known[0]:
-        return None
-    got = fw.number(text.removesuffix("s") if section.startswith("timing/") else text)
-    return None if got is None else (known[0], got * known[1])
+    return known if known is not None and known[0] else None
+
+
+def _number(key: str, token: str, rest: str) -> float | None:
+    if key == "performance/train_flops_per_gpu":
+        m = FLOPS_RE.search(rest)
+        return fw.number(m.group(1)) if m else None
+    return fw.number(token.removesuffix("s") if key.startswith("timing/") else token)
 
 
 def read(path: Path, *, progress: Any = None) -> list[Run]:
@@ -141,11 +143,16 @@ def read(path: Path, *, progress: Any = None) -> list[Run]:
             continue
         if section is not None and (b := BULLET_RE.match(line)) is not None:
             label, token = b.group(1), b.group(2)
-            got = _value(section, label, token, line[b.end() :])
-            if got is not None:
-                cols.add(step, *got)
-            elif (section, label) not in LABELS and fw.number(token.rstrip("s")) is not None:
-                unknown.add(f"{section}: {label}")
+            key = _key(section, label)
+            if key is None:
+                if (section, label) not in LABELS and fw.number(token.rstrip("s")) is not None:
+                    unknown.add(f"{section}: {label}")
+                continue
+            value = _number(key[0], token, line[b.end() :])
+            if value is None:
+                stats.skip(line_no, line, "NeMo-RL bullet whose value does not parse")
+                continue
+            cols.add(step, key[0], value * key[1])
             continue
         if section is not None and stripped and not line.startswith(" "):
             section = None

@@ -31,6 +31,7 @@ DESCRIPTION = "prime-rl trainer console log (Step N | 1.2s | Loss x | Entropy y 
 FRAMEWORK = "prime-rl"
 
 STEP_RE = re.compile(r"(?:^|\s)Step ([0-9]+) \| *([^|]*?) *\| Loss (\S+) \| Entropy (\S+)(.*)$")
+STEP_START_RE = re.compile(r"(?:^|\s)Step [0-9]+ \| ")
 ORCHESTRATOR_RE = re.compile(r"(?:^|\s)Step [0-9]+ \| *[^|]*? *\| Reward ")
 DROPPED_RE = re.compile(r"Dropping ([0-9]+) non-finite value\(s\) from \S+?: (.*)$")
 
@@ -65,7 +66,7 @@ def seconds(text: str) -> float | None:
 
 
 def step_values(m: re.Match[str]) -> dict[str, float] | None:
-    """The W&B keys and values of a matched trainer line, None when a field is garbled."""
+    """The W&B keys and values of a matched trainer line, None when it is cut or garbled."""
     values: dict[str, float] = {}
     for key, token in (("loss/mean", m.group(3)), ("entropy/all/mean", m.group(4))):
         got = fw.number(token)
@@ -74,6 +75,8 @@ def step_values(m: re.Match[str]) -> dict[str, float] | None:
         values[key] = got
     if (duration := seconds(m.group(2))) is not None:
         values["time/step"] = duration
+    if not re.search(r"\| Peak Mem\. \S+ GiB", m.group(5)):
+        return None  # always printed (train.py:643): without it the line was cut
     for field in m.group(5).split("|")[1:]:
         label, value = _split_unit(field.strip())
         if not label:
@@ -135,6 +138,9 @@ def read(path: Path, *, progress: Any = None) -> list[Run]:
             continue
         if "| Reward " in line and ORCHESTRATOR_RE.search(line):
             orchestrator_lines += 1
+            continue
+        if "Step " in line and STEP_START_RE.search(line):
+            stats.skip(line_no, line, "prime-rl step line that does not parse")
             continue
         cols.event(line_no, step, line)
     if unnamed:

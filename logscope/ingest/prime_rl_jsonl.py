@@ -64,7 +64,7 @@ def is_row(obj: dict[str, Any]) -> bool:
 
 
 def sniff(path: Path) -> bool:
-    if path.suffix not in SUFFIXES:
+    if not path.name.endswith(SUFFIXES + tuple(s + ".gz" for s in SUFFIXES)):
         return False
     rows = [_row(line) for line in fw.head(path).split("\n")[:20] if line.strip()]
     whole = [r for r in rows[:-1] or rows if r is not None]
