@@ -7,6 +7,7 @@ from dataclasses import replace
 from typing import Any
 
 from logscope import verl_config
+from logscope.frameworks import Profile, config_value, profile_of, translate_text
 from logscope.model import Advice, Run
 from logscope.sources import cite
 
@@ -20,10 +21,17 @@ def current_value(run: Run | None, parameter: str, step: int | None = None) -> A
 
     A run with a config but without this key gets verl's default for it. A log without a config
     dump may still name the overrides the run was started with (Hydra prints them when a run
-    fails): those values count, and nothing else is assumed.
+    fails): those values count, and nothing else is assumed. A run of another framework gives
+    the value of that framework's counterpart in its own config (`logscope.frameworks`).
     """
     if run is None:
         return None
+    profile = profile_of(run)
+    if not profile.is_verl:  # its own parameter, in its own config; no verl default assumed
+        counterpart = profile.parameters.get(parameter)
+        if counterpart is None or not counterpart.name:
+            return None
+        return config_value(run, counterpart.name, step)
     if not run.config_segments:
         return run.meta.get("overrides", {}).get(parameter)
     config = run.config(step)
@@ -48,15 +56,11 @@ def advise(
     short id, resolved here into what a user can open (`logscope.sources.cite`).
     """
     rationale, source = cite(rationale, short=True), cite(source)
+    profile = profile_of(run)
+    if not profile.is_verl and not parameter.startswith("env:"):
+        return _advise_in(profile, run, parameter, rationale, source, suggest, step, rule)
     current = current_value(run, parameter, step)
-    suggested: Any
-    if callable(suggest):
-        try:
-            suggested = suggest(current) if current is not None else None
-        except (TypeError, ValueError, ZeroDivisionError):
-            suggested = None
-    else:
-        suggested = suggest
+    suggested = _suggestion(suggest, current)
     if suggested is None:
         text = rationale if rule is None else f"{rationale} Rule: {rule}"
         if current is None and run is not None and not run.config_segments:
@@ -70,6 +74,48 @@ def advise(
         rationale=rationale,
         source=source,
     )
+
+
+def _suggestion(suggest: Callable[[Any], Any] | Any, current: Any) -> Any:
+    """The suggested value: `suggest` itself, or its value at `current` (None when unknown)."""
+    if not callable(suggest):
+        return suggest
+    try:
+        return suggest(current) if current is not None else None
+    except (TypeError, ValueError, ZeroDivisionError):
+        return None
+
+
+def _advise_in(
+    profile: Profile,
+    run: Run | None,
+    parameter: str,
+    rationale: str,
+    source: str,
+    suggest: Callable[[Any], Any] | Any,
+    step: int | None,
+    rule: str | None,
+) -> Advice:
+    """`advise` for a run of another framework: its own parameter, value and override syntax,
+    or a plain statement that it has no counterpart of the verl parameter."""
+    rationale = translate_text(rationale, profile)
+    counterpart = profile.parameters.get(parameter)
+    if counterpart is None or not counterpart.name:
+        why = counterpart.none if counterpart is not None else "none known to logscope"
+        text = f"{profile.title} has no counterpart of verl's `{parameter}` ({why}). {rationale}"
+        return Advice(parameter, None, None, None, text, source)
+    name = counterpart.name
+    if counterpart.note:
+        rationale += f" ({profile.title}: {counterpart.note})"
+    current = current_value(run, parameter, step)
+    suggested = _suggestion(suggest, current)
+    if suggested is None:
+        rule = translate_text(rule, profile) if rule else None
+        text = rationale if rule is None else f"{rationale} Rule: {rule}"
+        if current is None:
+            text += f" (The run's {profile.title} config is not known, so no value is computed.)"
+        return Advice(name, current, rule, None, text, source)
+    return Advice(name, current, suggested, profile.override(name, suggested), rationale, source)
 
 
 def cited(advice: Advice) -> Advice:

@@ -27,11 +27,16 @@ VALIDATION_PREFIXES: tuple[str, ...] = ("val-core/", "val/test_score/", "val-aux
 
 
 def resolve(run: Run, concept: str) -> str | None:
-    """The metric name this run uses for `concept`, or None when the run has none."""
-    for name in ALIASES[concept]:
-        if run.has_metric(name):
-            return name
-    return None
+    """The metric name this run uses for `concept` (in its framework's profile), or None."""
+    from logscope.frameworks import profile_of
+
+    profile = profile_of(run)
+    if profile.is_verl:
+        for name in ALIASES[concept]:
+            if run.has_metric(name):
+                return name
+        return None
+    return profile.resolve(run, concept)
 
 
 def validation_metrics(run: Run) -> list[str]:

@@ -91,8 +91,12 @@ def analyze_paths(
     store_dir: str | Path | None = None,
     use_cache: bool = True,
     progress: Progress | None = None,
+    framework: str | None = None,
 ) -> list[Report]:
     """Read every path (through the store's cache) and analyse each run found.
+
+    `framework` forces the profile detectors read metrics through (`logscope.frameworks`);
+    by default each run has the one its reader set or its keys identify.
 
     Each path is analysed with its settings (`settings.for_input`: the `--config` file or the
     one found upward from it). A path that cannot be read becomes an unreadable entry
@@ -101,8 +105,12 @@ def analyze_paths(
     selection and settings are kept in the store too, so a second analysis reads them back
     instead of running the detectors again (and does not import them).
     """
+    from logscope.frameworks import assign, get
     from logscope.ingest import check_source
     from logscope.store import Store
+
+    if framework is not None:
+        get(framework)  # ValueError naming the known ones
 
     if paths:
         check_source(source, paths[0])
@@ -114,10 +122,13 @@ def analyze_paths(
     for path in paths:
         settings = for_input(path)
         skey = store.key(path, source) if use_cache else None
-        key = _results_key(skey, only, skip, settings.fingerprint())
+        key = _results_key(skey, only, skip, settings.fingerprint(), framework)
         cached = _cached_reports(store, key, skey, path) if key and skey else None
         full = not only and not skip  # the fleet tables hold full analyses only
         if cached is not None:
+            if framework is not None:
+                for report in cached:
+                    assign(report.run, framework)
             reports.extend(cached)
             if full:
                 _restore_tables(store, cached, settings.fingerprint())
@@ -134,6 +145,9 @@ def analyze_paths(
         except IngestError as exc:
             reports.append(Report.unreadable(str(path), _reason(exc, path)))
             continue
+        if framework is not None:
+            for run in runs:
+                assign(run, framework)
         try:
             found = [analyze_run(run, detectors) for run in runs]
         finally:
@@ -186,14 +200,20 @@ RESULTS_FORMAT = "5"
 
 
 def _results_key(
-    source_key: str | None, only: list[str] | None, skip: list[str] | None, settings: str
+    source_key: str | None,
+    only: list[str] | None,
+    skip: list[str] | None,
+    settings: str,
+    framework: str | None = None,
 ) -> str | None:
     if source_key is None:
         return None
     import hashlib
     import json
 
-    text = json.dumps([RESULTS_FORMAT, source_key, _code_fingerprint(), only, skip, settings])
+    text = json.dumps(
+        [RESULTS_FORMAT, source_key, _code_fingerprint(), only, skip, settings, framework]
+    )
     return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
 
 
@@ -201,7 +221,8 @@ _FINGERPRINT: list[str] = []
 
 
 def _code_fingerprint() -> str:
-    """Status of every module of logscope and of its detectors: any code change is a new key."""
+    """Status of every module of logscope and of its detectors, and of the data files they read
+    (the metric registry, framework profiles): any change is a new key."""
     if _FINGERPRINT:
         return _FINGERPRINT[0]
     import hashlib
@@ -215,7 +236,8 @@ def _code_fingerprint() -> str:
         roots += [Path(p).resolve() for p in spec.submodule_search_locations]
     digest = hashlib.blake2b(__version__.encode(), digest_size=16)
     for root in dict.fromkeys(roots):
-        for file in sorted(root.rglob("*.py")):
+        files = sorted(root.rglob("*.py")) + sorted((root / "data").rglob("*.toml"))
+        for file in files:
             st = file.stat()
             digest.update(f"{file}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
     _FINGERPRINT.append(digest.hexdigest())

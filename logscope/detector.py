@@ -141,22 +141,28 @@ class Detector(ABC):
 
     def skip_reason(self, run: Run) -> str | None:
         """Why this detector cannot run on `run` (None when it can)."""
+        from logscope.frameworks import profile_of
+
+        profile = profile_of(run)
         if (
             self.reads == "metrics"
             and self.concepts
             and not any(resolve(run, c) for c in self.concepts)
         ):
-            from logscope.aliases import ALIASES
-
-            wanted = sorted({n for c in self.concepts for n in ALIASES[c]})
+            wanted = sorted({n for c in self.concepts for n in profile.names(c)})
+            if not wanted:
+                return f"{profile.title} logs none of the metrics it reads"
             return "none of its metrics is in the run (" + ", ".join(wanted) + ")"
         missing = [c for c in self.requires if self.reads == "metrics" and not resolve(run, c)]
         if missing:
-            from logscope.aliases import ALIASES
-
-            return "needs " + " and ".join(" or ".join(ALIASES[c]) for c in missing)
+            return "needs " + " and ".join(
+                " or ".join(profile.names(c)) or f"{c} (not logged by {profile.title})"
+                for c in missing
+            )
         if self.reads == "config" and not run.config_segments:
             return "the run has no config"
+        if self.reads == "config" and not profile.is_verl:
+            return f"a rule for verl configs; this is a {profile.title} run"
         return None
 
     @abstractmethod

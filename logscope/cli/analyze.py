@@ -14,6 +14,7 @@ from logscope.cli.common import (
     FailOn,
     FailOnOption,
     FormatOption,
+    FrameworkOption,
     NoCacheOption,
     OnlyOption,
     OutputFormat,
@@ -54,6 +55,7 @@ def analyze(
     only: OnlyOption = None,
     skip: SkipOption = None,
     source: SourceOption = None,
+    framework: FrameworkOption = None,
     store: StoreOption = None,
     no_cache: NoCacheOption = False,
     config: ConfigOption = None,
@@ -116,6 +118,7 @@ def analyze(
         entries, passed = fleet.inputs([p for p in paths if p != STDIN])
         options = {
             "source": source,
+            "framework": framework,
             "only": split_codes(only),
             "skip": split_codes(skip),
             "store_dir": store,

@@ -93,6 +93,15 @@ SourceOption = Annotated[
         "wandb-online, wandb-csv or table.",
     ),
 ]
+FrameworkOption = Annotated[
+    str | None,
+    typer.Option(
+        "--framework",
+        metavar="NAME",
+        help="Force the framework profile metrics are read through: verl, trl, openrlhf, roll, "
+        "skyrl, slime, prime-rl, nemo-rl or areal (default: from the reader and the keys).",
+    ),
+]
 
 
 def split_codes(values: list[str] | None) -> list[str] | None:

@@ -69,15 +69,20 @@ def load(
 
     A folder that is one source (a W&B run folder or `wandb/`, a TensorBoard log folder) goes to
     its reader; any other folder is searched for runs (`discover`) and each is read.
-    Every run's kept text passes `logscope.redact` here, once, whichever reader made it.
+    Every run's kept text passes `logscope.redact` here, once, whichever reader made it, and
+    every run gets its framework (`logscope.frameworks.assign`: the reader's, else detected).
     """
+    from logscope.frameworks import assign
     from logscope.redact import redact, redact_runs
 
     try:
-        return redact_runs(_load(path, source, progress))
+        runs = redact_runs(_load(path, source, progress))
     except IngestError as exc:  # its message may quote the input (a CSV parser's error)
         exc.args = tuple(redact(a) if isinstance(a, str) else a for a in exc.args)
         raise
+    for run in runs:
+        assign(run)
+    return runs
 
 
 def _load(path: str | Path, source: str | None, progress: Progress | None) -> list[Run]:

@@ -1,0 +1,223 @@
+"""Framework profiles: which metric keys a framework logs for each concept detectors read.
+
+Detectors read concepts (`kl_ref`, `entropy`, `response_clip_ratio`, …), never a framework's
+keys. A profile (`logscope/data/frameworks/NAME.toml`, data only) says, for one framework, the
+key names or fnmatch patterns of each concept, the prefixes its channels add (TRL's
+`trainer_state.json` logs `kl`, its W&B and TensorBoard files `train/kl`), which keys identify
+it, and its own parameter for each verl parameter logscope's advice names, with the syntax a
+user types to set it. verl is one profile among them: its concepts are the metric registry's
+(`data/metrics.toml`, version renames included).
+
+The framework of a run is set once, when it is read (`ingest.load` calls `assign`): by the
+reader that knows it (a TRL `trainer_state.json`), by `--framework`, or from its keys.
+
+    from logscope.frameworks import profile_of
+    profile_of(run).names("kl_ref")   # ('kl', 'train/kl') for a TRL run
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+import tomllib
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from logscope.model import Run
+
+VERL = "verl"
+#: frameworks with a profile, in the order `detect` prefers them on a tie
+FRAMEWORKS = ("verl", "trl", "openrlhf", "roll", "skyrl", "slime", "prime-rl", "nemo-rl", "areal")
+#: how many identifying keys a non-verl profile needs before it beats verl's count
+MIN_EVIDENCE = 2
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """A framework's own counterpart of one verl parameter (or `none`: why there is none)."""
+
+    name: str = ""
+    source: str = ""
+    note: str = ""
+    none: str = ""
+
+
+@dataclass(frozen=True)
+class Profile:
+    """One framework's metric names and parameters."""
+
+    name: str
+    title: str
+    source: str
+    concepts: dict[str, tuple[str, ...]]  # concept → names/patterns, prefixes applied
+    identify: tuple[str, ...] = ()  # keys (or patterns) only this framework logs
+    style: str = "hydra"  # how a user sets a parameter: hydra | cli | yaml | toml
+    flag_prefix: str = "--"
+    parameters: dict[str, Parameter] = field(default_factory=dict)
+    step_keys: tuple[str, ...] = ()  # a metric that is the real training step (W&B/TB channels)
+    notes: dict[str, str] = field(default_factory=dict)  # key pattern → what it really means
+
+    @property
+    def is_verl(self) -> bool:
+        return self.name == VERL
+
+    def names(self, concept: str) -> tuple[str, ...]:
+        """The names (and patterns) this framework logs `concept` under, preferred first."""
+        return self.concepts.get(concept, ())
+
+    def resolve(self, run: Run, concept: str) -> str | None:
+        """The first of `concept`'s names that `run` logs (a pattern: its first match)."""
+        for name in self.names(concept):
+            if not _is_pattern(name):
+                if run.has_metric(name):
+                    return name
+                continue
+            matches = [n for n in run.metric_names if fnmatch.fnmatchcase(n, name)]
+            if matches:
+                return matches[0]
+        return None
+
+    def knows(self, key: str) -> bool:
+        """True when `key` is one of this profile's concept names or patterns."""
+        return any(
+            key == n or (_is_pattern(n) and fnmatch.fnmatchcase(key, n))
+            for names in self.concepts.values()
+            for n in names
+        )
+
+    def evidence(self, metric_names: Any) -> int:
+        """How many of the keys that identify this framework a run has."""
+        return sum(
+            1
+            for pattern in self.identify
+            if (pattern in metric_names)
+            or (_is_pattern(pattern) and any(fnmatch.fnmatchcase(n, pattern) for n in metric_names))
+        )
+
+    def override(self, name: str, value: Any) -> str:
+        """The text a user types to set `name` to `value`, in this framework's syntax."""
+        text = _value_text(value)
+        if self.style == "cli":
+            return f"{self.flag_prefix}{name} {text}"
+        if self.style == "yaml":
+            return f"{name}: {text}"
+        if self.style == "toml":
+            return f"{name} = {text}"
+        return f"{name}={text}"
+
+
+def _is_pattern(name: str) -> bool:
+    return any(c in name for c in "*?[")
+
+
+def _value_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+@cache
+def profiles() -> dict[str, Profile]:
+    """Every framework's profile, by name (verl's concepts come from the metric registry)."""
+    from logscope.metric_registry import load as load_registry
+
+    folder = resources.files("logscope") / "data" / "frameworks"
+    found: dict[str, Profile] = {}
+    for name in FRAMEWORKS:
+        data = tomllib.loads((folder / f"{name}.toml").read_text(encoding="utf-8"))
+        if name == VERL:
+            data["concepts"] = {c: list(v) for c, v in load_registry().concepts.items()}
+        found[name] = _profile(name, data)
+    return found
+
+
+def _profile(name: str, data: dict[str, Any]) -> Profile:
+    prefixes = tuple(data.get("prefixes", [""]))
+    concepts = {
+        concept: tuple(p + n for n in names for p in prefixes)
+        for concept, names in data.get("concepts", {}).items()
+    }
+    parameters = {key: Parameter(**value) for key, value in data.get("parameters", {}).items()}
+    return Profile(
+        name=name,
+        title=data["title"],
+        source=data.get("source", ""),
+        concepts=concepts,
+        identify=tuple(p + n for n in data.get("identify", []) for p in prefixes),
+        style=data.get("style", "hydra"),
+        flag_prefix=data.get("flag_prefix", "--"),
+        parameters=parameters,
+        step_keys=tuple(data.get("step_keys", [])),
+        notes=dict(data.get("notes", {})),
+    )
+
+
+def get(name: str) -> Profile:
+    """The profile called `name`; LogscopeError naming the known ones otherwise."""
+    try:
+        return profiles()[name]
+    except KeyError:
+        from logscope.exceptions import LogscopeError
+
+        raise LogscopeError(
+            f"unknown framework {name!r}; choose one of: {', '.join(FRAMEWORKS)}"
+        ) from None
+
+
+def profile_of(run: Run | None) -> Profile:
+    """The profile of `run` (verl when none was assigned)."""
+    name = run.meta.get("framework") if run is not None else None
+    return profiles().get(name or VERL, profiles()[VERL])
+
+
+def detect(metric_names: Any) -> str:
+    """The framework whose identifying keys a run has most of; verl on a tie, and unless
+    another framework has at least `MIN_EVIDENCE` of them."""
+    best, best_count = VERL, profiles()[VERL].evidence(metric_names)
+    for name in FRAMEWORKS[1:]:
+        count = profiles()[name].evidence(metric_names)
+        if count >= MIN_EVIDENCE and count > best_count:
+            best, best_count = name, count
+    return best
+
+
+def assign(run: Run, forced: str | None = None) -> None:
+    """Set `run.meta["framework"]`: `forced`, else what the reader set, else detected."""
+    if forced is not None:
+        run.meta["framework"] = get(forced).name
+    elif not run.meta.get("framework"):
+        run.meta["framework"] = detect(set(run.metric_names))
+
+
+# ---- advice in the framework's own parameters ----------------------------------------------
+_VERL_KEY = re.compile(r"`([a-z_]+(?:\.[A-Za-z0-9_]+)+)`")
+
+
+def translate_text(text: str, profile: Profile) -> str:
+    """`text` with each verl parameter in backticks replaced by the framework's own name."""
+    if profile.is_verl:
+        return text
+
+    def swap(match: re.Match[str]) -> str:
+        counterpart = profile.parameters.get(match.group(1))
+        if counterpart is not None and counterpart.name:
+            return f"`{counterpart.name}`"
+        return match.group(0)
+
+    return _VERL_KEY.sub(swap, text)
+
+
+def config_value(run: Run | None, name: str, step: int | None = None) -> Any:
+    """A framework parameter's value in the run's own config (flat or dotted), None if absent."""
+    if run is None or not run.config_segments:
+        return None
+    config = run.config(step)
+    for key in (name, name.lstrip("-"), name.lstrip("-").replace("-", "_")):
+        if key in config:
+            return config[key]
+    return run.config_value(name.lstrip("-"), step)
