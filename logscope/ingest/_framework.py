@@ -13,7 +13,9 @@ import ast
 import functools
 import gzip
 import math
+import os
 import re
+import stat
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,19 +41,29 @@ def head(path: Path) -> str:
     """The first MiB of a regular file as text ("" for anything else); cached per file version,
     so the framework sniffs tried one after another read it once."""
     try:
-        if not path.is_file():
-            return ""
-        st = path.stat()
-    except OSError:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return ""
+    if not stat.S_ISREG(st.st_mode):
         return ""
     return _head(str(path), st.st_mtime_ns, st.st_size)
 
 
-def head_lines(path: Path) -> Iterator[str]:
-    """The cleaned lines of `head(path)` (the last one may be cut)."""
-    for raw in head(path).split("\n"):
-        for segment in segments(raw):
-            yield clean(segment)
+def head_lines(path: Path, needle: str) -> Iterator[tuple[str, str]]:
+    """(cleaned line, cleaned next line) of each line of `head(path)` whose raw text holds
+    `needle`; only those lines are cleaned, so a sniff costs little on a log without it."""
+    text = head(path)
+    start = text.find(needle)
+    while start >= 0:
+        begin = text.rfind("\n", 0, start) + 1
+        end = text.find("\n", start)
+        end = len(text) if end < 0 else end
+        after = text.find("\n", end + 1)
+        following = text[end + 1 : len(text) if after < 0 else after]
+        for segment in segments(text[begin:end]):
+            if needle in segment:
+                yield clean(segment), clean(segments(following)[0]) if following else ""
+        start = text.find(needle, end)
 
 
 def read_text(path: Path) -> tuple[bytes, str]:

@@ -51,10 +51,7 @@ _UNIT_S = {"ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 
 
 def sniff(path: Path) -> bool:
-    text = fw.head(path)
-    return "| Loss " in text and any(
-        STEP_RE.search(line) for line in fw.head_lines(path) if "| Entropy " in line
-    )
+    return any(STEP_RE.search(line) for line, _ in fw.head_lines(path, "| Entropy "))
 
 
 def seconds(text: str) -> float | None:

@@ -28,14 +28,10 @@ MAX_BLOCK_LINES = 10_000
 
 
 def sniff(path: Path) -> bool:
-    if " - Step " not in fw.head(path):
-        return False
-    previous = False
-    for line in fw.head_lines(path):
-        if previous and line.startswith("{"):
-            return True
-        previous = " - Step " in line and HEADER_RE.search(line) is not None
-    return False
+    return any(
+        HEADER_RE.search(line) and following.startswith("{")
+        for line, following in fw.head_lines(path, " - Step ")
+    )
 
 
 def read(path: Path, *, progress: Any = None) -> list[Run]:

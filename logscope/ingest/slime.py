@@ -36,10 +36,7 @@ LINE_RE = re.compile(
 
 
 def sniff(path: Path) -> bool:
-    text = fw.head(path)
-    if ": {'" not in text:
-        return False
-    return any(LINE_RE.search(line) for line in fw.head_lines(path) if ": {" in line)
+    return any(LINE_RE.search(line) for line, _ in fw.head_lines(path, ": {'"))
 
 
 def steps_per_rollout(records: list[tuple[str, int]]) -> tuple[int, str]:
