@@ -83,9 +83,13 @@ def clean(segment: str) -> str:
     return strip_tail(split_prefix(strip_ansi(segment))[1])
 
 
-def lines(text: str) -> Iterator[tuple[int, str]]:
-    """(1-based line number, cleaned segment) of every `\\r`-split segment of `text`."""
-    for line_no, raw in enumerate(text.split("\n"), 1):
+def lines(text: str, progress: Any = None) -> Iterator[tuple[int, str]]:
+    """(1-based line number, cleaned segment) of every `\\r`-split segment of `text`;
+    `progress(lines done, lines)` now and then."""
+    raw_lines = text.split("\n")
+    for line_no, raw in enumerate(raw_lines, 1):
+        if progress is not None and line_no % 20_000 == 0:
+            progress(line_no, len(raw_lines))
         for segment in segments(raw):
             yield line_no, clean(segment)
 
@@ -119,21 +123,23 @@ _PAIR_RE = re.compile(
     r"""((?:np\.\w+|tensor)\([^()]*\)|'[^']*'|"[^"]*"|[^,{}]+)"""
 )
 _WRAPPED_RE = re.compile(r"^(?:np\.\w+|tensor)\(([^,()]*)")
-_BARE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
+_BARE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf, "True": 1.0, "False": 0.0}
 
 
 def parse_dict_repr(text: str) -> dict[str, float] | None:
     """The scalars of a printed Python dict (`{'train/loss': 0.5, ...}`), or None when `text`
-    is not a whole dict (a truncated or garbled line)."""
+    is not a whole dict (a truncated or garbled line). A flat dict is read by one regex (30x
+    `ast.literal_eval`, which also refuses `nan`); a nested one by `ast.literal_eval`."""
     text = text.strip()
     if not (text.startswith("{") and text.endswith("}")):
         return None
-    try:
-        obj = ast.literal_eval(text)
-    except (ValueError, SyntaxError, MemoryError, RecursionError):
-        obj = None
-    if isinstance(obj, dict):
-        return dict(flatten(obj))
+    if text.count("{") > 1:
+        try:
+            obj = ast.literal_eval(text)
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            obj = None
+        if isinstance(obj, dict):
+            return dict(flatten(obj))
     found: dict[str, float] = {}
     for single, double, raw in _PAIR_RE.findall(text[1:-1]):
         token = raw.strip()
@@ -141,10 +147,10 @@ def parse_dict_repr(text: str) -> dict[str, float] | None:
             token = wrapped.group(1).strip()
         value = _BARE.get(token)
         if value is None:
-            value = number(token.strip("'\""))
+            value = number(token[1:-1] if token[:1] in "'\"" else token)
         if value is not None:
             found[single or double] = value
-    return found or None
+    return found if found or text[1:-1].strip() == "" else None
 
 
 @dataclass

@@ -46,7 +46,7 @@ def read(path: Path, *, progress: Any = None) -> list[Run]:
     stats = run.parse_stats
     cols = fw.Columns()
     step: int | None = None
-    for line_no, line in fw.lines(text):
+    for line_no, line in fw.lines(text, progress):
         stats.lines_read += 1
         at = line.find("metrics_tag: ")
         if at < 0:
