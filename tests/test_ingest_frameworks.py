@@ -302,3 +302,30 @@ def test_forcing_a_reader_on_foreign_text_names_the_file(kind: str) -> None:
     path = FIXTURES / "verl_tuned.log"
     with pytest.raises(IngestError, match=r"verl_tuned\.log"):
         load(path, source=kind)
+
+
+def test_skyrl_blocks_behind_ray_prefixes_and_colors_read_the_same(tmp_path: Path) -> None:
+    # Ray workers log through loguru with colorize=True (skyrl/train/utils/utils.py:864-875)
+    # and Ray puts its prefix before every line, the pprint lines included
+    colored = []
+    for line in _lines("skyrl/skyrl_grpo.log"):
+        if " - Step " in line:
+            line = line.replace("INFO    ", "\x1b[1m\x1b[32mINFO    \x1b[0m") + "\x1b[0m"
+        colored.append(f"(skyrl_entrypoint pid=77) {line}" if line else line)
+    log = tmp_path / "ray.log"
+    log.write_text("\n".join(colored), encoding="utf-8")
+    assert _one(log).metrics.equals(_one(FW / "skyrl/skyrl_grpo.log").metrics)
+
+
+def test_printed_dicts_of_numpy_torch_nan_and_nested_values() -> None:
+    from logscope.ingest._framework import parse_dict_repr
+
+    text = "{'a': np.float64(0.5), 'b': nan, 'c': tensor(0.25, device='cuda:0'), 'd': -inf}"
+    got = parse_dict_repr(text)
+    assert got is not None and got["a"] == 0.5 and got["c"] == 0.25 and got["d"] == -math.inf
+    assert math.isnan(got["b"])
+    assert parse_dict_repr("{'x': {'y': 1.5}, 'label': 'text', 'ok': True}") == {
+        "x/y": 1.5,
+        "ok": 1.0,
+    }
+    assert parse_dict_repr("{'x': 1.5, 'y") is None
