@@ -329,3 +329,18 @@ def test_printed_dicts_of_numpy_torch_nan_and_nested_values() -> None:
         "ok": 1.0,
     }
     assert parse_dict_repr("{'x': 1.5, 'y") is None
+
+
+def test_areal_merged_log_with_role_prefixes_and_colors_reads_the_same(tmp_path: Path) -> None:
+    # merged.log: `sed 's/^/[trainer] /'` on every line (areal/infra/utils/proc.py:81) of the
+    # colored LOG_FORMAT (areal/utils/logging.py:18), a rollout worker's line in between
+    header = "\x1b[1;38;2;180;140;80m(AReaL)\x1b[0m \x1b[37m"
+    merged = []
+    for line in _lines("areal/areal_gsm8k.log"):
+        line = line.replace("(AReaL) ", header)
+        merged.append(f"[trainer] {line}\x1b[0m" if line else line)
+        if line.startswith("│"):
+            merged.append("[rollout] (AReaL) 20260801-08:00:00.000 RLVRWorkflow INFO: done")
+    log = tmp_path / "merged.log"
+    log.write_text("\n".join(merged), encoding="utf-8")
+    assert _one(log).metrics.equals(_one(FW / "areal/areal_gsm8k.log").metrics)

@@ -187,7 +187,9 @@ def new_run(kind: str, path: Path, raw: bytes) -> Run:
 def build_run(run: Run, columns: Columns, framework: str, *, expected: str) -> list[Run]:
     """Fill `run` from `columns`; IngestError (naming what was expected) when nothing was read."""
     if not columns.steps:
-        raise IngestError(run.source.path, f"no {expected} found")
+        seen = run.parse_stats.step_lines
+        why = f"{seen} {expected}(s), but no value in them" if seen else f"no {expected}"
+        raise IngestError(run.source.path, f"{why} could be read" if seen else f"{why} found")
     wall = columns.wall if any(w is not None for w in columns.wall) else None
     run.metrics = metrics_frame(columns.steps, columns.names, columns.values, wall)
     run.events = columns.events

@@ -3,7 +3,8 @@
 `areal/utils/stats_logger.py` (`StatsLogger.commit`): `Epoch e/E Step s/S Train step n/N done.`,
 then per stats dict `Stats (i/m):` and `logger.info("\\n" + tabulate_stats(stats))`, where
 `areal/utils/printing.py` lays the items out in **column-major** order (item `r + c × rows` in
-row r, column pair c) with `tabulate(…, floatfmt=".4e", tablefmt="fancy_grid")`. The keys are
+row r, column pair c) with `tabulate(…, floatfmt=".4e", tablefmt="fancy_grid")`. ANSI colors
+(`areal/utils/logging.py` LOG_FORMAT) and merged.log's `[role]` line prefix are dropped. The keys are
 AReaL's own (`ppo_actor/update/entropy/avg`, …). The step is the W&B step commit() logs at:
 `max(global_step, last + 1) + i - 1`, global_step = n - 1.
 """
@@ -23,6 +24,8 @@ FRAMEWORK = "areal"
 
 DONE_RE = re.compile(r"Epoch [0-9]+/[0-9]+ Step [0-9]+/[0-9]+ Train step ([0-9]+)/[0-9]+ done\.")
 STATS_RE = re.compile(r"Stats \(([0-9]+)/([0-9]+)\):\s*$")
+# merged.log: `sed 's/^/[role]     /'` on every line (areal/infra/utils/proc.py:81, width 10)
+ROLE_RE = re.compile(r"^\[[A-Za-z0-9_.:-]+\] *")
 BOX = "╒╞├╘"
 
 
@@ -58,6 +61,8 @@ def read(path: Path, *, progress: Any = None) -> list[Run]:
     step: int | None = None  # W&B step of the table being read
     for line_no, line in fw.lines(text, progress):
         stats.lines_read += 1
+        if line.startswith("["):
+            line = ROLE_RE.sub("", line, count=1)
         lead = line.lstrip()[:1]
         if lead == "│" and step is not None:
             row = table_row(line)
