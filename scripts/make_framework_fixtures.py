@@ -283,8 +283,8 @@ def _sanitize(metrics: dict[str, float]) -> tuple[dict[str, float], list[str]]:
 
 
 def prime_rl() -> dict[str, str]:
-    """Trainer: src/prime_rl/trainer/rl/train.py:636-688 (the step line, then five monitors.log
-    calls); orchestrator: orchestrator/orchestrator.py:747 (monitors.log) then :880 (its step
+    """Trainer: src/prime_rl/trainer/rl/train.py:636-688 (the step line, then its monitors.log
+    calls, the disk metrics of :690 left out); orchestrator: orchestrator/orchestrator.py:747 (monitors.log) then :880 (its step
     line); FileMonitor.log_metrics (monitors/file.py): sanitize, warn, one JSON row per call, in
     `<run>/metrics.jsonl`; loguru format of utils/logger.py:108-163 (colorized)."""
     rows: list[str] = []
@@ -300,8 +300,11 @@ def prime_rl() -> dict[str, str]:
 
     def loguru(lines: list[str], step: int, level: str, message: str) -> None:
         color = green if level == "SUCCESS" else yellow
+        # torchrun --role=trainer --tee=3 (entrypoints/rl.py:320-330) prefixes `[trainer0]:`
+        tee = "[trainer0]:" if lines is trainer else ""
         lines.append(
-            f"{dim}{clock(step)[1]}{reset} {color}{level: >7}{reset} {color}{no_bold}{message}{reset}{reset}"
+            f"{tee}{dim}{clock(step)[1]}{reset} {color}{level: >7}{reset} "
+            f"{color}{no_bold}{message}{reset}{reset}"
         )
 
     def monitor(lines: list[str], step: int, metrics: dict[str, float]) -> None:
