@@ -284,9 +284,10 @@ def _sanitize(metrics: dict[str, float]) -> tuple[dict[str, float], list[str]]:
 
 def prime_rl() -> dict[str, str]:
     """Trainer: src/prime_rl/trainer/rl/train.py:636-688 (the step line, then its monitors.log
-    calls, the disk metrics of :690 left out); orchestrator: orchestrator/orchestrator.py:747 (monitors.log) then :880 (its step
-    line); FileMonitor.log_metrics (monitors/file.py): sanitize, warn, one JSON row per call, in
-    `<run>/metrics.jsonl`; loguru format of utils/logger.py:108-163 (colorized)."""
+    calls; the disk metrics of :690 left out); orchestrator: orchestrator/orchestrator.py:747
+    (monitors.log) then :880 (its step line); FileMonitor.log_metrics (monitors/file.py):
+    sanitize, warn, one JSON row per call, in `<run>/metrics.jsonl`; loguru format of
+    utils/logger.py:108-163 (colorized)."""
     rows: list[str] = []
     trainer: list[str] = []
     orchestrator: list[str] = []
