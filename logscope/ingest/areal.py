@@ -4,9 +4,9 @@
 then per stats dict `Stats (i/m):` and `logger.info("\\n" + tabulate_stats(stats))`, where
 `areal/utils/printing.py` lays the items out in **column-major** order (item `r + c × rows` in
 row r, column pair c) with `tabulate(…, floatfmt=".4e", tablefmt="fancy_grid")`. ANSI colors
-(`areal/utils/logging.py` LOG_FORMAT) and merged.log's `[role]` line prefix are dropped. The keys are
-AReaL's own (`ppo_actor/update/entropy/avg`, …). The step is the W&B step commit() logs at:
-`max(global_step, last + 1) + i - 1`, global_step = n - 1.
+(`areal/utils/logging.py` LOG_FORMAT) and merged.log's `[role]` line prefix are dropped. The
+keys are AReaL's own (`ppo_actor/update/entropy/avg`, …). The step is the W&B step commit()
+logs at: `max(global_step, last + 1) + i - 1`, global_step = n - 1.
 """
 
 from __future__ import annotations

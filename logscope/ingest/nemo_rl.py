@@ -2,8 +2,8 @@
 
 `nemo_rl/algorithms/grpo.py` (`grpo_train`): a `===== Step n/N =====` header per step (n counts
 within the epoch, reset by each `===== Epoch e/E =====`), then `📊 Training Results:` (Loss,
-Generation KL Error, Avg Reward, Mean Generation Length, `.4f`: grpo.py:3703-3719), `⏱️  Timing:`
-(`  • name: 1.23s (45.6%)`: grpo.py:3721-3745), `🔍 Performance Metrics:` (`algorithms/utils.py`
+Generation KL Error, Avg Reward, Mean Generation Length, `.4f`: grpo.py:3703-3719),
+`⏱️  Timing:` (`  • name: 1.23s (45.6%)`: grpo.py:3721-3745), `🔍 Performance Metrics:` (`algorithms/utils.py`
 `print_performance_metrics`) and, on validation steps, `📊 Validation Results:`. Each bullet is
 stored under the key NeMo-RL logs for it (grpo.py:3758-3770: prefixes `train/`, `timing/train/`,
 `performance/`, `validation/`, `timing/validation/`) at its W&B step, total_steps + 1 (steps of

@@ -1,4 +1,4 @@
-"""prime-rl's trainer console: one pipe-separated `Step N | … | Loss x | Entropy y | …` line a step.
+"""prime-rl's trainer console: a pipe-separated `Step N | … | Loss x | Entropy y | …` line a step.
 
 `src/prime_rl/trainer/rl/train.py:638-648`:
 `Step {step} | {format_time(step_time):>7} | Loss {:.4f} | Entropy {:.4f} [| Mismatch KL {:.4f}]
