@@ -344,3 +344,12 @@ def test_areal_merged_log_with_role_prefixes_and_colors_reads_the_same(tmp_path:
     log = tmp_path / "merged.log"
     log.write_text("\n".join(merged), encoding="utf-8")
     assert _one(log).metrics.equals(_one(FW / "areal/areal_gsm8k.log").metrics)
+
+
+def test_a_truncated_gz_is_read_as_far_as_it_decodes(tmp_path: Path) -> None:
+    packed = gzip.compress((FW / "roll/roll_rlvr.log").read_bytes())
+    cut = tmp_path / "roll.log.gz"
+    cut.write_bytes(packed[: len(packed) * 2 // 3])
+    run = _one(cut, source="roll-console")
+    assert 10 < run.n_steps < 40
+    assert any(".gz file ends early" in note for note in run.parse_stats.notes)

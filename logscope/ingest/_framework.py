@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import functools
 import gzip
+import io
 import math
 import os
 import re
@@ -23,7 +24,7 @@ from typing import Any
 
 from logscope.exceptions import IngestError
 from logscope.ingest._common import content_hash, metrics_frame, to_float
-from logscope.ingest.files import is_gzip, read_head
+from logscope.ingest.files import GZIP_MAGIC, read_head
 from logscope.ingest.verl_events import classify
 from logscope.ingest.verl_text import segments, split_prefix, strip_ansi, strip_tail
 from logscope.model import Event, Run, Source
@@ -66,16 +67,28 @@ def head_lines(path: Path, needle: str) -> Iterator[tuple[str, str]]:
         start = text.find(needle, end)
 
 
-def read_text(path: Path) -> tuple[bytes, str]:
-    """(bytes as stored, decoded text) of a plain or gzip log; IngestError when unreadable."""
+def read_text(path: Path) -> tuple[bytes, str, bool]:
+    """(bytes as stored, decoded text, whether a .gz ended early) of a plain or gzip log; of a
+    truncated .gz, what decoded before the damage. IngestError when unreadable."""
     try:
         raw = path.read_bytes()
-        data = gzip.decompress(raw) if is_gzip(path) else raw
-    except (OSError, EOFError, gzip.BadGzipFile) as exc:
-        raise IngestError(
-            str(path), f"cannot read: {getattr(exc, 'strerror', None) or exc}"
-        ) from exc
-    return raw, data.decode("utf-8", "replace")
+    except OSError as exc:
+        raise IngestError(str(path), f"cannot read: {exc.strerror or exc}") from exc
+    if not raw.startswith(GZIP_MAGIC):
+        return raw, raw.decode("utf-8", "replace"), False
+    parts: list[bytes] = []
+    damaged = False
+    with gzip.GzipFile(fileobj=io.BytesIO(raw)) as stream:
+        while True:
+            try:
+                block = stream.read1(1 << 20)
+            except (OSError, EOFError):
+                damaged = True
+                break
+            if not block:
+                break
+            parts.append(block)
+    return raw, b"".join(parts).decode("utf-8", "replace"), damaged
 
 
 def clean(segment: str) -> str:
@@ -180,8 +193,13 @@ class Columns:
             self.events.append(Event(line_no, step, kind, text[:2000]))
 
 
-def new_run(kind: str, path: Path, raw: bytes) -> Run:
-    return Run(id=content_hash(kind, raw), source=Source(kind, str(path)))
+def open_run(kind: str, path: Path) -> tuple[Run, str]:
+    """A new Run for `path` (its id from the bytes as stored) and the text to parse."""
+    raw, text, damaged = read_text(path)
+    run = Run(id=content_hash(kind, raw), source=Source(kind, str(path)))
+    if damaged:
+        run.parse_stats.notes.append("the .gz file ends early: read as far as it decoded")
+    return run, text
 
 
 def build_run(run: Run, columns: Columns, framework: str, *, expected: str) -> list[Run]:

@@ -52,8 +52,7 @@ def table_row(line: str) -> dict[str, float] | None:
 
 def read(path: Path, *, progress: Any = None) -> list[Run]:
     path = Path(path)
-    raw, text = fw.read_text(path)
-    run = fw.new_run(KIND, path, raw)
+    run, text = fw.open_run(KIND, path)
     stats = run.parse_stats
     cols = fw.Columns()
     base: int | None = None  # first W&B step of the commit being read

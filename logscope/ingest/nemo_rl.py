@@ -117,8 +117,7 @@ def _number(key: str, token: str, rest: str) -> float | None:
 
 def read(path: Path, *, progress: Any = None) -> list[Run]:
     path = Path(path)
-    raw, text = fw.read_text(path)
-    run = fw.new_run(KIND, path, raw)
+    run, text = fw.open_run(KIND, path)
     stats = run.parse_stats
     cols = fw.Columns()
     step, in_epoch, offset, last_n = 0, 0, 0, 0

@@ -92,7 +92,7 @@ def dropped_from_log(log: Path) -> tuple[list[tuple[int, str]], int]:
 
     trainer.log: the warning follows the step's line (train.py:648 logs before monitors.log);
     orchestrator.log: it comes before (orchestrator.py:747 logs before log_train_batch)."""
-    _, text = fw.read_text(log)
+    _, text, _ = fw.read_text(log)
     after = log.name == "trainer.log"
     found: list[tuple[int, str]] = []
     pending: list[str] = []
@@ -118,8 +118,7 @@ def dropped_from_log(log: Path) -> tuple[list[tuple[int, str]], int]:
 
 def read(path: Path, *, progress: Any = None) -> list[Run]:
     path = Path(path)
-    raw, text = fw.read_text(path)
-    run = fw.new_run(KIND, path, raw)
+    run, text = fw.open_run(KIND, path)
     stats = run.parse_stats
     cols = fw.Columns()
     all_lines = text.split("\n")

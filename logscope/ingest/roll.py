@@ -41,8 +41,7 @@ def _record(body: str) -> tuple[int, dict[str, float]] | None:
 
 def read(path: Path, *, progress: Any = None) -> list[Run]:
     path = Path(path)
-    raw, text = fw.read_text(path)
-    run = fw.new_run(KIND, path, raw)
+    run, text = fw.open_run(KIND, path)
     stats = run.parse_stats
     cols = fw.Columns()
     step: int | None = None

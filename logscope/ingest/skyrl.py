@@ -36,8 +36,7 @@ def sniff(path: Path) -> bool:
 
 def read(path: Path, *, progress: Any = None) -> list[Run]:
     path = Path(path)
-    raw, text = fw.read_text(path)
-    run = fw.new_run(KIND, path, raw)
+    run, text = fw.open_run(KIND, path)
     stats = run.parse_stats
     cols = fw.Columns()
     step: int | None = None  # the step whose block is being read

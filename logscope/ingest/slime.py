@@ -61,8 +61,7 @@ def steps_per_rollout(records: list[tuple[str, int]]) -> tuple[int, str]:
 
 def read(path: Path, *, progress: Any = None) -> list[Run]:
     path = Path(path)
-    raw, text = fw.read_text(path)
-    run = fw.new_run(KIND, path, raw)
+    run, text = fw.open_run(KIND, path)
     stats = run.parse_stats
     records: list[tuple[str, int, dict[str, float]]] = []
     cols = fw.Columns()
