@@ -89,7 +89,7 @@ class KlCoefZero(ConfigRule):
                     KL_LOSS_COEF,
                     target,
                     "0.001 is verl's default, tuned for ~7B models; the GRPO article starts "
-                    "smaller models at 0.0005 and calibrates so actor/kl_loss sits in 0.01–0.03.",
+                    "smaller models at 0.0005 and calibrates so the KL loss sits in 0.01–0.03.",
                     f"{SEED_GRPO} §3.1–3.2",
                 )
             ]

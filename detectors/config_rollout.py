@@ -122,7 +122,7 @@ class GpuMemoryUtilizationRisk(ConfigRule):
             message = (
                 f"rollout.gpu_memory_utilization={fmt(value)} is below the advised {why}: a "
                 "smaller KV cache slows rollout (the PPO article: 0.4 → 0.65 on Qwen2.5-0.5B cut "
-                "timing_s/gen 5.72 → 3.21 s)."
+                "the generation time 5.72 → 3.21 s)."
             )
             suggested = high
         else:
@@ -183,7 +183,7 @@ class ResponseLengthMismatch(ConfigRule):
         else:
             detail = (
                 f"vLLM stops at {plural(rollout, 'token')} although the data allows {data}: "
-                f"responses are cut {plural(gap, 'token')} short (watch response_length/clip_ratio)"
+                f"responses are cut {plural(gap, 'token')} short (watch the truncation ratio)"
             )
             key, suggested = RO_RESPONSE, data
         message = (
@@ -193,8 +193,7 @@ class ResponseLengthMismatch(ConfigRule):
         advice = v.advice(
             key,
             suggested,
-            "Make the two equal (the PPO article set both to 256; response_length/clip_ratio went "
-            "to 0).",
+            "Make the two equal (the PPO article set both to 256; the truncation ratio went to 0).",
             f"{SEED_PPO} §5.2",
         )
         return [
@@ -344,7 +343,7 @@ class RolloutBatchingMismatch(ConfigRule):
                     "info",
                     f"Rollout batching at verl's defaults ({tokens}/{seqs}) for a {size:g}B model: "
                     f"the PPO article raised both to {ARTICLE_TOKENS}/{ARTICLE_SEQS} with "
-                    "gpu_memory_utilization 0.65 (+22% throughput; response_length/clip_ratio "
+                    "gpu_memory_utilization 0.65 (+22% throughput; truncation ratio "
                     "0.012 → 0.003 on GSM8K). Its stated reason (tokens per sequence near the "
                     "mean prompt+response length ≈ 239) does not match its own numbers (8 → 8.6), "
                     "so take the values as measured, not derived.",
@@ -445,7 +444,7 @@ class LogProbMicroBatch(ConfigRule):
             if value < self.best:
                 severity: Severity = "info"
                 message = (
-                    f"{key}={value}: the PPO article measured 16 faster than 8 (perf/throughput "
+                    f"{key}={value}: the PPO article measured 16 faster than 8 (throughput "
                     "1176 → 1320 tokens/s, fewer small forward passes)."
                 )
             elif value > self.padding_above:
@@ -465,7 +464,7 @@ class LogProbMicroBatch(ConfigRule):
                         v.advice(
                             key,
                             self.best,
-                            "The PPO article's measured best; if perf/max_memory_allocated_gb "
+                            "The PPO article's measured best; if the peak allocated GPU memory "
                             "rises > 10%, lower rollout.gpu_memory_utilization.",
                             f"{SEED_PPO} §2.3",
                         )
@@ -541,7 +540,7 @@ class MaxModelLenTooShort(ConfigRule):
             message = (
                 f"{head}: vLLM stops each response at max_model_len − its prompt length, so a "
                 f"{fmt(prompt)}-token prompt gets at most {fmt(limit - prompt)} response tokens "
-                f"instead of {fmt(response)}. verl's response_length/clip_ratio counts only "
+                f"instead of {fmt(response)}. verl's truncation ratio counts only "
                 "responses that reach max_response_length, so this truncation is never counted "
                 "(verl#7823; the fix, PR verl#7906, is open)."
             )

@@ -14,6 +14,7 @@ from scipy.stats import binom, median_abs_deviation, norm
 
 from logscope import verl_config
 from logscope.advice import SEED_GRPO, SEED_PPO, advise, current_value
+from logscope.aliases import resolve
 from logscope.detector import Detector, param
 from logscope.exceptions import BadDetectorParameters
 from logscope.health import REFERENCES, consecutive_jump, recent_level
@@ -196,7 +197,7 @@ def config_changes(run: Run, step: int, keys: tuple[str, ...], before: int = 10)
 
 def _kl_coef_key(run: Run, metric: str) -> str:
     """The coefficient that weighs this KL: the actor's KL loss or the in-reward penalty."""
-    if metric == "actor/kl_loss":
+    if metric == resolve(run, "kl_loss"):
         return f"{ACT}.kl_loss_coef"
     return "algorithm.kl_ctrl.kl_coef"
 
@@ -500,6 +501,7 @@ class KLJump(Detector):
             "algorithm.kl_ctrl.target_kl",
         )
         change = config_changes(run, step, keys)
+        ppo_kl = s.metric == resolve(run, "ppo_kl")
         times = f"{ratio:.1f}×" + (
             " at least, allowing for the .3f rounding" if s.resolution else ""
         )
@@ -538,11 +540,9 @@ class KLJump(Detector):
             "window_steps": width,
             "scale": "log" if log_scale else "linear",
             "thresholds": {
-                "min_ratio": self.min_ppo_kl_ratio
-                if s.metric == "actor/ppo_kl"
-                else self.min_ratio,
+                "min_ratio": self.min_ppo_kl_ratio if ppo_kl else self.min_ratio,
                 "z": self.z_threshold if c.kind != "spike" else self.spike_z,
-                "min_rise": self._min_rise("ppo_kl" if s.metric == "actor/ppo_kl" else "kl_ref"),
+                "min_rise": self._min_rise("ppo_kl" if ppo_kl else "kl_ref"),
             },
         }
         if change:
@@ -572,7 +572,7 @@ class KLJump(Detector):
                 f"{SEED_PPO} §3.3",
             )
         ]
-        if metric == "actor/ppo_kl":
+        if metric == resolve(run, "ppo_kl"):
             out.append(
                 advise(
                     run,

@@ -9,7 +9,7 @@ import numpy as np
 
 from logscope import verl_config
 from logscope.advice import SEED_GRPO, SEED_PPO, advise, current_value
-from logscope.aliases import resolve
+from logscope.aliases import name_of, resolve
 from logscope.detector import param
 from logscope.model import Advice, Finding, Run
 from logscope.sources import cite_all
@@ -190,7 +190,7 @@ class CudaOom(SignatureDetector):
         leak_note = (
             f"Reserved GPU memory climbed {leak['start_gb']} → {leak['end_gb']} GB: "
             if leak
-            else "If perf/max_memory_reserved_gb climbs slowly over the steps before an OOM, "
+            else f"If {name_of(run, 'gpu_mem_reserved')} climbs slowly over the steps before an OOM, "
         )
         for key, label in (
             (f"{RO}.free_cache_engine", "free the KV cache after generation"),

@@ -12,7 +12,9 @@ import numpy as np
 
 from logscope import verl_config
 from logscope.advice import SEED_PPO, advise, current_value
+from logscope.aliases import name_of, resolve
 from logscope.detector import Detector, param
+from logscope.frameworks import parameter_name, profile_of
 from logscope.health import (
     RECENT_STEPS,
     REFERENCES,
@@ -727,7 +729,7 @@ class ClipRatioSpike(_SpikeDetector):
 
     def _series(self, run: Run, s: Series, concept: str) -> list[Finding]:
         noise: dict[str, Any] = {}
-        if s.metric == "response_length/clip_ratio":
+        if concept == "response_clip_ratio":
             samples, source = responses_per_step(run, s)
             found: list[Change] = []
             if samples:
@@ -753,7 +755,7 @@ class ClipRatioSpike(_SpikeDetector):
         rec: Recurrence | None = None,
     ) -> Finding:
         step = s.step_at(c.onset)
-        truncation = s.metric == "response_length/clip_ratio"
+        truncation = s.metric == resolve(run, "response_clip_ratio")
         what = "truncated responses" if truncation else "clipped tokens"
         again = rec.again(step) if rec else None
         if again:  # a recurrence: when first, then how
@@ -1309,23 +1311,28 @@ class ResponseLengthClipped(Detector):
     ) -> Finding:
         inferred = cap is None and top is not None
         limit = cap if cap is not None else (top.value if top is not None else None)
+        ratio_names = profile_of(run).names("response_clip_ratio")
+        clip_name = resolve(run, "response_clip_ratio") or (ratio_names or ("",))[0]
+        max_name = top.metric if top is not None else "the longest response"
         where = f"at step {steps[0]}" if len(steps) == 1 else f"over steps {steps[0]}–{steps[-1]}"
         if ratio is not None:
             message = (
-                f"response_length/clip_ratio is {fmt(ratio)} {where}"
+                f"{clip_name} is {fmt(ratio)} {where}"
                 + (f" (median of {len(steps)})" if len(steps) > 1 else "")
                 + f": {ratio:.0%} of the responses hit the length cap"
             )
         else:
-            message = (
-                f"response_length/max reaches the cap {where}: some responses are truncated "
-                "(response_length/clip_ratio, which says how many, is not logged)"
+            message = f"{max_name} reaches the cap {where}: some responses are truncated " + (
+                f"({clip_name}, which says how many, is not logged)"
+                if clip_name
+                else "(how many is not logged)"
             )
         if top is not None and limit is not None:
             message += (
-                f" (response_length/max is {top.value:g}: the cap)"
+                f" ({max_name} is {top.value:g}: the cap)"
                 if inferred
-                else f" (response_length/max {top.value:g} = data.max_response_length {limit:g})"
+                else f" ({max_name} {top.value:g} = "
+                f"{parameter_name(run, 'data.max_response_length')} {limit:g})"
             )
         if judged_by.endswith("(verl 0.9 V1)"):
             message += (
@@ -1338,16 +1345,14 @@ class ResponseLengthClipped(Detector):
             "steps": list(steps),
             "response_length_max": None if top is None else sig(top.value),
             "cap": limit,
-            "cap_source": "config"
-            if cap is not None
-            else ("response_length/max" if inferred else None),
+            "cap_source": "config" if cap is not None else (max_name if inferred else None),
             "threshold": self.min_ratio,
             "judged_by": judged_by,
         }
         return self.finding(
             severity=severity,
             message=message,
-            metric="response_length/clip_ratio" if ratio is not None else "response_length/max",
+            metric=clip_name if ratio is not None else max_name,
             step=steps[0],
             end_step=steps[-1],
             evidence=evidence,
@@ -1371,7 +1376,10 @@ def cap_advice(run: Run, cap: float | None, inferred: bool) -> list[Advice]:
         f"{RO}.response_length equal to it and {RO}.max_model_len at least prompt + response."
     )
     if inferred:
-        rationale += f" The config is not in the log: the cap {cap:g} is response_length/max."
+        rationale += (
+            f" The config is not in the log: the cap {cap:g} is "
+            f"{name_of(run, 'response_length_max')}."
+        )
     out = [
         advise(
             run,

@@ -11,7 +11,7 @@ from scipy.stats import kendalltau
 
 from logscope import verl_config
 from logscope.advice import SEED_GRPO, SEED_PPO, advise, current_value
-from logscope.aliases import resolve, validation_metrics
+from logscope.aliases import VALIDATION_PREFIXES, name_of, validation_metrics
 from logscope.detector import Detector, param
 from logscope.health import values_by_step
 from logscope.model import Advice, Finding, Run
@@ -565,9 +565,9 @@ class RewardPlateau(Detector):
         stuck = len({top[s] for s in steps if s in top}) == 1 and len(steps) >= 2
         if _advantages_all_zero(run, steps) and not stuck:
             return []
-        metric = resolve(run, "score_max") or "critic/score/max"
+        metric = name_of(run, "score_max")
         msg = (
-            f"critic/score/min = critic/score/max = {fmt(score)} in every logged training step "
+            f"{name_of(run, 'score_min')} = {metric} = {fmt(score)} in every logged training step "
             f"({len(steps)}): " + score_story(score, len(steps))
         )
         return [
@@ -717,7 +717,11 @@ class ValidationDrop(Detector):
 
     def skip_reason(self, run: Run) -> str | None:
         if not validation_metrics(run):
-            return "no validation metric in the run (val-core/…, val/test_score/…)"
+            return (
+                "no validation metric in the run ("
+                + ", ".join(f"{p}…" for p in VALIDATION_PREFIXES[:2])
+                + ")"
+            )
         return None
 
     def detect(self, run: Run) -> list[Finding]:

@@ -11,8 +11,9 @@ from scipy.optimize import minimize_scalar
 from scipy.stats import chi2
 
 from logscope.advice import SEED_GRPO, SEED_PPO, advise, current_value
-from logscope.aliases import resolve
+from logscope.aliases import name_of, resolve
 from logscope.detector import Detector, param
+from logscope.frameworks import profile_of
 from logscope.model import Advice, Finding, Run
 from logscope.sources import cite_all
 from logscope.verl_config import RO, model_size_b, n_gpus
@@ -42,14 +43,20 @@ _GEN_PARTS = ("generate_sequences", "generation_timing", "agent_loop", "gen_max"
 
 
 def _timing_prefix(run: Run) -> str:
-    return "timing/" if resolve(run, "time_step") == "timing/step" else "timing_s/"
+    """The prefix of the run's per-phase seconds: the one its step time is logged under."""
+    prefixes = profile_of(run).timing_prefixes
+    step = resolve(run, "time_step") or ""
+    return next((p for p in prefixes if step.startswith(p)), prefixes[0] if prefixes else "")
 
 
 def _phase_metrics(run: Run) -> dict[str, str]:
     """{phase: metric} of the step's compute phases (gen, update_actor, old_log_prob, …)."""
     out = {}
+    step = resolve(run, "time_step")
     for name in run.metric_names:
-        for prefix in ("timing_s/", "timing/"):
+        if name == step:
+            continue
+        for prefix in profile_of(run).timing_prefixes:
             if name.startswith(prefix):
                 phase = name[len(prefix) :]
                 if phase in _NOT_PHASES or phase.startswith(_GEN_PARTS) or "/" in phase:
@@ -91,7 +98,7 @@ def _actor_start(run: Run, steps: np.ndarray) -> float | None:
 
 def _gen_rounds(run: Run, steps: np.ndarray) -> np.ndarray | None:
     """Generation rounds per step where the run logs them (DAPO's `train/num_gen_batches`)."""
-    logged = Series.read(run, "train/num_gen_batches")
+    logged = Series.read(run, resolve(run, "gen_batches"))
     if len(logged) == 0:
         return None
     rounds = logged.at(steps)
@@ -910,7 +917,7 @@ def _rollout_speed_advice(run: Run) -> list[Advice]:
             f"{RO}.gpu_memory_utilization",
             "A larger vLLM share holds more sequences in the KV cache at once, so each "
             f"rollout needs fewer passes; advised range here: {range_text} (above 0.7 risks "
-            "OOM). The PPO article took it 0.4 → 0.65 on Qwen2.5-0.5B: timing_s/gen 5.72 → "
+            "OOM). The PPO article took it 0.4 → 0.65 on Qwen2.5-0.5B: generation time 5.72 → "
             "3.21 s.",
             f"{SEED_PPO} §2.1; {SEED_GRPO} §4.2",
             suggest=lambda cur: bound if float(cur) < bound else None,
@@ -1058,12 +1065,12 @@ class ThroughputDrop(Detector):
         if np.isfinite(gen).sum() >= 10 and rounds is not None and (rounds > 1).any():
             total = total - gen + gen / rounds
             label = f"{t_name} with generation counted once"
-            note = " (generation counted once per step: train/num_gen_batches rounds vary)"
+            note = f" (generation counted once per step: {name_of(run, 'gen_batches')} rounds vary)"
         elif np.isfinite(gen).sum() >= 10 and _repeated_generation(
             run, np.nan_to_num(gen), np.nan_to_num(total - gen)
         ):
             total = total - gen
-            label = f"{t_name} − timing_s/gen"
+            label = f"{t_name} − {name_of(run, 'time_gen')}"
             note = (
                 " (generation left out: it repeats a varying number of sampling rounds per "
                 "step, jumping ≥ 1.5× between steps)"
@@ -1081,15 +1088,17 @@ class ThroughputDrop(Detector):
     @staticmethod
     def _tokens(run: Run, ts: np.ndarray, tv: np.ndarray) -> tuple[np.ndarray | None, str]:
         """Tokens of each step (any unit proportional to them) and what they come from."""
-        for name in ("perf/total_num_tokens", "global_seqlen/mean"):
+        for name in profile_of(run).names("step_tokens"):
             tok = Series.read(run, name).at(ts)
             if np.isfinite(tok).mean() > 0.9:
                 return tok, name
-        thr = Series.read(run, resolve(run, "throughput")).at(ts)
+        thr_name = resolve(run, "throughput")
+        thr = Series.read(run, thr_name).at(ts)
         if np.isfinite(thr).mean() > 0.9:
-            return thr * tv, "perf/throughput × step time"
+            return thr * tv, f"{thr_name} × step time"
         parts = [
-            Series.read(run, name).at(ts) for name in ("prompt_length/mean", "response_length/mean")
+            Series.read(run, resolve(run, c)).at(ts)
+            for c in ("prompt_length_mean", "response_length_mean")
         ]
         tok = parts[0] + parts[1]
         if np.isfinite(tok).mean() > 0.9:

@@ -33,6 +33,8 @@ VERL = "verl"
 FRAMEWORKS = ("verl", "trl", "openrlhf", "roll", "skyrl", "slime", "prime-rl", "nemo-rl", "areal")
 #: how many identifying keys a non-verl profile needs before it beats verl's count
 MIN_EVIDENCE = 2
+#: verl parameters advice names under two keys: the profiles map the first
+VERL_ALIASES = {"data.seed": "trainer.seed"}
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,8 @@ class Parameter:
     source: str = ""
     note: str = ""
     none: str = ""
+    inverted: bool = False  # a switch that means the opposite (slime's disable-radix-cache)
+    add: str = ""  # Hydra's "+" or "++": a key the default config lacks must be added
 
 
 @dataclass(frozen=True)
@@ -59,6 +63,14 @@ class Profile:
     parameters: dict[str, Parameter] = field(default_factory=dict)
     step_keys: tuple[str, ...] = ()  # a metric that is the real training step (W&B/TB channels)
     notes: dict[str, str] = field(default_factory=dict)  # key pattern → what it really means
+    #: metric families that must stay finite (LS001): family → key prefixes
+    finite: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    #: every prefix LS001 watches (a watched key in no family is of family "other")
+    watched: tuple[str, ...] = ()
+    #: prefixes of the critic's keys (a non-finite critic loss gets the critic's advice)
+    critic_prefixes: tuple[str, ...] = ()
+    #: prefixes of per-phase seconds (verl's `timing_s/gen`, `timing_s/update_actor`, …)
+    timing_prefixes: tuple[str, ...] = ()
 
     @property
     def is_verl(self) -> bool:
@@ -80,6 +92,15 @@ class Profile:
                 return matches[0]
         return None
 
+    def finite_family(self, key: str) -> str | None:
+        """The LS001 family of `key` ("other" when watched in none), None when not watched."""
+        if not key.startswith(self.watched):
+            return None
+        for family, prefixes in self.finite.items():
+            if key.startswith(prefixes):
+                return family
+        return "other"
+
     def knows(self, key: str) -> bool:
         """True when `key` is one of this profile's concept names or patterns."""
         return any(
@@ -100,13 +121,15 @@ class Profile:
     def override(self, name: str, value: Any) -> str:
         """The text a user types to set `name` to `value`, in this framework's syntax."""
         text = _value_text(value)
+        add = next((p.add for p in self.parameters.values() if p.name == name), "")
         if self.style == "cli":
-            return f"{self.flag_prefix}{name} {text}"
+            flag = f"{self.flag_prefix}{name}"
+            return flag if value is True else f"{flag} {text}"
         if self.style == "yaml":
             return f"{name}: {text}"
         if self.style == "toml":
             return f"{name} = {text}"
-        return f"{name}={text}"
+        return f"{add}{name}={text}"
 
 
 def _is_pattern(name: str) -> bool:
@@ -131,7 +154,9 @@ def profiles() -> dict[str, Profile]:
     for name in FRAMEWORKS:
         data = tomllib.loads((folder / f"{name}.toml").read_text(encoding="utf-8"))
         if name == VERL:
-            data["concepts"] = {c: list(v) for c, v in load_registry().concepts.items()}
+            registry = load_registry()
+            data["concepts"] = {c: list(v) for c, v in registry.concepts.items()}
+            data["watched"] = list(registry.loss_like_prefixes())
         found[name] = _profile(name, data)
     return found
 
@@ -143,6 +168,14 @@ def _profile(name: str, data: dict[str, Any]) -> Profile:
         for concept, names in data.get("concepts", {}).items()
     }
     parameters = {key: Parameter(**value) for key, value in data.get("parameters", {}).items()}
+    for verl_key, alias in VERL_ALIASES.items():  # the same verl parameter under another key
+        if verl_key in parameters and alias not in parameters:
+            parameters[alias] = parameters[verl_key]
+    finite = {
+        family: tuple(p + n for n in names for p in prefixes)
+        for family, names in data.get("finite", {}).items()
+    }
+    watched = tuple(data.get("watched", [])) or tuple(n for names in finite.values() for n in names)
     return Profile(
         name=name,
         title=data["title"],
@@ -154,6 +187,10 @@ def _profile(name: str, data: dict[str, Any]) -> Profile:
         parameters=parameters,
         step_keys=tuple(data.get("step_keys", [])),
         notes=dict(data.get("notes", {})),
+        finite=finite,
+        watched=watched,
+        critic_prefixes=tuple(p + n for n in data.get("critic_prefixes", []) for p in prefixes),
+        timing_prefixes=tuple(p + n for n in data.get("timing_prefixes", []) for p in prefixes),
     )
 
 
@@ -210,6 +247,13 @@ def translate_text(text: str, profile: Profile) -> str:
         return match.group(0)
 
     return _VERL_KEY.sub(swap, text)
+
+
+def parameter_name(run: Run | None, verl_key: str) -> str:
+    """What `run`'s framework calls the verl parameter `verl_key` (the verl key when it has no
+    counterpart, or for verl)."""
+    counterpart = profile_of(run).parameters.get(verl_key)
+    return counterpart.name if counterpart is not None and counterpart.name else verl_key
 
 
 def config_value(run: Run | None, name: str, step: int | None = None) -> Any:
