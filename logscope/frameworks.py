@@ -58,6 +58,7 @@ class Profile:
     source: str
     concepts: dict[str, tuple[str, ...]]  # concept → names/patterns, prefixes applied
     identify: tuple[str, ...] = ()  # keys (or patterns) only this framework logs
+    known: tuple[str, ...] = ()  # further keys it logs that are understood, not judged
     style: str = "hydra"  # how a user sets a parameter: hydra | cli | yaml | toml
     flag_prefix: str = "--"
     parameters: dict[str, Parameter] = field(default_factory=dict)
@@ -102,11 +103,12 @@ class Profile:
         return "other"
 
     def knows(self, key: str) -> bool:
-        """True when `key` is one of this profile's concept names or patterns."""
+        """True when `key` is one of this profile's concept, identifying or known names (or
+        matches one of their patterns)."""
+        names = (*(n for group in self.concepts.values() for n in group), *self.identify)
         return any(
             key == n or (_is_pattern(n) and fnmatch.fnmatchcase(key, n))
-            for names in self.concepts.values()
-            for n in names
+            for n in (*names, *self.known)
         )
 
     def evidence(self, metric_names: Any) -> int:
@@ -182,6 +184,7 @@ def _profile(name: str, data: dict[str, Any]) -> Profile:
         source=data.get("source", ""),
         concepts=concepts,
         identify=tuple(p + n for n in data.get("identify", []) for p in prefixes),
+        known=tuple(p + n for n in data.get("known", []) for p in prefixes),
         style=data.get("style", "hydra"),
         flag_prefix=data.get("flag_prefix", "--"),
         parameters=parameters,
@@ -210,6 +213,17 @@ def profile_of(run: Run | None) -> Profile:
     """The profile of `run` (verl when none was assigned)."""
     name = run.meta.get("framework") if run is not None else None
     return profiles().get(name or VERL, profiles()[VERL])
+
+
+def unknown_metrics(run: Run) -> list[str]:
+    """The run's metric keys logscope does not understand, sorted: for verl the metric
+    registry's unknowns, for another framework the keys its profile does not map."""
+    from logscope.metric_registry import unknown
+
+    profile = profile_of(run)
+    if profile.is_verl:
+        return unknown(run.metric_names)
+    return [n for n in run.metric_names if not profile.knows(n)]
 
 
 def detect(metric_names: Any) -> str:
