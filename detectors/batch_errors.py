@@ -32,7 +32,9 @@ from ._signatures import (
 )
 
 
-class BatchSizeDivisibilityError(SignatureDetector):
+class BatchSizeDivisibilityError(
+    SignatureDetector, code="LS015", name="batch-size-divisibility-error"
+):
     """verl refused the batch sizes: they do not divide as its checks require.
 
     What it detects:
@@ -74,8 +76,6 @@ class BatchSizeDivisibilityError(SignatureDetector):
         seed:grpo-pitfalls §2.3.
     """
 
-    code = "LS015"
-    name = "batch-size-divisibility-error"
     title = "Batch sizes rejected by verl's divisibility checks"
     groups = ("config", "crash")
     pattern = BATCH_RE
@@ -246,7 +246,7 @@ class BatchSizeDivisibilityError(SignatureDetector):
         ], ""
 
 
-class PromptTooLong(SignatureDetector):
+class PromptTooLong(SignatureDetector, code="LS019", name="prompt-too-long"):
     """A prompt is longer than `data.max_prompt_length` and the dataset refuses to truncate it.
 
     What it detects:
@@ -274,8 +274,6 @@ class PromptTooLong(SignatureDetector):
         verl:utils/dataset/rl_dataset.py (`data.max_prompt_length`, `data.truncation`).
     """
 
-    code = "LS019"
-    name = "prompt-too-long"
     title = "Prompt longer than data.max_prompt_length"
     groups = ("config", "data", "crash")
     pattern = PROMPT_LONG_RE
@@ -315,7 +313,9 @@ class PromptTooLong(SignatureDetector):
         )
 
 
-class MaxNumBatchedTokensTooSmall(SignatureDetector):
+class MaxNumBatchedTokensTooSmall(
+    SignatureDetector, code="LS020", name="max-num-batched-tokens-too-small"
+):
     """vLLM refused `rollout.max_num_batched_tokens` smaller than the model length with chunked prefill off.
 
     What it detects:
@@ -346,8 +346,6 @@ class MaxNumBatchedTokensTooSmall(SignatureDetector):
         verl:workers/rollout/vllm_rollout (the check, verl 0.5); seed:ppo-tuning §2.2.
     """
 
-    code = "LS020"
-    name = "max-num-batched-tokens-too-small"
     title = "rollout.max_num_batched_tokens below the model length"
     groups = ("config", "vllm", "crash")
     pattern = CHUNKED_PREFILL_RE

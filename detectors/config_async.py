@@ -59,7 +59,7 @@ SRC_ASYNC = "verl:experimental/fully_async_policy/fully_async_main.py"
 SRC_COSINE = "verl:utils/torch_functional.py"
 
 
-class DapoFilterOnShapedReward(ConfigRule):
+class DapoFilterOnShapedReward(ConfigRule, code="LS520", name="dapo-filter-on-shaped-reward"):
     """DAPO's group filter compares a shaped reward instead of accuracy.
 
     What it detects:
@@ -97,8 +97,6 @@ class DapoFilterOnShapedReward(ConfigRule):
         verl-recipe:dapo/dapo_ray_trainer.py.
     """
 
-    code = "LS520"
-    name = "dapo-filter-on-shaped-reward"
     title = "DAPO group filter on a shaped reward"
 
     def check(self, v: ConfigView) -> list[Hit]:
@@ -171,7 +169,7 @@ def _schedule(v: ConfigView, optim: str) -> tuple[str, str] | None:
     return None  # verl's default: constant
 
 
-class FullyAsyncLrWithoutHorizon(ConfigRule):
+class FullyAsyncLrWithoutHorizon(ConfigRule, code="LS521", name="fully-async-lr-without-horizon"):
     """Fully-async training with a decaying LR schedule and no `optim.total_training_steps`.
 
     What it detects:
@@ -212,8 +210,6 @@ class FullyAsyncLrWithoutHorizon(ConfigRule):
         verl:utils/torch_functional.py.
     """
 
-    code = "LS521"
-    name = "fully-async-lr-without-horizon"
     title = "Fully-async LR schedule without a horizon"
 
     def check(self, v: ConfigView) -> list[Hit]:

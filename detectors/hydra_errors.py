@@ -76,7 +76,7 @@ def override_for(run: Run, key: str) -> tuple[str, Any] | None:
     return None
 
 
-class HydraConfigError(SignatureDetector):
+class HydraConfigError(SignatureDetector, code="LS024", name="hydra-config-error"):
     """Hydra or OmegaConf rejected a config key or a command-line override.
 
     What it detects:
@@ -117,8 +117,6 @@ class HydraConfigError(SignatureDetector):
         release accepts).
     """
 
-    code = "LS024"
-    name = "hydra-config-error"
     title = "Hydra/OmegaConf rejected a config key"
     groups = ("config", "crash")
     pattern = HYDRA_RE

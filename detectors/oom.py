@@ -40,7 +40,7 @@ from ._signatures import (
 )
 
 
-class CudaOom(SignatureDetector):
+class CudaOom(SignatureDetector, code="LS010", name="cuda-oom"):
     """The GPU ran out of memory (CUDA OOM), with the training phase it happened in.
 
     What it detects:
@@ -93,8 +93,6 @@ class CudaOom(SignatureDetector):
         (expandable_segments).
     """
 
-    code = "LS010"
-    name = "cuda-oom"
     title = "GPU out of memory (CUDA OOM)"
     groups = ("memory", "crash")
     pattern = CUDA_OOM_RE
@@ -291,7 +289,7 @@ def _actor_update_advice(run: Run, why: str) -> list[Advice]:
     return out
 
 
-class HostOomWorkerKilled(SignatureDetector):
+class HostOomWorkerKilled(SignatureDetector, code="LS011", name="host-oom-worker-killed"):
     """Ray killed a worker because the node ran out of host (CPU) memory.
 
     What it detects:
@@ -330,8 +328,6 @@ class HostOomWorkerKilled(SignatureDetector):
         (`actor_rollout_ref.*.fsdp_config.*_offload`).
     """
 
-    code = "LS011"
-    name = "host-oom-worker-killed"
     title = "Ray killed a worker: host memory exhausted"
     groups = ("memory", "crash", "ray")
     pattern = HOST_OOM_RE
@@ -429,7 +425,7 @@ def offload_advice(run: Run) -> list[Advice]:
     return out
 
 
-class VllmKvCacheNoMemory(SignatureDetector):
+class VllmKvCacheNoMemory(SignatureDetector, code="LS018", name="vllm-kv-cache-no-memory"):
     """vLLM found no GPU memory left for its KV cache when the rollout engine started.
 
     What it detects:
@@ -461,8 +457,6 @@ class VllmKvCacheNoMemory(SignatureDetector):
         (advised ranges); seed:ppo-tuning §5.3 (tensor parallel rollout).
     """
 
-    code = "LS018"
-    name = "vllm-kv-cache-no-memory"
     title = "vLLM has no memory left for its KV cache"
     groups = ("memory", "vllm", "crash")
     pattern = KV_CACHE_RE

@@ -34,7 +34,9 @@ from ._signatures import (
 )
 
 
-class RayWorkerRegistrationFailed(SignatureDetector):
+class RayWorkerRegistrationFailed(
+    SignatureDetector, code="LS012", name="ray-worker-registration-failed"
+):
     """Ray workers could not register with the raylet, so the cluster never came up.
 
     What it detects:
@@ -74,8 +76,6 @@ class RayWorkerRegistrationFailed(SignatureDetector):
         directory, raylet.out).
     """
 
-    code = "LS012"
-    name = "ray-worker-registration-failed"
     title = "Ray worker failed to register with the raylet"
     groups = ("ray", "crash", "environment")
     pattern = RAY_REGISTER_RE
@@ -136,7 +136,9 @@ class RayWorkerRegistrationFailed(SignatureDetector):
         )
 
 
-class VllmModelInspectionFailed(SignatureDetector):
+class VllmModelInspectionFailed(
+    SignatureDetector, code="LS013", name="vllm-model-inspection-failed"
+):
     """vLLM could not inspect the model architecture (vLLM/transformers version mismatch).
 
     What it detects:
@@ -164,8 +166,6 @@ class VllmModelInspectionFailed(SignatureDetector):
         seed:ppo-tuning §7.2.
     """
 
-    code = "LS013"
-    name = "vllm-model-inspection-failed"
     title = "vLLM failed to inspect the model architecture"
     groups = ("vllm", "crash", "environment")
     pattern = VLLM_INSPECT_RE
@@ -193,7 +193,7 @@ class VllmModelInspectionFailed(SignatureDetector):
         )
 
 
-class NcclError(SignatureDetector):
+class NcclError(SignatureDetector, code="LS014", name="nccl-error"):
     """An NCCL collective failed or timed out.
 
     What it detects:
@@ -226,8 +226,6 @@ class NcclError(SignatureDetector):
         seed:grpo-pitfalls §4.1 (FSDP buffers starved → NCCL operation failed).
     """
 
-    code = "LS014"
-    name = "nccl-error"
     title = "NCCL communication error or timeout"
     groups = ("distributed", "crash")
     pattern = NCCL_RE
@@ -265,7 +263,9 @@ class NcclError(SignatureDetector):
         )
 
 
-class TensorsOnDifferentDevices(SignatureDetector):
+class TensorsOnDifferentDevices(
+    SignatureDetector, code="LS021", name="tensors-on-different-devices"
+):
     """A tensor op mixed devices (`Expected all tensors to be on the same device`).
 
     What it detects:
@@ -295,8 +295,6 @@ class TensorsOnDifferentDevices(SignatureDetector):
         seed:grpo-pitfalls §1.2.
     """
 
-    code = "LS021"
-    name = "tensors-on-different-devices"
     title = "Tensors on different devices"
     groups = ("crash", "config")
     pattern = DEVICE_MISMATCH_RE

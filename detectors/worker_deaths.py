@@ -92,7 +92,7 @@ def explain(exit_: Exit, host_oom: bool) -> str:
     return "The text does not say why."
 
 
-class RayActorDied(SignatureDetector):
+class RayActorDied(SignatureDetector, code="LS022", name="ray-actor-died"):
     """A Ray actor or worker process died (a verl WorkerDict, a vLLM server, a task worker).
 
     What it detects:
@@ -139,8 +139,6 @@ class RayActorDied(SignatureDetector):
         ray:ray-observability/user-guides/configure-logging (the `(Name pid=…)` prefix).
     """
 
-    code = "LS022"
-    name = "ray-actor-died"
     title = "A Ray actor or worker died"
     groups = ("ray", "crash")
     pattern = ACTOR_DIED_RE
