@@ -19,13 +19,7 @@ from ._common import (
     where,
 )
 from ._signatures import (
-    BATCH_KEYS,
     BATCH_PATTERNS,
-    BATCH_RE,
-    CHUNKED_PREFILL_KEYS,
-    CHUNKED_PREFILL_RE,
-    PROMPT_LONG_KEYS,
-    PROMPT_LONG_RE,
     SignatureDetector,
     batch_for,
     ints_of,
@@ -78,8 +72,6 @@ class BatchSizeDivisibilityError(
 
     title = "Batch sizes rejected by verl's divisibility checks"
     groups = ("config", "crash")
-    pattern = BATCH_RE
-    keywords = BATCH_KEYS
 
     def build(self, run: Run, hits: list[Hit]) -> Finding:
         first = hits[0]
@@ -276,8 +268,6 @@ class PromptTooLong(SignatureDetector, code="LS019", name="prompt-too-long"):
 
     title = "Prompt longer than data.max_prompt_length"
     groups = ("config", "data", "crash")
-    pattern = PROMPT_LONG_RE
-    keywords = PROMPT_LONG_KEYS
 
     def build(self, run: Run, hits: list[Hit]) -> Finding:
         lengths = [int(h.match.group(1)) for h in hits]
@@ -348,8 +338,6 @@ class MaxNumBatchedTokensTooSmall(
 
     title = "rollout.max_num_batched_tokens below the model length"
     groups = ("config", "vllm", "crash")
-    pattern = CHUNKED_PREFILL_RE
-    keywords = CHUNKED_PREFILL_KEYS
 
     def build(self, run: Run, hits: list[Hit]) -> Finding:
         m = hits[0].match

@@ -30,10 +30,7 @@ from ._common import (
 from ._signatures import (
     CUDA_OOM_KEYS,
     CUDA_OOM_RE,
-    HOST_OOM_KEYS,
     HOST_OOM_RE,
-    KV_CACHE_KEYS,
-    KV_CACHE_RE,
     RAY_OOM_DOC,
     SignatureDetector,
     phase_near,
@@ -95,8 +92,6 @@ class CudaOom(SignatureDetector, code="LS010", name="cuda-oom"):
 
     title = "GPU out of memory (CUDA OOM)"
     groups = ("memory", "crash")
-    pattern = CUDA_OOM_RE
-    keywords = CUDA_OOM_KEYS
 
     context_before: int = param(150, ge=0)
     context_after: int = param(60, ge=0)
@@ -330,8 +325,6 @@ class HostOomWorkerKilled(SignatureDetector, code="LS011", name="host-oom-worker
 
     title = "Ray killed a worker: host memory exhausted"
     groups = ("memory", "crash", "ray")
-    pattern = HOST_OOM_RE
-    keywords = HOST_OOM_KEYS
 
     def build(self, run: Run, hits: list[Hit]) -> Finding:
         evidence: dict[str, Any] = {}
@@ -459,8 +452,6 @@ class VllmKvCacheNoMemory(SignatureDetector, code="LS018", name="vllm-kv-cache-n
 
     title = "vLLM has no memory left for its KV cache"
     groups = ("memory", "vllm", "crash")
-    pattern = KV_CACHE_RE
-    keywords = KV_CACHE_KEYS
 
     max_utilization: float = param(0.7, gt=0, le=1)
 

@@ -22,14 +22,6 @@ from ._common import (
 from ._signatures import (
     CUDA_OOM_KEYS,
     CUDA_OOM_RE,
-    DEVICE_MISMATCH_KEYS,
-    DEVICE_MISMATCH_RE,
-    NCCL_KEYS,
-    NCCL_RE,
-    RAY_REGISTER_KEYS,
-    RAY_REGISTER_RE,
-    VLLM_INSPECT_KEYS,
-    VLLM_INSPECT_RE,
     SignatureDetector,
 )
 
@@ -78,8 +70,6 @@ class RayWorkerRegistrationFailed(
 
     title = "Ray worker failed to register with the raylet"
     groups = ("ray", "crash", "environment")
-    pattern = RAY_REGISTER_RE
-    keywords = RAY_REGISTER_KEYS
 
     def build(self, run: Run, hits: list[Hit]) -> Finding:
         eof = any("End of file" in h.text for h in hits)
@@ -168,8 +158,6 @@ class VllmModelInspectionFailed(
 
     title = "vLLM failed to inspect the model architecture"
     groups = ("vllm", "crash", "environment")
-    pattern = VLLM_INSPECT_RE
-    keywords = VLLM_INSPECT_KEYS
 
     def build(self, run: Run, hits: list[Hit]) -> Finding:
         archs = next((h.match.group(1) for h in hits if h.match.group(1)), None)
@@ -228,8 +216,6 @@ class NcclError(SignatureDetector, code="LS014", name="nccl-error"):
 
     title = "NCCL communication error or timeout"
     groups = ("distributed", "crash")
-    pattern = NCCL_RE
-    keywords = NCCL_KEYS
 
     def build(self, run: Run, hits: list[Hit]) -> Finding:
         timeout = any("timeout" in h.text.lower() for h in hits)
@@ -297,8 +283,6 @@ class TensorsOnDifferentDevices(
 
     title = "Tensors on different devices"
     groups = ("crash", "config")
-    pattern = DEVICE_MISMATCH_RE
-    keywords = DEVICE_MISMATCH_KEYS
 
     def build(self, run: Run, hits: list[Hit]) -> Finding:
         m = re.search(r"devices?, (\S+) and (\S+?)!?$", hits[0].text)
