@@ -18,7 +18,7 @@ from logscope.config_view import ConfigView, Hit, fmt
 from logscope.model import Advice
 from logscope.verl_config import ACT
 
-from .config_lint import KL_IN_REWARD, ConfigRule
+from .config_lint import KL_IN_REWARD, MINI, ConfigRule
 
 FILTER_ENABLE = "algorithm.filter_groups.enable"
 FILTER_METRIC = "algorithm.filter_groups.metric"
@@ -52,7 +52,6 @@ OPTIMS = (f"{ACT}.optim", "critic.optim")
 #: Megatron's `lr_decay_style`
 SCHEDULE_KEYS = ("warmup_style", "lr_scheduler_type", "lr_decay_style")
 TOTAL_ROLLOUT = "rollout.total_rollout_steps"
-MINI = f"{ACT}.ppo_mini_batch_size"
 REQUIRE = f"{ASYNC}.require_batches"
 TRIGGER = f"{ASYNC}.trigger_parameter_sync_step"
 SRC_ASYNC = "verl:experimental/fully_async_policy/fully_async_main.py"

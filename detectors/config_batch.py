@@ -19,6 +19,7 @@ from logscope.words import plural
 from .config_lint import (
     DYNAMIC,
     ESTIMATOR,
+    MINI,
     SRC_CONFIG,
     ConfigRule,
     both_set,
@@ -29,7 +30,6 @@ from .config_lint import (
 TBS = "data.train_batch_size"
 MICRO = f"{ACT}.ppo_micro_batch_size_per_gpu"
 LEGACY_MICRO = f"{ACT}.ppo_micro_batch_size"
-MINI = f"{ACT}.ppo_mini_batch_size"
 SP = f"{ACT}.ulysses_sequence_parallel_size"
 TP = f"{RO}.tensor_model_parallel_size"
 N = f"{RO}.n"
