@@ -600,9 +600,16 @@ class EntropyBlowup(Detector, code="LS111", name="entropy-blowup"):
 
 class _SpikeDetector(Detector):
     """Base of the spike diagnoses (LS120, LS130): each of `concepts` searched for heavy-tailed
-    spikes and lasting rises, reported by `spike_findings` (recurring spikes folded). A subclass
-    declares `z_threshold`, `window`, `max_rise_steps`, `min_points` and the `spike_findings`
-    limits, and writes `_series`."""
+    spikes and lasting rises, reported by `spike_findings` (recurring spikes folded). The search
+    window and the `spike_findings` limits are declared here; a subclass declares its
+    `z_threshold` and writes `_series`."""
+
+    window: int = param(31, ge=3)
+    max_rise_steps: int = param(15, ge=0)
+    min_points: int = param(15, ge=1)
+    max_spikes: int = param(5, ge=1)
+    max_findings: int = param(3, ge=1)
+    min_gap_steps: int = param(50, ge=1)
 
     def detect(self, run: Run) -> list[Finding]:
         out: list[Finding] = []
@@ -705,12 +712,6 @@ class ClipRatioSpike(_SpikeDetector, code="LS120", name="clip-ratio-spike"):
     rise_z_threshold: float = param(6.0, gt=0)
     min_ratio: float = param(3.0, gt=1)
     min_rise: float = param(0.03, gt=0, lt=1)
-    window: int = param(31, ge=3)
-    max_rise_steps: int = param(15, ge=0)
-    min_points: int = param(15, ge=1)
-    max_spikes: int = param(5, ge=1)
-    max_findings: int = param(3, ge=1)
-    min_gap_steps: int = param(50, ge=1)
 
     def _big(self, s: Series, c: Change) -> bool:
         base = max(c.before, s.resolution or 0.0, 1e-12)
@@ -913,13 +914,7 @@ class GradNormSpike(_SpikeDetector, code="LS130", name="grad-norm-spike"):
     z_threshold: float = param(6.0, gt=0)
     min_ratio: float = param(6.0, gt=1)
     rise_ratio: float = param(3.0, gt=1)
-    window: int = param(31, ge=3)
-    max_rise_steps: int = param(15, ge=0)
     warmup_steps: int = param(3, ge=0)
-    min_points: int = param(15, ge=1)
-    max_spikes: int = param(5, ge=1)
-    max_findings: int = param(3, ge=1)
-    min_gap_steps: int = param(50, ge=1)
 
     def _short(self, run: Run, concept: str) -> list[Finding]:
         """Too few steps for a running median: a rise to 10× the step before, to above 5× the
