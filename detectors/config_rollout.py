@@ -44,7 +44,8 @@ ARTICLE_TOKENS, ARTICLE_SEQS = 16384, 1896
 LOGPROB_BEST = 16  # LS514's default `best` (the PPO article's measured value)
 
 
-class GpuMemoryUtilizationRisk(ConfigRule):
+# tuning_knowledge.md §A9
+class GpuMemoryUtilizationRisk(ConfigRule, code="LS509", name="gpu-memory-utilization-risk"):
     """vLLM's share of GPU memory is outside the advised range for this GPU count and model.
 
     What it detects:
@@ -74,8 +75,6 @@ class GpuMemoryUtilizationRisk(ConfigRule):
         seed:grpo-pitfalls §4; seed:ppo-tuning §2.1.
     """
 
-    code = "LS509"  # tuning_knowledge.md §A9
-    name = "gpu-memory-utilization-risk"
     title = "Rollout gpu_memory_utilization outside the advised range"
 
     oom_above: float = param(0.7, gt=0, le=1)
@@ -136,7 +135,8 @@ class GpuMemoryUtilizationRisk(ConfigRule):
         return [Hit(severity, message, evidence, [advice], [f"{SEED_GRPO} §4", f"{SEED_PPO} §2.1"])]
 
 
-class ResponseLengthMismatch(ConfigRule):
+# tuning_knowledge.md §A12
+class ResponseLengthMismatch(ConfigRule, code="LS512", name="response-length-mismatch"):
     """The rollout's response length differs from the data's.
 
     What it detects:
@@ -162,8 +162,6 @@ class ResponseLengthMismatch(ConfigRule):
         seed:ppo-tuning §5.2.
     """
 
-    code = "LS512"  # tuning_knowledge.md §A12
-    name = "response-length-mismatch"
     title = "rollout.response_length differs from data.max_response_length"
 
     def check(self, v: ConfigView) -> list[Hit]:
@@ -211,7 +209,8 @@ class ResponseLengthMismatch(ConfigRule):
         ]
 
 
-class RolloutBatchingMismatch(ConfigRule):
+# tuning_knowledge.md §A13
+class RolloutBatchingMismatch(ConfigRule, code="LS513", name="rollout-batching-mismatch"):
     """vLLM's batching limits (`max_num_batched_tokens`, `max_num_seqs`) do not fit together.
 
     What it detects:
@@ -243,8 +242,6 @@ class RolloutBatchingMismatch(ConfigRule):
         (SchedulerConfig).
     """
 
-    code = "LS513"  # tuning_knowledge.md §A13
-    name = "rollout-batching-mismatch"
     title = "Rollout batching limits do not fit together"
 
     small_model_b: float = param(1.5, gt=0)
@@ -368,7 +365,8 @@ class RolloutBatchingMismatch(ConfigRule):
         return hits
 
 
-class LogProbMicroBatch(ConfigRule):
+# tuning_knowledge.md §A14
+class LogProbMicroBatch(ConfigRule, code="LS514", name="log-prob-micro-batch"):
     """The log-prob micro batch is unset, small, or large.
 
     What it detects:
@@ -395,8 +393,6 @@ class LogProbMicroBatch(ConfigRule):
         seed:ppo-tuning §2.3; verl:utils/config.py.
     """
 
-    code = "LS514"  # tuning_knowledge.md §A14
-    name = "log-prob-micro-batch"
     title = "Log-prob micro batch off the measured best"
     default_severity = "info"
 
@@ -475,7 +471,7 @@ class LogProbMicroBatch(ConfigRule):
         return hits
 
 
-class MaxModelLenTooShort(ConfigRule):
+class MaxModelLenTooShort(ConfigRule, code="LS519", name="max-model-len-too-short"):
     """vLLM's context length `rollout.max_model_len` is below prompt + response.
 
     What it detects:
@@ -507,8 +503,6 @@ class MaxModelLenTooShort(ConfigRule):
         verl#7823; verl#7906; verl:workers/rollout/vllm_rollout/vllm_async_server.py.
     """
 
-    code = "LS519"
-    name = "max-model-len-too-short"
     title = "rollout.max_model_len below prompt + response"
 
     def check(self, v: ConfigView) -> list[Hit]:
@@ -565,7 +559,7 @@ def _in_band(value: int, ppo: int, limit: float) -> bool:
     return low <= value <= high
 
 
-class LogProbMicroBatchRatio(ConfigRule):
+class LogProbMicroBatchRatio(ConfigRule, code="LS522", name="log-prob-micro-batch-ratio"):
     """The log-prob micro batch is far from the PPO (training) micro batch.
 
     What it detects:
@@ -601,8 +595,6 @@ class LogProbMicroBatchRatio(ConfigRule):
         verl#6280; seed:ppo-tuning §2.3.
     """
 
-    code = "LS522"
-    name = "log-prob-micro-batch-ratio"
     title = "Log-prob micro batch far from the PPO micro batch"
     default_severity = "info"
 

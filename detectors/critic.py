@@ -64,7 +64,7 @@ def _values_off_returns(run: Run) -> tuple[float, float, float, int] | None:
     return (v, lo, hi, step) if off > max(hi - lo, 0.05) else None
 
 
-class CriticValueError(Detector):
+class CriticValueError(Detector, code="LS210", name="critic-value-error"):
     """The PPO critic is not learning: value loss stays high, explained variance far below 0.
 
     PPO/GAE only (GRPO has no critic and this detector is skipped). Reports when it starts, the
@@ -108,11 +108,8 @@ class CriticValueError(Detector):
         verl:trainer/ppo/metric_utils.py (vf_explained_var).
     """
 
-    code = "LS210"
-    name = "critic-value-error"
     title = "PPO critic not learning (value loss high, explained variance ≪ 0)"
     concepts = ("vf_loss", "vf_explained_var")
-    default_severity = "warning"
     groups = ("critic",)
 
     vf_loss_threshold: float = param(0.1, gt=0)
@@ -345,7 +342,7 @@ def _critic_fit_advice(run: Run) -> list[Advice]:
     return advice
 
 
-class AdvantageCollapse(Detector):
+class AdvantageCollapse(Detector, code="LS211", name="advantage-collapse"):
     """Advantages are all ~0 while scores still vary: no learning signal (every group identical).
 
     Reports the first step of a lasting stretch where `critic/advantages/max` and `/min` are
@@ -387,8 +384,6 @@ class AdvantageCollapse(Detector):
         verl:trainer/ppo/core_algos.py (compute_grpo_outcome_advantage).
     """
 
-    code = "LS211"
-    name = "advantage-collapse"
     title = "Advantages all ~0: no learning signal"
     concepts = ("advantages_max", "advantages_min")
     requires = ("advantages_max", "advantages_min")

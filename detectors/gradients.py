@@ -13,7 +13,7 @@ from ._common import _num, grad_clip_advice, grad_clip_key
 from ._series import Series, running_median
 
 
-class GradNormAboveClip(Detector):
+class GradNormAboveClip(Detector, code="LS131", name="grad-norm-above-clip"):
     """The policy's gradient norm stays far above the clip value while PPO clipping stays active.
 
     What it detects:
@@ -50,8 +50,6 @@ class GradNormAboveClip(Detector):
         pre-clip norm, logged as actor/grad_norm).
     """
 
-    code = "LS131"
-    name = "grad-norm-above-clip"
     title = "Gradient norm far above the clip value"
     concepts = ("actor_grad_norm",)
     default_severity = "info"

@@ -74,7 +74,7 @@ def _fmt(value: float) -> str:
     return "inf" if value > 0 else "-inf"
 
 
-class NonFiniteMetric(Detector):
+class NonFiniteMetric(Detector, code="LS001", name="non-finite-metric"):
     """A loss, gradient norm, KL or reward value is NaN or infinite.
 
     One finding per onset: metrics that turn non-finite within `merge_within` steps of each
@@ -131,8 +131,6 @@ class NonFiniteMetric(Detector):
         (`grad_norm is not finite`, optimizer step skipped).
     """
 
-    code = "LS001"
-    name = "non-finite-metric"
     title = "NaN/inf in a loss, gradient norm, KL or reward"
     reads = "metrics"
     #: metric name prefixes it watches (shown in the catalogue; it has no alias concepts)
@@ -319,7 +317,9 @@ class NonFiniteMetric(Detector):
         )
 
 
-class GradNormNotFiniteStepSkipped(SignatureDetector):
+class GradNormNotFiniteStepSkipped(
+    SignatureDetector, code="LS016", name="grad-norm-not-finite-step-skipped"
+):
     """verl skipped optimizer steps because the gradient norm was NaN/inf.
 
     What it detects:
@@ -353,8 +353,6 @@ class GradNormNotFiniteStepSkipped(SignatureDetector):
         seed:grpo-pitfalls §4.1.
     """
 
-    code = "LS016"
-    name = "grad-norm-not-finite-step-skipped"
     title = "Optimizer steps skipped: gradient norm not finite"
     default_severity = "warning"
     groups = ("numerics",)

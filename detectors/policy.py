@@ -276,7 +276,7 @@ def _at_level(level: Level, kind: str | None = None, **evidence: Any) -> dict[st
     }
 
 
-class EntropyCollapse(Detector):
+class EntropyCollapse(Detector, code="LS110", name="entropy-collapse"):
     """Policy entropy falling fast to a small fraction of its level, or still falling at the end.
 
     Reads `actor/entropy` (verl ≥ 0.4) or `actor/entropy_loss` (verl ≤ 0.3).
@@ -325,11 +325,8 @@ class EntropyCollapse(Detector):
         (clip_ratio_low/high); seed:ppo-tuning §3.3 (learning rate).
     """
 
-    code = "LS110"
-    name = "entropy-collapse"
     title = "Entropy collapsed"
     concepts = ("entropy",)
-    default_severity = "warning"
     groups = ("policy", "entropy")
 
     max_ratio: float = param(0.25, gt=0, lt=1)
@@ -501,7 +498,7 @@ class EntropyCollapse(Detector):
         return out
 
 
-class EntropyBlowup(Detector):
+class EntropyBlowup(Detector, code="LS111", name="entropy-blowup"):
     """Policy entropy far above a healthy LLM's range: the model samples near-random text.
 
     Reads `actor/entropy` (verl ≥ 0.4) or `actor/entropy_loss` (verl ≤ 0.3).
@@ -537,11 +534,8 @@ class EntropyBlowup(Detector):
         verl:trainer/ppo/core_algos.py (agg_loss, loss_agg_mode).
     """
 
-    code = "LS111"
-    name = "entropy-blowup"
     title = "Entropy far above a healthy range"
     concepts = ("entropy",)
-    default_severity = "warning"
     groups = ("policy", "entropy")
 
     max_entropy: float = param(3.0, gt=0)
@@ -608,9 +602,16 @@ class EntropyBlowup(Detector):
 
 class _SpikeDetector(Detector):
     """Base of the spike diagnoses (LS120, LS130): each of `concepts` searched for heavy-tailed
-    spikes and lasting rises, reported by `spike_findings` (recurring spikes folded). A subclass
-    declares `z_threshold`, `window`, `max_rise_steps`, `min_points` and the `spike_findings`
-    limits, and writes `_series`."""
+    spikes and lasting rises, reported by `spike_findings` (recurring spikes folded). The search
+    window and the `spike_findings` limits are declared here; a subclass declares its
+    `z_threshold` and writes `_series`."""
+
+    window: int = param(31, ge=3)
+    max_rise_steps: int = param(15, ge=0)
+    min_points: int = param(15, ge=1)
+    max_spikes: int = param(5, ge=1)
+    max_findings: int = param(3, ge=1)
+    min_gap_steps: int = param(50, ge=1)
 
     def detect(self, run: Run) -> list[Finding]:
         out: list[Finding] = []
@@ -645,7 +646,7 @@ class _SpikeDetector(Detector):
         return spike_findings(self, s, found, rises, make)
 
 
-class ClipRatioSpike(_SpikeDetector):
+class ClipRatioSpike(_SpikeDetector, code="LS120", name="clip-ratio-spike"):
     """Spikes (or a sudden lasting rise) of response truncation or of PPO clipping.
 
     Reads `response_length/clip_ratio` (responses cut at `max_response_length`),
@@ -704,11 +705,8 @@ class ClipRatioSpike(_SpikeDetector):
         verl:trainer/ppo/core_algos.py (pg_clipfrac).
     """
 
-    code = "LS120"
-    name = "clip-ratio-spike"
     title = "Clip ratio spiked"
     concepts = ("response_clip_ratio", "pg_clipfrac", "pg_clipfrac_lower")
-    default_severity = "warning"
     groups = ("policy", "clipping")
 
     max_p: float = param(1e-4, gt=0, lt=1)
@@ -716,12 +714,6 @@ class ClipRatioSpike(_SpikeDetector):
     rise_z_threshold: float = param(6.0, gt=0)
     min_ratio: float = param(3.0, gt=1)
     min_rise: float = param(0.03, gt=0, lt=1)
-    window: int = param(31, ge=3)
-    max_rise_steps: int = param(15, ge=0)
-    min_points: int = param(15, ge=1)
-    max_spikes: int = param(5, ge=1)
-    max_findings: int = param(3, ge=1)
-    min_gap_steps: int = param(50, ge=1)
 
     def _big(self, s: Series, c: Change) -> bool:
         base = max(c.before, s.resolution or 0.0, 1e-12)
@@ -864,7 +856,7 @@ def truncation_advice(run: Run) -> list[Advice]:
     return out
 
 
-class GradNormSpike(_SpikeDetector):
+class GradNormSpike(_SpikeDetector, code="LS130", name="grad-norm-spike"):
     """Isolated gradient-norm spikes, or a sudden lasting rise (explosion).
 
     Reads `actor/grad_norm` and `critic/grad_norm` (the norm before clipping).
@@ -917,23 +909,14 @@ class GradNormSpike(_SpikeDetector):
         seed:ppo-tuning §3.2, §3.3; verl:workers/actor/dp_actor.py (clip_grad_norm_).
     """
 
-    code = "LS130"
-    name = "grad-norm-spike"
     title = "Gradient norm spiked"
     concepts = ("actor_grad_norm", "critic_grad_norm")
-    default_severity = "warning"
     groups = ("optimisation",)
 
     z_threshold: float = param(6.0, gt=0)
     min_ratio: float = param(6.0, gt=1)
     rise_ratio: float = param(3.0, gt=1)
-    window: int = param(31, ge=3)
-    max_rise_steps: int = param(15, ge=0)
     warmup_steps: int = param(3, ge=0)
-    min_points: int = param(15, ge=1)
-    max_spikes: int = param(5, ge=1)
-    max_findings: int = param(3, ge=1)
-    min_gap_steps: int = param(50, ge=1)
 
     def _short(self, run: Run, concept: str) -> list[Finding]:
         """Too few steps for a running median: a rise to 10× the step before, to above 5× the
@@ -1051,7 +1034,7 @@ def _grad_spike_advice(run: Run, role: str) -> list[Advice]:
     )
 
 
-class ResponseLengthCollapse(Detector):
+class ResponseLengthCollapse(Detector, code="LS140", name="response-length-collapse"):
     """Mean response length collapsing, or running up to the length cap.
 
     Reads `response_length/mean` (and the config's `data.max_response_length` for the cap).
@@ -1089,11 +1072,8 @@ class ResponseLengthCollapse(Detector):
         seed:ppo-tuning §5.2; verl:trainer/ppo/metric_utils.py (response_length/*).
     """
 
-    code = "LS140"
-    name = "response-length-collapse"
     title = "Response length collapsed"
     concepts = ("response_length_mean",)
-    default_severity = "warning"
     groups = ("policy", "length")
 
     max_ratio: float = param(0.6, gt=0, lt=1)
@@ -1225,7 +1205,7 @@ class ResponseLengthCollapse(Detector):
         )
 
 
-class ResponseLengthClipped(Detector):
+class ResponseLengthClipped(Detector, code="LS141", name="response-length-clipped"):
     """Many responses hit the length cap: answers are cut before they end.
 
     Reads `response_length/clip_ratio` and `response_length/max`, and
@@ -1266,11 +1246,8 @@ class ResponseLengthClipped(Detector):
         verl:trainer/ppo/metric_utils.py (clip_ratio); verl#7817 (V1 clip_ratio).
     """
 
-    code = "LS141"
-    name = "response-length-clipped"
     title = "Many responses hit the length cap"
     concepts = ("response_clip_ratio", "response_length_max")
-    default_severity = "warning"
     groups = ("policy", "length")
 
     min_ratio: float = param(0.1, gt=0, lt=1)

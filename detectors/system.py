@@ -308,7 +308,7 @@ def _fit_memory(x: np.ndarray, y: np.ndarray, candidates: np.ndarray):
     return None if fit is None else (fit, groups)
 
 
-class MemoryLeak(Detector):
+class MemoryLeak(Detector, code="LS301", name="memory-leak"):
     """GPU (or host) memory climbs steadily step after step: a leak heading for an OOM.
 
     Reports the step where the climb starts, its rate per step (Theil–Sen), the Mann–Kendall
@@ -365,11 +365,8 @@ class MemoryLeak(Detector):
         enforce_eager); seed:grpo-pitfalls §4 (gpu_memory_utilization).
     """
 
-    code = "LS301"
-    name = "memory-leak"
     title = "Memory climbing steadily (leak)"
     concepts = ("gpu_mem_reserved", "gpu_mem_allocated", "cpu_mem_used")
-    default_severity = "warning"
     groups = ("system", "memory")
 
     min_rise_gb: float = param(0.5, gt=0)
@@ -564,7 +561,7 @@ class MemoryLeak(Detector):
         return int(steps[min(int(np.searchsorted(steps, at + 1e-9)), len(steps) - 1)])
 
 
-class RolloutBottleneck(Detector):
+class RolloutBottleneck(Detector, code="LS302", name="rollout-bottleneck"):
     """Generation (rollout) takes most of every step and dwarfs the other phases.
 
     Judged by generation's share of the step time and by how it compares with the next slowest
@@ -626,12 +623,9 @@ class RolloutBottleneck(Detector):
         count).
     """
 
-    code = "LS302"
-    name = "rollout-bottleneck"
     title = "Generation dominates the step time"
     concepts = ("time_gen",)
     requires = ("time_gen", "time_step")
-    default_severity = "warning"
     groups = ("system", "throughput")
 
     min_share: float = param(0.6, gt=0, le=1)
@@ -963,7 +957,7 @@ def _rollout_speed_advice(run: Run) -> list[Advice]:
     return advice
 
 
-class ThroughputDrop(Detector):
+class ThroughputDrop(Detector, code="LS303", name="throughput-drop"):
     """Throughput drops (or step time rises) to a new level and stays there.
 
     A lasting level shift, not a single slow step: validation and checkpoint seconds are taken
@@ -1016,11 +1010,8 @@ class ThroughputDrop(Detector):
         verl:trainer/ppo/metric_utils.py (compute_throughout_metrics: tokens / (time × GPUs)).
     """
 
-    code = "LS303"
-    name = "throughput-drop"
     title = "Lasting drop in throughput"
     concepts = ("throughput", "time_per_step")
-    default_severity = "warning"
     groups = ("system", "throughput")
 
     min_change: float = param(0.15, gt=0)
