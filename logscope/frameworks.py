@@ -102,6 +102,20 @@ class Profile:
                 return family
         return "other"
 
+    def concept_of(self, key: str) -> str | None:
+        """The concept `key` is one of this profile's names for (first in file order)."""
+        for concept, names in self.concepts.items():
+            if any(key == n or (_is_pattern(n) and fnmatch.fnmatchcase(key, n)) for n in names):
+                return concept
+        return None
+
+    def note(self, key: str) -> str:
+        """What `key` really means where its name misleads ("" when nothing is noted)."""
+        for pattern, text in self.notes.items():
+            if key == pattern or fnmatch.fnmatchcase(key, pattern):
+                return text
+        return ""
+
     def knows(self, key: str) -> bool:
         """True when `key` is one of this profile's concept, identifying or known names (or
         matches one of their patterns)."""
@@ -213,6 +227,13 @@ def profile_of(run: Run | None) -> Profile:
     """The profile of `run` (verl when none was assigned)."""
     name = run.meta.get("framework") if run is not None else None
     return profiles().get(name or VERL, profiles()[VERL])
+
+
+def verl_equivalent(profile: Profile, key: str) -> str | None:
+    """The verl metric `key` of `profile` stands for (through its concept), None if none."""
+    concept = profile.concept_of(key)
+    names = profiles()[VERL].names(concept) if concept else ()
+    return names[0] if names else None
 
 
 def unknown_metrics(run: Run) -> list[str]:
