@@ -26,8 +26,10 @@ READER_MODULES: tuple[str, ...] = (
     "wandb_offline",
     "tensorboard",
     "jsonl",
+    "hf_trainer_state",
     "wandb_csv",
     "tables",
+    "hf_trainer_log",
     "console",
 )
 
@@ -129,10 +131,12 @@ def discover(folder: Path) -> tuple[list[tuple[Path, ModuleType]], list[tuple[Pa
     """The runs in a folder, each with its reader, and the files passed over (with why).
 
     W&B run folders and `wandb/` directories are one source each; a logscope store is skipped; TensorBoard event files are
-    read together by the TensorBoard reader (it splits them into runs by folder); other files
-    by the first reader whose sniff accepts them, console logs by name (`LOG_SUFFIXES`).
+    read together by the TensorBoard reader (it splits them into runs by folder); a Hugging Face
+    output dir (`trainer_state.json` or `checkpoint-N/trainer_state.json` in it) is one source,
+    its checkpoints not searched further; other files by the first reader whose sniff accepts
+    them, console logs by name (`LOG_SUFFIXES`).
     """
-    from logscope.ingest import tensorboard, wandb_offline
+    from logscope.ingest import hf_trainer_state, tensorboard, wandb_offline
     from logscope.store import is_store
 
     found: list[tuple[Path, ModuleType]] = []
@@ -154,8 +158,18 @@ def discover(folder: Path) -> tuple[list[tuple[Path, ModuleType]], list[tuple[Pa
             elif wandb_offline.sniff(child):
                 found.append((child, wandb_offline))
                 dirnames.remove(name)
+        checkpoints = [d for d in dirnames if hf_trainer_state.CHECKPOINT.match(d)]
+        state_here = hf_trainer_state.STATE_NAME in filenames or any(
+            (here / d / hf_trainer_state.STATE_NAME).is_file() for d in checkpoints
+        )
+        if state_here:
+            found.append((here, hf_trainer_state))
+            for name in checkpoints:  # weights and optimizer state, not logs
+                dirnames.remove(name)
         for name in sorted(filenames):
             file = here / name
+            if state_here and name == hf_trainer_state.STATE_NAME:
+                continue
             if tensorboard.sniff(file):
                 events = True
                 continue
