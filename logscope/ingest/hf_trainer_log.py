@@ -12,6 +12,7 @@ The printed dict carries no step (only `trainer_state.json` does): a training di
 step shown by the training progress bar just before it on its line (`| 10/200 [`), else the
 next count (1, 2, ... = `logging_steps=1`); an eval or summary dict takes the step of the
 training dict before it. The run's notes say which. A dict with its own `step` key keeps it.
+A training dict that cannot be read still takes its step, so the dicts after it keep theirs.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ _BAR = re.compile(r"(?:^|\r)\s*\d{1,3}%\|[^|\r]*\|\s*(\d+)/(\d+) \[")
 _VERL_STEP = re.compile(rb"(?m)(?:^|[\s:])step:\d+ - [\w/@.\-]+:")
 _NAMES = {"nan": NAN, "NaN": NAN, "inf": math.inf, "Infinity": math.inf, "None": NAN}
 _WRAPPERS = {"float", "float32", "float64", "float16", "bfloat16", "int64", "int32", "tensor"}
+_EVAL_OR_SUMMARY = re.compile(r"\{'(?:eval_|test_|train_runtime')")
 _ESCAPES = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
@@ -213,6 +215,8 @@ def read(path: Path, *, progress: Any = None) -> list[Run]:
         parsed = parse_dict(dict_text)
         if parsed is None:
             stats.skip(index + 1, dict_text, "unreadable dict (cut off or garbled)")
+            if not _EVAL_OR_SUMMARY.match(dict_text):
+                steps_of.train(before, None)  # it held a step: those after it keep theirs
             continue
         if not _is_trainer_dict(parsed):
             continue
