@@ -7,6 +7,7 @@ and its TensorBoard file hold the same logging events, so the three readers must
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
 import shutil
@@ -210,6 +211,14 @@ def test_garbled_and_cut_off_dict_lines_are_counted_and_steps_kept(tmp_path: Pat
     printed = _values(run)
     assert {s for s, m in printed if m == "loss"} == set(range(1, 13)) - {5, 8}
     assert all(_same(v, state[k], 0.0) for k, v in printed.items() if k in state)
+
+
+def test_gzipped_log_reads_the_same(tmp_path: Path) -> None:
+    packed = tmp_path / "train.log.gz"
+    packed.write_bytes(gzip.compress((HEALTHY / "train.log").read_bytes()))
+    (run,) = load(packed)
+    assert run.source.kind == KIND_LOG
+    assert _values(run) == _values(load(HEALTHY / "train.log")[0])
 
 
 def test_printed_values_nan_inf_numpy_and_strings() -> None:

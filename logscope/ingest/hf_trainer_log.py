@@ -20,6 +20,7 @@ from __future__ import annotations
 import ast
 import math
 import re
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -80,7 +81,9 @@ def parse_dict(text: str) -> dict[str, float] | None:
     """The printed dict in `text` (from its `{` to its last `}`) as {key: float}; non-number
     values are left out. None when it is not a dict literal (cut off, garbled)."""
     try:
-        node = ast.parse(text.strip(), mode="eval").body
+        with warnings.catch_warnings():  # e.g. "invalid escape sequence" in a garbled line
+            warnings.simplefilter("ignore")
+            node = ast.parse(text.strip(), mode="eval").body
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         return None
     if not isinstance(node, ast.Dict):
