@@ -202,11 +202,12 @@ def test_garbled_and_cut_off_dict_lines_are_counted_and_steps_kept(tmp_path: Pat
     fifth = dict_rows[4]
     lines[fifth] = lines[fifth][: len(lines[fifth]) // 2]  # cut mid-dict (a killed writer)
     lines[dict_rows[7]] = lines[dict_rows[7]].replace(": ", ": ))", 1)  # garbled
+    lines[dict_rows[1]] += "\n{'prompt': 'a user print, cut"  # not the Trainer's: not counted
     damaged = tmp_path / "train.log"
     damaged.write_bytes("\n".join(lines).encode())
     (run,) = load(damaged)
     assert run.parse_stats.skipped_lines == 2
-    assert [n for n, _ in run.parse_stats.skipped_examples] == [fifth + 1, dict_rows[7] + 1]
+    assert [n for n, _ in run.parse_stats.skipped_examples] == [fifth + 2, dict_rows[7] + 2]
     state = _values(hf_trainer_state.read(TRUNCATED)[0])
     printed = _values(run)
     assert {s for s, m in printed if m == "loss"} == set(range(1, 13)) - {5, 8}
@@ -233,6 +234,15 @@ def test_printed_values_nan_inf_numpy_and_strings() -> None:
     assert (parsed["reward"], parsed["entropy"], parsed["learning_rate"]) == (0.5, 1.25, 1e-06)
     assert "x" not in parsed and parsed["epoch"] == 1.0
     assert hf_trainer_log.parse_dict("{'loss': 0.1, 'grad") is None
+
+
+@pytest.mark.parametrize("folder", [HEALTHY, TRUNCATED])
+def test_fast_dict_parser_agrees_with_pythons(folder: Path) -> None:
+    texts = [line[line.index("{'") :] for line in _log_lines(folder / "train.log") if "{'" in line]
+    assert len(texts) > 12
+    for text in texts:
+        fast = hf_trainer_log.flat_dict(text.strip())
+        assert fast is not None and fast == hf_trainer_log.literal_dict(text.strip())
 
 
 def test_dicts_without_an_hf_key_or_beside_verl_step_lines_are_not_claimed(tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ A training dict that cannot be read still takes its step, so the dicts after it 
 from __future__ import annotations
 
 import ast
+import contextlib
 import math
 import re
 import warnings
@@ -40,8 +41,18 @@ _DICT_START = re.compile(r"\{'[^']{1,200}': ")
 _BAR = re.compile(r"(?:^|\r)\s*\d{1,3}%\|[^|\r]*\|\s*(\d+)/(\d+) \[")
 #: verl's console step line (`step:12 - actor/pg_loss:...`): that log belongs to the verl reader
 _VERL_STEP = re.compile(rb"(?m)(?:^|[\s:])step:\d+ - [\w/@.\-]+:")
+_PAIR = re.compile(
+    r"'([^'\\]*)': (?:'([^'\\]*)'|([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|-?nan|-?inf"
+    r"|None|True|False))(, |\})"
+)
+_BARE = {"nan": NAN, "-nan": NAN, "inf": math.inf, "-inf": -math.inf, "None": NAN}
+_BARE |= {"True": 1.0, "False": 0.0}
 _NAMES = {"nan": NAN, "NaN": NAN, "inf": math.inf, "Infinity": math.inf, "None": NAN}
 _WRAPPERS = {"float", "float32", "float64", "float16", "bfloat16", "int64", "int32", "tensor"}
+#: how a Trainer's dict opens (or its `epoch`): a line like this that does not parse is damage
+_TRAINER_LIKE = re.compile(
+    r"^\{'(?:loss|grad_norm|learning_rate|eval_|test_|train_runtime)|'epoch': "
+)
 _EVAL_OR_SUMMARY = re.compile(r"\{'(?:eval_|test_|train_runtime')")
 _ESCAPES = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
@@ -77,13 +88,43 @@ def _number(node: ast.expr) -> float | None:
     return None
 
 
+def flat_dict(text: str) -> dict[str, float] | None:
+    """The common case, ~10x faster than `ast`: a flat dict of numbers, number strings, nan,
+    inf, None or booleans. None for anything else (`parse_dict` then asks `ast`)."""
+    out: dict[str, float] = {}
+    pos, end = 1, len(text)
+    if not text.startswith("{"):
+        return None
+    while pos < end:
+        pair = _PAIR.match(text, pos)
+        if pair is None:
+            return None
+        key, quoted, bare, sep = pair.groups()
+        if quoted is not None:
+            with contextlib.suppress(ValueError):  # a string that is not a number: left out
+                out[key] = float(quoted)
+        else:
+            out[key] = _BARE[bare] if bare in _BARE else float(bare)
+        pos = pair.end()
+        if sep == "}":
+            return out if pos == end else None
+    return None
+
+
 def parse_dict(text: str) -> dict[str, float] | None:
     """The printed dict in `text` (from its `{` to its last `}`) as {key: float}; non-number
     values are left out. None when it is not a dict literal (cut off, garbled)."""
+    text = text.strip()
+    flat = flat_dict(text)
+    return flat if flat is not None else literal_dict(text)
+
+
+def literal_dict(text: str) -> dict[str, float] | None:
+    """`parse_dict` through Python's parser: any dict literal, values as `_number` reads them."""
     try:
         with warnings.catch_warnings():  # e.g. "invalid escape sequence" in a garbled line
             warnings.simplefilter("ignore")
-            node = ast.parse(text.strip(), mode="eval").body
+            node = ast.parse(text, mode="eval").body
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         return None
     if not isinstance(node, ast.Dict):
@@ -217,9 +258,10 @@ def read(path: Path, *, progress: Any = None) -> list[Run]:
         before, dict_text = parts
         parsed = parse_dict(dict_text)
         if parsed is None:
-            stats.skip(index + 1, dict_text, "unreadable dict (cut off or garbled)")
-            if not _EVAL_OR_SUMMARY.match(dict_text):
-                steps_of.train(before, None)  # it held a step: those after it keep theirs
+            if _TRAINER_LIKE.search(dict_text):  # else someone else's print: not ours to count
+                stats.skip(index + 1, dict_text, "unreadable dict (cut off or garbled)")
+                if not _EVAL_OR_SUMMARY.match(dict_text):
+                    steps_of.train(before, None)  # it held a step: those after it keep theirs
             continue
         if not _is_trainer_dict(parsed):
             continue

@@ -35,6 +35,7 @@ STATE_NAME = "trainer_state.json"
 CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
 _GLOBAL_STEP = re.compile(rb'"global_step":\s*(\d+)')
 _HISTORY = re.compile(rb'"log_history":\s*\[')
+_ENTRY_START = re.compile(r"\n\s*\{")  # a line that opens a log_history entry
 #: top-level fields kept in `meta["hf_trainer_state"]`
 _STATE_FIELDS = (
     "global_step",
@@ -123,17 +124,19 @@ def _salvage(text: str, stats: Any) -> tuple[dict[str, Any], list[dict[str, Any]
     decoder = json.JSONDecoder()
     entries: list[dict[str, Any]] = []
     pos, end = match.end(), len(text)
+    line_no, counted_to = 1, 0
     while pos < end:
         while pos < end and text[pos] in " \t\r\n,":
             pos += 1
         if pos >= end or text[pos] == "]":
             break
-        line_no = text.count("\n", 0, pos) + 1
+        line_no += text.count("\n", counted_to, pos)
+        counted_to = pos
         stats.lines_read += 1
         try:
             entry, pos = decoder.raw_decode(text, pos)
         except ValueError:
-            resume = re.compile(r"\n\s*\{\s*\n?").search(text, pos + 1)
+            resume = _ENTRY_START.search(text, pos + 1)
             cut = resume is None
             snippet = text[pos : pos + 200]
             stats.skip(line_no, snippet, "cut off" if cut else "not JSON")
