@@ -86,7 +86,10 @@ def test_output_dir_reads_the_latest_checkpoint_by_number() -> None:
     (run,) = hf_trainer_state.read(TRUNCATED)
     assert Path(run.source.path) == TRUNCATED / "checkpoint-12" / "trainer_state.json"
     assert run.metrics.get_column("step").max() == 12
-    assert any("checkpoint-12" in note for note in run.parse_stats.notes)
+    assert any("the latest of 2" in note for note in run.parse_stats.notes)
+    (older,) = load(TRUNCATED / "checkpoint-6")
+    assert older.metrics.get_column("step").max() == 6
+    assert "a later one is checkpoint-12/trainer_state.json" in older.parse_stats.notes[0]
 
 
 def test_final_state_wins_over_its_checkpoint_at_the_same_step() -> None:
@@ -99,7 +102,11 @@ def test_final_state_wins_over_its_checkpoint_at_the_same_step() -> None:
 def test_folder_discovery_finds_the_output_dir_once() -> None:
     found, passed = discover(TRUNCATED)
     kinds = sorted((str(p.relative_to(TRUNCATED)), m.KIND) for p, m in found)
-    assert kinds == [(".", "hf-trainer-state"), (".", "tensorboard"), ("train.log", KIND_LOG)]
+    assert kinds == [
+        (".", "tensorboard"),
+        ("checkpoint-12/trainer_state.json", "hf-trainer-state"),
+        ("train.log", KIND_LOG),
+    ]
     assert not passed
     runs = load(TRUNCATED)
     assert sorted(r.source.kind for r in runs) == sorted(

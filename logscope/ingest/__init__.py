@@ -133,7 +133,7 @@ def discover(folder: Path) -> tuple[list[tuple[Path, ModuleType]], list[tuple[Pa
     W&B run folders and `wandb/` directories are one source each; a logscope store is skipped; TensorBoard event files are
     read together by the TensorBoard reader (it splits them into runs by folder); a Hugging Face
     output dir (`trainer_state.json` or `checkpoint-N/trainer_state.json` in it) is one source,
-    its checkpoints not searched further; other files by the first reader whose sniff accepts
+    its latest state file, and its checkpoints are not searched further; other files by the first reader whose sniff accepts
     them, console logs by name (`LOG_SUFFIXES`).
     """
     from logscope.ingest import hf_trainer_state, tensorboard, wandb_offline
@@ -162,8 +162,10 @@ def discover(folder: Path) -> tuple[list[tuple[Path, ModuleType]], list[tuple[Pa
         state_here = hf_trainer_state.STATE_NAME in filenames or any(
             (here / d / hf_trainer_state.STATE_NAME).is_file() for d in checkpoints
         )
-        if state_here:
-            found.append((here, hf_trainer_state))
+        if state_here:  # the latest state file, so a cache key hashes it, not the weights
+            latest = hf_trainer_state.latest_state(here)
+            if latest is not None:
+                found.append((latest, hf_trainer_state))
             for name in checkpoints:  # weights and optimizer state, not logs
                 dirnames.remove(name)
         for name in sorted(filenames):

@@ -189,13 +189,16 @@ def read(path: Path, *, progress: Any = None) -> list[Run]:
     run.metrics = metrics_frame(*_columns(entries, stats))
     if run.metrics.height == 0:
         raise IngestError(str(file), "no log_history entries with a step and a number")
-    if path.is_dir():
-        others = len(state_files(path)) - 1
-        stats.notes.append(
-            f"read {file.relative_to(path)} (the highest global step"
-            + (f" of {others + 1} trainer states)" if others else ")")
-        )
     run_dir = file.parent.parent if CHECKPOINT.match(file.parent.name) else file.parent
+    states = state_files(run_dir)
+    if len(states) > 1:
+        latest = max(states, key=_rank)
+        stats.notes.append(
+            f"read {file.relative_to(run_dir)}, the latest of {len(states)} trainer states in "
+            f"{run_dir}"
+            if latest == file
+            else f"read {file.relative_to(run_dir)}; a later one is {latest.relative_to(run_dir)}"
+        )
     run.meta.update({"experiment": run_dir.name, "project": run_dir.parent.name})
     run.meta.update(framework_meta())
     kept = {k: state[k] for k in _STATE_FIELDS if state.get(k) is not None}
