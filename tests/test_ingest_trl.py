@@ -195,6 +195,17 @@ def test_steps_come_from_the_progress_bar_when_not_every_step_is_logged(tmp_path
     assert all(_same(v, state[k], 5e-4) for k, v in printed.items() if k in state)
 
 
+def test_a_resumed_run_appended_to_the_log_keeps_its_steps(tmp_path: Path) -> None:
+    """Resumed from checkpoint-8: the bar goes back to 9/16 and the steps with it."""
+    lines = _log_lines(HEALTHY / "train.log")
+    train_rows = [i for i, line in enumerate(lines) if "{'loss'" in line]
+    resumed = tmp_path / "train.log"
+    resumed.write_bytes("\n".join(lines + lines[train_rows[8] : train_rows[-1] + 1]).encode())
+    (run,) = load(resumed)
+    assert {s for s, m in _values(run) if m == "loss"} == set(range(1, 17))
+    assert any("went back from step 16 to 9" in n for n in run.parse_stats.notes)
+
+
 def test_eval_dicts_take_the_step_of_the_training_dict_before_them() -> None:
     (log,) = load(HEALTHY / "train.log")
     eval_steps = sorted({s for s, m in _values(log) if m == "eval_reward"})

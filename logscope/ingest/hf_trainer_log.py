@@ -9,10 +9,11 @@ line. Each dict is read as a Python literal, with `nan`/`inf`, `np.float64(x)` a
 is counted and skipped.
 
 The printed dict carries no step (only `trainer_state.json` does): a training dict takes the
-step shown by the training progress bar just before it on its line (`| 10/200 [`), else the
-next count (1, 2, ... = `logging_steps=1`); an eval or summary dict takes the step of the
-training dict before it. The run's notes say which. A dict with its own `step` key keeps it.
-A training dict that cannot be read still takes its step, so the dicts after it keep theirs.
+step shown by the training progress bar just before it on its line (`| 10/200 [`; a bar that
+goes back is a resumed run appended to the log), else the next count (1, 2, ... as with
+`logging_steps=1`); an eval or summary dict takes the step of the training dict before it.
+The run's notes say which. A dict with its own `step` key keeps it. A training dict that
+cannot be read still takes its step, so the dicts after it keep theirs.
 """
 
 from __future__ import annotations
@@ -203,6 +204,7 @@ class _Steps:
         self.last = 0
         self.bar_total: int | None = None
         self.how = {"step key": 0, "progress bar": 0, "counted": 0}
+        self.restarts: list[tuple[int, int]] = []
 
     def train(self, before: str, logged: float | None) -> int:
         if logged is not None and logged.is_integer():
@@ -212,7 +214,9 @@ class _Steps:
         bars = _BAR.findall(before)
         if bars:
             done, total = int(bars[-1][0]), int(bars[-1][1])
-            if self.bar_total in (None, total) and done > self.last:
+            if self.bar_total in (None, total):
+                if done <= self.last:  # the bar went back: a resumed run, appended to this log
+                    self.restarts.append((self.last, done))
                 self.bar_total = total
                 self.how["progress bar"] += 1
                 self.last = done
@@ -221,14 +225,20 @@ class _Steps:
         self.last += 1
         return self.last
 
-    def note(self) -> str:
+    def notes(self) -> list[str]:
         parts = [f"{n} {how}" for how, n in self.how.items() if n]
-        return (
+        out = [
             "steps of the printed dicts (they carry none): "
             + ", ".join(parts)
             + " (counted = 1 per training dict, as with logging_steps=1); eval and summary dicts"
             " take the step of the training dict before them"
-        )
+        ]
+        out += [
+            f"the progress bar went back from step {a} to {b} (a resumed run?); the later "
+            "values win"
+            for a, b in self.restarts
+        ]
+        return out
 
 
 def read(path: Path, *, progress: Any = None) -> list[Run]:
@@ -279,7 +289,7 @@ def read(path: Path, *, progress: Any = None) -> list[Run]:
     if not steps:
         raise IngestError(str(path), "no printed Trainer log dict ({'loss': ..., 'epoch': ...})")
     run.metrics = metrics_frame(steps, names, values)
-    stats.notes.append(steps_of.note())
+    stats.notes.extend(steps_of.notes())
     if formatted:
         stats.notes.append(
             f"{formatted} dict(s) print values with 4 significant digits (transformers 5 formats"
