@@ -5,7 +5,7 @@ figure per metric, each with its own y-axis) in rows, `grouped_grids` draws a ru
 groups as collapsible grids (groups holding findings first; a collapsed group builds nothing),
 `focus_chart` draws the zoom a finding's "show on chart" link asks for. With `root` (the run is
 in the store) figures come from `metric_chart`, cached by (root, run id, metric, ChartStyle,
-range); without it they are built from the Report given (e.g. the Live
+Frame); without it they are built from the Report given (e.g. the Live
 page's growing run).
 """
 
@@ -52,41 +52,42 @@ class ChartStyle:
 PLAIN = ChartStyle()
 
 
+@dataclass(frozen=True)
+class Frame:
+    """What one panel shows of its metric: the step range it zooms to (None: every step), its
+    title (None: the metric's name) and its height in px."""
+
+    step_range: tuple[int, int] | None = None
+    title: str | None = None
+    height: int = PANEL_HEIGHT
+
+
+GRID_PANEL = Frame()
+
+
 def panel_figure(
-    report: Report,
-    metric: str,
-    style: ChartStyle = PLAIN,
-    *,
-    step_range: tuple[int, int] | None = None,
-    title: str | None = None,
-    height: int = PANEL_HEIGHT,
+    report: Report, metric: str, style: ChartStyle = PLAIN, frame: Frame = GRID_PANEL
 ) -> go.Figure:
-    """One metric's panel (uncached) in `style`; `step_range` zooms the x-axis to exactly that
-    range."""
+    """One metric's panel (uncached) in `style`, framed by `frame` (a step range zooms the
+    x-axis to exactly that range)."""
     return metric_figure(
         report.run,
         [metric],
-        title=title or metric,
+        title=frame.title or metric,
         findings=report.findings if style.marks else (),
         incidents=report.incidents if style.marks else (),
         smoothing=style.smoothing,
         max_points=style.max_points,
-        step_range=step_range,
-        x_range=step_range,
-        height=height,
+        step_range=frame.step_range,
+        x_range=frame.step_range,
+        height=frame.height,
         log_y=style.log,
     )
 
 
 @st.cache_data(show_spinner=False, max_entries=2048)
 def metric_chart(
-    root: str,
-    run_id: str,
-    metric: str,
-    style: ChartStyle = PLAIN,
-    step_range: tuple[int, int] | None = None,
-    title: str | None = None,
-    height: int = PANEL_HEIGHT,
+    root: str, run_id: str, metric: str, style: ChartStyle = PLAIN, frame: Frame = GRID_PANEL
 ) -> Any:
     """`panel_figure` of a stored run's metric as a figure dict, cached (a rerun only
     re-sends the JSON; a dict unpickles ten times faster than a Figure, which re-validates);
@@ -94,9 +95,18 @@ def metric_chart(
     report = ui.load_report(root, run_id)
     if report is None or not report.run.has_metric(metric):
         return None
-    return panel_figure(
-        report, metric, style, step_range=step_range, title=title, height=height
-    ).to_dict()
+    return panel_figure(report, metric, style, frame).to_dict()
+
+
+def panel(
+    report: Report, metric: str, style: ChartStyle, frame: Frame, root: str | None
+) -> go.Figure | None:
+    """The panel of `metric`: from the cache with `root` (the run stored under
+    `report.run.id`), else built from `report`; None when the metric is not there."""
+    if root is not None:
+        spec = metric_chart(root, report.run.id, metric, style, frame)
+        return as_figure(spec) if spec is not None else None
+    return panel_figure(report, metric, style, frame) if report.run.has_metric(metric) else None
 
 
 def as_figure(spec: dict[str, Any]) -> go.Figure:
@@ -126,13 +136,7 @@ def metric_grid(
     for first in range(0, len(names), columns):
         row = names[first : first + columns]
         for col, name in zip(st.columns(columns), row, strict=False):
-            if root is not None:
-                spec = metric_chart(root, report.run.id, name, style)
-                fig = as_figure(spec) if spec is not None else None
-            elif report.run.has_metric(name):
-                fig = panel_figure(report, name, style)
-            else:
-                fig = None
+            fig = panel(report, name, style, GRID_PANEL, root)
             if fig is not None:
                 col.plotly_chart(fig, key=f"{key}-{name}")
                 drawn += 1
@@ -213,13 +217,7 @@ def focus_chart(
     first, last = (int(steps[0]), int(steps[-1])) if len(steps) else (start, start)
     lo, hi = zoom_range(first, last, start, end)
     title = f"{metric} · steps {lo}–{hi}"
-    if root is not None:
-        spec = metric_chart(root, run.id, metric, style, (lo, hi), title, FOCUS_HEIGHT)
-        fig = as_figure(spec) if spec is not None else None
-    else:
-        fig = panel_figure(
-            report, metric, style, step_range=(lo, hi), title=title, height=FOCUS_HEIGHT
-        )
+    fig = panel(report, metric, style, Frame((lo, hi), title, FOCUS_HEIGHT), root)
     if fig is None:
         return None
     # The finding's own window, lightly shaded under the curve.

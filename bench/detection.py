@@ -28,7 +28,7 @@ import numpy as np
 # Run as a script, this folder is sys.path[0]; keep its modules from shadowing packages
 # (bench/tensorboard.py vs the tensorboard package).
 if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
-    sys.path.pop(0)
+    sys.path[0] = str(Path(__file__).resolve().parent.parent)  # `bench` importable, not bench/*
 
 # Diagnoses under test, and whether they are located at a step (reward-plateau is a tail-of-run
 # verdict: its step is reported but not scored).
@@ -440,6 +440,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-rldoctor", action="store_true", help="skip the peer comparison")
     parser.add_argument("--markdown", type=Path, help="also write the table to this file")
     parser.add_argument("--show-misses", action="store_true")
+    parser.add_argument(
+        "--framework-runs",
+        type=int,
+        default=8,
+        help="runs per pathology and framework in the per-framework table (0: no table)",
+    )
     args = parser.parse_args(argv)
 
     with_peer = not args.no_rldoctor
@@ -475,6 +481,20 @@ def main(argv: list[str] | None = None) -> int:
         for name in names
     }
     text = to_markdown(sets, args, seconds)
+    framework_ok = True
+    if args.framework_runs:
+        from bench import frameworks
+
+        t1 = time.perf_counter()
+        results = frameworks.run(
+            args.framework_runs,
+            args.framework_runs + 2,
+            min(args.max_steps, 2000),
+            args.seed,
+            args.workers,
+        )
+        text += "\n" + frameworks.section(results, args.framework_runs, time.perf_counter() - t1)
+        framework_ok = frameworks.passed(results)
     print(text)
     if args.show_misses:
         for o in outcomes:
@@ -497,7 +517,7 @@ def main(argv: list[str] | None = None) -> int:
     for rows, alarms in sets.values():
         ok = ok and all(r["recall"] >= 0.95 for r in rows) and alarms["runs_with_warning_plus"] == 0
         ok = ok and all(r["median_step_error"] is None or r["median_step_error"] <= 5 for r in rows)
-    return 0 if ok else 1
+    return 0 if ok and framework_ok else 1
 
 
 if __name__ == "__main__":

@@ -294,6 +294,7 @@ SIGNATURES: tuple[Signature, ...] = (
     Signature("killed", KILLED_RE, KILLED_KEYS, None, "the process was killed", True),
 )
 SIGNATURE_BY_KIND = {s.kind: s for s in SIGNATURES}
+SIGNATURE_BY_FINDING = {s.finding: s for s in SIGNATURES if s.finding is not None}
 # Kinds that do not name a specific rollout-engine failure: the vLLM catch-all stays silent
 # only for these vLLM-specific ones.
 VLLM_SPECIFIC_KINDS = ("kv-cache", "chunked-prefill", "vllm-inspect")
@@ -543,8 +544,15 @@ class SignatureDetector(Detector):
 
     reads = "events"
     default_severity = "error"
+    #: what it searches for: by default the `SIGNATURES` entry that names this diagnosis
     pattern: ClassVar[re.Pattern[str]]
     keywords: ClassVar[tuple[str, ...]] = ()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        listed = SIGNATURE_BY_FINDING.get(getattr(cls, "name", ""))
+        if listed is not None and "pattern" not in vars(cls):
+            cls.pattern, cls.keywords = listed.pattern, listed.keywords
 
     def hits(self, run: Run) -> list[Hit]:
         return find_lines(run, self.pattern, self.keywords)

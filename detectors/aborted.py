@@ -19,7 +19,7 @@ SRC_VLLM = "vllm:docs/configuration/optimization"
 SRC_METRIC = "verl:trainer/ppo/metric_utils.py"
 
 
-class AbortedResponses(SustainedLevel):
+class AbortedResponses(SustainedLevel, code="LS307", name="aborted-responses"):
     """A share of each batch's responses is aborted (empty), usually because the inference
     engine ran out of KV cache and preempted requests.
 
@@ -54,11 +54,8 @@ class AbortedResponses(SustainedLevel):
         (aborted_ratio); verl:experimental/agent_loop/agent_loop.py (num_preempted).
     """
 
-    code = "LS307"
-    name = "aborted-responses"
     title = "Responses aborted under KV-cache pressure"
     concepts = ("aborted_ratio",)
-    default_severity = "warning"
     groups = ("rollout", "memory")
 
     max_ratio: float = param(0.01, gt=0, lt=1)

@@ -16,7 +16,7 @@ SRC_ASYNC = "verl:experimental/fully_async_policy/fully_async_rollouter.py"
 SRC_DOCS = "verl:docs/advance/fully_async"
 
 
-class AsyncImbalance(SustainedLevel):
+class AsyncImbalance(SustainedLevel, code="LS304", name="async-imbalance"):
     """One side of fully-async training waits for the other: its GPUs are idle.
 
     Reads `fully_async/rollouter/idle_ratio` (the share of a parameter version the rollouter
@@ -55,11 +55,8 @@ class AsyncImbalance(SustainedLevel):
         verl:experimental/fully_async_policy/detach_utils.py (trainer idle_ratio).
     """
 
-    code = "LS304"
-    name = "async-imbalance"
     title = "Fully-async rollouter and trainer out of balance"
     concepts = ("async_rollouter_idle", "async_trainer_idle")
-    default_severity = "warning"
     groups = ("system", "async")
 
     idle_max: float = param(0.3, gt=0, lt=1)
@@ -122,7 +119,7 @@ def split_advice(run: Run, idle: str, busy: str, idle_ratio: float) -> list[Advi
     ]
 
 
-class StalenessHigh(SustainedLevel):
+class StalenessHigh(SustainedLevel, code="LS305", name="staleness-high"):
     """Trajectories lag more policy versions behind the trainer than the config allows.
 
     Reads `training/off_policy/trajectory_staleness/max` (verl 0.9+: how many model versions
@@ -161,11 +158,8 @@ class StalenessHigh(SustainedLevel):
         (max_off_policy_threshold); verl:docs/advance/fully_async.
     """
 
-    code = "LS305"
-    name = "staleness-high"
     title = "Trajectories staler than the config allows"
     concepts = ("staleness_max",)
-    default_severity = "warning"
     groups = ("system", "async")
 
     def detect(self, run: Run) -> list[Finding]:

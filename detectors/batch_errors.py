@@ -19,20 +19,16 @@ from ._common import (
     where,
 )
 from ._signatures import (
-    BATCH_KEYS,
     BATCH_PATTERNS,
-    BATCH_RE,
-    CHUNKED_PREFILL_KEYS,
-    CHUNKED_PREFILL_RE,
-    PROMPT_LONG_KEYS,
-    PROMPT_LONG_RE,
     SignatureDetector,
     batch_for,
     ints_of,
 )
 
 
-class BatchSizeDivisibilityError(SignatureDetector):
+class BatchSizeDivisibilityError(
+    SignatureDetector, code="LS015", name="batch-size-divisibility-error"
+):
     """verl refused the batch sizes: they do not divide as its checks require.
 
     What it detects:
@@ -74,12 +70,8 @@ class BatchSizeDivisibilityError(SignatureDetector):
         seed:grpo-pitfalls §2.3.
     """
 
-    code = "LS015"
-    name = "batch-size-divisibility-error"
     title = "Batch sizes rejected by verl's divisibility checks"
     groups = ("config", "crash")
-    pattern = BATCH_RE
-    keywords = BATCH_KEYS
 
     def build(self, run: Run, hits: list[Hit]) -> Finding:
         first = hits[0]
@@ -246,7 +238,7 @@ class BatchSizeDivisibilityError(SignatureDetector):
         ], ""
 
 
-class PromptTooLong(SignatureDetector):
+class PromptTooLong(SignatureDetector, code="LS019", name="prompt-too-long"):
     """A prompt is longer than `data.max_prompt_length` and the dataset refuses to truncate it.
 
     What it detects:
@@ -274,12 +266,8 @@ class PromptTooLong(SignatureDetector):
         verl:utils/dataset/rl_dataset.py (`data.max_prompt_length`, `data.truncation`).
     """
 
-    code = "LS019"
-    name = "prompt-too-long"
     title = "Prompt longer than data.max_prompt_length"
     groups = ("config", "data", "crash")
-    pattern = PROMPT_LONG_RE
-    keywords = PROMPT_LONG_KEYS
 
     def build(self, run: Run, hits: list[Hit]) -> Finding:
         lengths = [int(h.match.group(1)) for h in hits]
@@ -315,7 +303,9 @@ class PromptTooLong(SignatureDetector):
         )
 
 
-class MaxNumBatchedTokensTooSmall(SignatureDetector):
+class MaxNumBatchedTokensTooSmall(
+    SignatureDetector, code="LS020", name="max-num-batched-tokens-too-small"
+):
     """vLLM refused `rollout.max_num_batched_tokens` smaller than the model length with chunked prefill off.
 
     What it detects:
@@ -346,12 +336,8 @@ class MaxNumBatchedTokensTooSmall(SignatureDetector):
         verl:workers/rollout/vllm_rollout (the check, verl 0.5); seed:ppo-tuning §2.2.
     """
 
-    code = "LS020"
-    name = "max-num-batched-tokens-too-small"
     title = "rollout.max_num_batched_tokens below the model length"
     groups = ("config", "vllm", "crash")
-    pattern = CHUNKED_PREFILL_RE
-    keywords = CHUNKED_PREFILL_KEYS
 
     def build(self, run: Run, hits: list[Hit]) -> Finding:
         m = hits[0].match

@@ -18,7 +18,7 @@ from logscope.config_view import ConfigView, Hit, fmt
 from logscope.model import Advice
 from logscope.verl_config import ACT
 
-from .config_lint import KL_IN_REWARD, ConfigRule
+from .config_lint import KL_IN_REWARD, MINI, ConfigRule
 
 FILTER_ENABLE = "algorithm.filter_groups.enable"
 FILTER_METRIC = "algorithm.filter_groups.metric"
@@ -52,14 +52,13 @@ OPTIMS = (f"{ACT}.optim", "critic.optim")
 #: Megatron's `lr_decay_style`
 SCHEDULE_KEYS = ("warmup_style", "lr_scheduler_type", "lr_decay_style")
 TOTAL_ROLLOUT = "rollout.total_rollout_steps"
-MINI = f"{ACT}.ppo_mini_batch_size"
 REQUIRE = f"{ASYNC}.require_batches"
 TRIGGER = f"{ASYNC}.trigger_parameter_sync_step"
 SRC_ASYNC = "verl:experimental/fully_async_policy/fully_async_main.py"
 SRC_COSINE = "verl:utils/torch_functional.py"
 
 
-class DapoFilterOnShapedReward(ConfigRule):
+class DapoFilterOnShapedReward(ConfigRule, code="LS520", name="dapo-filter-on-shaped-reward"):
     """DAPO's group filter compares a shaped reward instead of accuracy.
 
     What it detects:
@@ -97,8 +96,6 @@ class DapoFilterOnShapedReward(ConfigRule):
         verl-recipe:dapo/dapo_ray_trainer.py.
     """
 
-    code = "LS520"
-    name = "dapo-filter-on-shaped-reward"
     title = "DAPO group filter on a shaped reward"
 
     def check(self, v: ConfigView) -> list[Hit]:
@@ -171,7 +168,7 @@ def _schedule(v: ConfigView, optim: str) -> tuple[str, str] | None:
     return None  # verl's default: constant
 
 
-class FullyAsyncLrWithoutHorizon(ConfigRule):
+class FullyAsyncLrWithoutHorizon(ConfigRule, code="LS521", name="fully-async-lr-without-horizon"):
     """Fully-async training with a decaying LR schedule and no `optim.total_training_steps`.
 
     What it detects:
@@ -212,8 +209,6 @@ class FullyAsyncLrWithoutHorizon(ConfigRule):
         verl:utils/torch_functional.py.
     """
 
-    code = "LS521"
-    name = "fully-async-lr-without-horizon"
     title = "Fully-async LR schedule without a horizon"
 
     def check(self, v: ConfigView) -> list[Hit]:

@@ -19,6 +19,7 @@ from logscope.words import plural
 from .config_lint import (
     DYNAMIC,
     ESTIMATOR,
+    MINI,
     SRC_CONFIG,
     ConfigRule,
     both_set,
@@ -29,7 +30,6 @@ from .config_lint import (
 TBS = "data.train_batch_size"
 MICRO = f"{ACT}.ppo_micro_batch_size_per_gpu"
 LEGACY_MICRO = f"{ACT}.ppo_micro_batch_size"
-MINI = f"{ACT}.ppo_mini_batch_size"
 SP = f"{ACT}.ulysses_sequence_parallel_size"
 TP = f"{RO}.tensor_model_parallel_size"
 N = f"{RO}.n"
@@ -122,7 +122,8 @@ def mini_for(v: ConfigView, tbs: int, limit: int) -> int:
     return min(fitting) if fitting else divisor_at_most(tbs, limit)
 
 
-class MicroBatchOomRisk(ConfigRule):
+# tuning_knowledge.md §A1–A3
+class MicroBatchOomRisk(ConfigRule, code="LS501", name="micro-batch-oom-risk"):
     """The actor's micro batch puts too many tokens on each GPU in the PPO update.
 
     What it detects:
@@ -163,8 +164,6 @@ class MicroBatchOomRisk(ConfigRule):
         seed:grpo-pitfalls §1.1–1.3 (golden formula, 12,000-token limit, memory estimate).
     """
 
-    code = "LS501"  # tuning_knowledge.md §A1–A3
-    name = "micro-batch-oom-risk"
     title = "Actor micro batch risks GPU OOM"
     default_severity = "error"
 
@@ -288,7 +287,8 @@ class MicroBatchOomRisk(ConfigRule):
         )
 
 
-class MicroBatchTpMismatch(ConfigRule):
+# tuning_knowledge.md §A4
+class MicroBatchTpMismatch(ConfigRule, code="LS502", name="micro-batch-tp-mismatch"):
     """The actor micro batch is not a multiple of the rollout's tensor-parallel size.
 
     What it detects:
@@ -316,8 +316,6 @@ class MicroBatchTpMismatch(ConfigRule):
         seed:grpo-pitfalls §1.2.
     """
 
-    code = "LS502"  # tuning_knowledge.md §A4
-    name = "micro-batch-tp-mismatch"
     title = "Actor micro batch not a multiple of the TP size"
 
     def check(self, v: ConfigView) -> list[Hit]:
@@ -381,7 +379,8 @@ class MicroBatchTpMismatch(ConfigRule):
         return min(fitting) if fitting else None
 
 
-class GrpoGroupSize(ConfigRule):
+# tuning_knowledge.md §A5
+class GrpoGroupSize(ConfigRule, code="LS503", name="grpo-group-size"):
     """GRPO's group size (`rollout.n`) is degenerate, too small, odd or costly.
 
     What it detects:
@@ -410,8 +409,6 @@ class GrpoGroupSize(ConfigRule):
         seed:grpo-pitfalls §2.1–2.2; verl:trainer/ppo/core_algos.py.
     """
 
-    code = "LS503"  # tuning_knowledge.md §A5
-    name = "grpo-group-size"
     title = "GRPO group size (rollout.n) out of the safe range"
 
     minimum: int = param(4, ge=1)
@@ -481,7 +478,8 @@ class GrpoGroupSize(ConfigRule):
         return [Hit(severity, why, evidence, [advice, *extra], [f"{SEED_GRPO} §2.1–2.2"])]
 
 
-class BatchNotDivisibleByN(ConfigRule):
+# tuning_knowledge.md §A6
+class BatchNotDivisibleByN(ConfigRule, code="LS504", name="batch-not-divisible-by-n"):
     """The train batch does not divide as verl and the GRPO article require.
 
     What it detects:
@@ -511,8 +509,6 @@ class BatchNotDivisibleByN(ConfigRule):
         seed:grpo-pitfalls §2.3; verl:utils/config.py; verl:trainer/ppo/ray_trainer.py.
     """
 
-    code = "LS504"  # tuning_knowledge.md §A6
-    name = "batch-not-divisible-by-n"
     title = "Train batch not a multiple of rollout.n"
 
     def check(self, v: ConfigView) -> list[Hit]:
@@ -588,7 +584,8 @@ class BatchNotDivisibleByN(ConfigRule):
         return f"{text} ({default} × {nodes}={fmt(v.get(nodes))}; you did not set them)"
 
 
-class MiniBatchNotDivisor(ConfigRule):
+# tuning_knowledge.md §A7
+class MiniBatchNotDivisor(ConfigRule, code="LS505", name="mini-batch-not-divisor"):
     """The PPO mini batch does not divide the train batch.
 
     What it detects:
@@ -617,8 +614,6 @@ class MiniBatchNotDivisor(ConfigRule):
         seed:ppo-tuning §5.1.
     """
 
-    code = "LS505"  # tuning_knowledge.md §A7
-    name = "mini-batch-not-divisor"
     title = "PPO mini batch does not divide the train batch"
 
     def check(self, v: ConfigView) -> list[Hit]:
@@ -655,7 +650,8 @@ class MiniBatchNotDivisor(ConfigRule):
         return [Hit("warning", message, evidence, [advice], [f"{SEED_PPO} §5.1"])]
 
 
-class MiniBatchLargerThanBatch(ConfigRule):
+# verl's own check
+class MiniBatchLargerThanBatch(ConfigRule, code="LS506", name="mini-batch-larger-than-batch"):
     """The PPO mini batch is larger than the train batch.
 
     What it detects:
@@ -679,8 +675,6 @@ class MiniBatchLargerThanBatch(ConfigRule):
         verl:workers/config/actor.py (ActorConfig.validate); verl:trainer/ppo/ray_trainer.py.
     """
 
-    code = "LS506"  # verl's own check
-    name = "mini-batch-larger-than-batch"
     title = "PPO mini batch larger than the train batch"
     default_severity = "error"
 
@@ -708,7 +702,8 @@ class MiniBatchLargerThanBatch(ConfigRule):
         ]
 
 
-class NormalizedMiniBatchMismatch(ConfigRule):
+# verl's own check
+class NormalizedMiniBatchMismatch(ConfigRule, code="LS516", name="normalized-mini-batch-mismatch"):
     """Each GPU's share of a mini-batch is not a whole number of micro batches.
 
     What it detects:
@@ -740,8 +735,6 @@ class NormalizedMiniBatchMismatch(ConfigRule):
         verl:workers/fsdp_workers.py (the check, verl 0.3–0.7).
     """
 
-    code = "LS516"  # verl's own check
-    name = "normalized-mini-batch-mismatch"
     title = "Mini batch per GPU not a multiple of the micro batch"
 
     def check(self, v: ConfigView) -> list[Hit]:

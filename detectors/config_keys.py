@@ -193,7 +193,7 @@ class _TypedKeysRule(ConfigRule):
         return tree
 
 
-class UnknownConfigKey(_TypedKeysRule):
+class UnknownConfigKey(_TypedKeysRule, code="LS517", name="unknown-config-key"):
     """A key the user set is not in verl's config for the chosen verl version.
 
     What it detects:
@@ -237,8 +237,6 @@ class UnknownConfigKey(_TypedKeysRule):
         wheel (https://pypi.org/project/verl/).
     """
 
-    code = "LS517"
-    name = "unknown-config-key"
     title = "Config key not in verl's config"
     default_severity = "error"
 
@@ -365,7 +363,7 @@ def _or(names: tuple[str, ...]) -> str:
 # ---- LS518 -----------------------------------------------------------------------------------
 
 
-class ConfigValueType(_TypedKeysRule):
+class ConfigValueType(_TypedKeysRule, code="LS518", name="config-value-type"):
     """A value that cannot have the type verl's config gives the key (a word for a number).
 
     What it detects:
@@ -396,8 +394,6 @@ class ConfigValueType(_TypedKeysRule):
         https://hydra.cc/docs/advanced/override_grammar/basic/.
     """
 
-    code = "LS518"
-    name = "config-value-type"
     title = "Config value of the wrong type"
     default_severity = "error"
     needs_trainer_config: ClassVar[bool] = False  # a recipe's config keeps verl's types

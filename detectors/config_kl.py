@@ -44,7 +44,8 @@ def kl_coef_changes(before: ConfigView, after: ConfigView) -> list[tuple[str, fl
     return out
 
 
-class KlCoefZero(ConfigRule):
+# tuning_knowledge.md §A8
+class KlCoefZero(ConfigRule, code="LS507", name="kl-coef-zero"):
     """A KL coefficient of 0 switches off the pull toward the reference policy.
 
     What it detects:
@@ -72,8 +73,6 @@ class KlCoefZero(ConfigRule):
         seed:grpo-pitfalls §3.1, §3.3.
     """
 
-    code = "LS507"  # tuning_knowledge.md §A8
-    name = "kl-coef-zero"
     title = "KL coefficient set to 0"
     default_severity = "error"
 
@@ -89,7 +88,7 @@ class KlCoefZero(ConfigRule):
                     KL_LOSS_COEF,
                     target,
                     "0.001 is verl's default, tuned for ~7B models; the GRPO article starts "
-                    "smaller models at 0.0005 and calibrates so actor/kl_loss sits in 0.01–0.03.",
+                    "smaller models at 0.0005 and calibrates so the KL loss sits in 0.01–0.03.",
                     f"{SEED_GRPO} §3.1–3.2",
                 )
             ]
@@ -150,7 +149,8 @@ class KlCoefZero(ConfigRule):
         return hits
 
 
-class KlCoefScaleMismatch(ConfigRule):
+# tuning_knowledge.md §A8
+class KlCoefScaleMismatch(ConfigRule, code="LS508", name="kl-coef-scale-mismatch"):
     """The KL coefficient is verl's 7B-tuned default on a much smaller or larger model.
 
     What it detects:
@@ -179,8 +179,6 @@ class KlCoefScaleMismatch(ConfigRule):
         seed:grpo-pitfalls §3.1–3.2; seed:ppo-tuning §4.2.
     """
 
-    code = "LS508"  # tuning_knowledge.md §A8
-    name = "kl-coef-scale-mismatch"
     title = "KL coefficient not scaled to the model size"
     default_severity = "info"
 
@@ -243,7 +241,8 @@ class KlCoefScaleMismatch(ConfigRule):
         return hits
 
 
-class KlCoefChangedMidrun(ConfigRule):
+# tuning_knowledge.md §A16
+class KlCoefChangedMidrun(ConfigRule, code="LS515", name="kl-coef-changed-midrun"):
     """The KL coefficient changed between two config dumps of one log (a restart).
 
     What it detects:
@@ -270,8 +269,6 @@ class KlCoefChangedMidrun(ConfigRule):
         seed:grpo-pitfalls §3.3.
     """
 
-    code = "LS515"  # tuning_knowledge.md §A16
-    name = "kl-coef-changed-midrun"
     title = "KL coefficient changed mid-run"
 
     def check(self, v: ConfigView) -> list[Hit]:

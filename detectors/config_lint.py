@@ -29,6 +29,7 @@ PREFLIGHT_KINDS = frozenset({"verl-command", "verl-yaml"})
 PROMPT = "data.max_prompt_length"
 RESPONSE = "data.max_response_length"
 DYNAMIC = f"{ACT}.use_dynamic_bsz"
+MINI = f"{ACT}.ppo_mini_batch_size"
 USE_KL_LOSS = f"{ACT}.use_kl_loss"
 KL_IN_REWARD = "algorithm.use_kl_in_reward"
 ESTIMATOR = "algorithm.adv_estimator"

@@ -12,7 +12,8 @@ from logscope.verl_config import ACT
 from .config_lint import ConfigRule
 
 
-class ShuffleMismatch(ConfigRule):
+# tuning_knowledge.md §A10
+class ShuffleMismatch(ConfigRule, code="LS510", name="shuffle-mismatch"):
     """`data.shuffle` and `actor.shuffle` differ.
 
     What it detects:
@@ -38,8 +39,6 @@ class ShuffleMismatch(ConfigRule):
         seed:grpo-pitfalls §5.
     """
 
-    code = "LS510"  # tuning_knowledge.md §A10
-    name = "shuffle-mismatch"
     title = "data.shuffle and actor.shuffle differ"
     default_severity = "info"
 
@@ -73,7 +72,8 @@ class ShuffleMismatch(ConfigRule):
         ]
 
 
-class SeedUnset(ConfigRule):
+# tuning_knowledge.md §A11
+class SeedUnset(ConfigRule, code="LS511", name="seed-unset"):
     """No explicit seed is set.
 
     What it detects:
@@ -96,8 +96,6 @@ class SeedUnset(ConfigRule):
         seed:grpo-pitfalls §5.1; verl:trainer/main_ppo.py (create_rl_sampler).
     """
 
-    code = "LS511"  # tuning_knowledge.md §A11
-    name = "seed-unset"
     title = "No explicit seed"
     default_severity = "info"
 

@@ -44,7 +44,8 @@ ARTICLE_TOKENS, ARTICLE_SEQS = 16384, 1896
 LOGPROB_BEST = 16  # LS514's default `best` (the PPO article's measured value)
 
 
-class GpuMemoryUtilizationRisk(ConfigRule):
+# tuning_knowledge.md §A9
+class GpuMemoryUtilizationRisk(ConfigRule, code="LS509", name="gpu-memory-utilization-risk"):
     """vLLM's share of GPU memory is outside the advised range for this GPU count and model.
 
     What it detects:
@@ -74,8 +75,6 @@ class GpuMemoryUtilizationRisk(ConfigRule):
         seed:grpo-pitfalls §4; seed:ppo-tuning §2.1.
     """
 
-    code = "LS509"  # tuning_knowledge.md §A9
-    name = "gpu-memory-utilization-risk"
     title = "Rollout gpu_memory_utilization outside the advised range"
 
     oom_above: float = param(0.7, gt=0, le=1)
@@ -122,7 +121,7 @@ class GpuMemoryUtilizationRisk(ConfigRule):
             message = (
                 f"rollout.gpu_memory_utilization={fmt(value)} is below the advised {why}: a "
                 "smaller KV cache slows rollout (the PPO article: 0.4 → 0.65 on Qwen2.5-0.5B cut "
-                "timing_s/gen 5.72 → 3.21 s)."
+                "the generation time 5.72 → 3.21 s)."
             )
             suggested = high
         else:
@@ -136,7 +135,8 @@ class GpuMemoryUtilizationRisk(ConfigRule):
         return [Hit(severity, message, evidence, [advice], [f"{SEED_GRPO} §4", f"{SEED_PPO} §2.1"])]
 
 
-class ResponseLengthMismatch(ConfigRule):
+# tuning_knowledge.md §A12
+class ResponseLengthMismatch(ConfigRule, code="LS512", name="response-length-mismatch"):
     """The rollout's response length differs from the data's.
 
     What it detects:
@@ -162,8 +162,6 @@ class ResponseLengthMismatch(ConfigRule):
         seed:ppo-tuning §5.2.
     """
 
-    code = "LS512"  # tuning_knowledge.md §A12
-    name = "response-length-mismatch"
     title = "rollout.response_length differs from data.max_response_length"
 
     def check(self, v: ConfigView) -> list[Hit]:
@@ -183,7 +181,7 @@ class ResponseLengthMismatch(ConfigRule):
         else:
             detail = (
                 f"vLLM stops at {plural(rollout, 'token')} although the data allows {data}: "
-                f"responses are cut {plural(gap, 'token')} short (watch response_length/clip_ratio)"
+                f"responses are cut {plural(gap, 'token')} short (watch the truncation ratio)"
             )
             key, suggested = RO_RESPONSE, data
         message = (
@@ -193,8 +191,7 @@ class ResponseLengthMismatch(ConfigRule):
         advice = v.advice(
             key,
             suggested,
-            "Make the two equal (the PPO article set both to 256; response_length/clip_ratio went "
-            "to 0).",
+            "Make the two equal (the PPO article set both to 256; the truncation ratio went to 0).",
             f"{SEED_PPO} §5.2",
         )
         return [
@@ -212,7 +209,8 @@ class ResponseLengthMismatch(ConfigRule):
         ]
 
 
-class RolloutBatchingMismatch(ConfigRule):
+# tuning_knowledge.md §A13
+class RolloutBatchingMismatch(ConfigRule, code="LS513", name="rollout-batching-mismatch"):
     """vLLM's batching limits (`max_num_batched_tokens`, `max_num_seqs`) do not fit together.
 
     What it detects:
@@ -244,8 +242,6 @@ class RolloutBatchingMismatch(ConfigRule):
         (SchedulerConfig).
     """
 
-    code = "LS513"  # tuning_knowledge.md §A13
-    name = "rollout-batching-mismatch"
     title = "Rollout batching limits do not fit together"
 
     small_model_b: float = param(1.5, gt=0)
@@ -344,7 +340,7 @@ class RolloutBatchingMismatch(ConfigRule):
                     "info",
                     f"Rollout batching at verl's defaults ({tokens}/{seqs}) for a {size:g}B model: "
                     f"the PPO article raised both to {ARTICLE_TOKENS}/{ARTICLE_SEQS} with "
-                    "gpu_memory_utilization 0.65 (+22% throughput; response_length/clip_ratio "
+                    "gpu_memory_utilization 0.65 (+22% throughput; truncation ratio "
                     "0.012 → 0.003 on GSM8K). Its stated reason (tokens per sequence near the "
                     "mean prompt+response length ≈ 239) does not match its own numbers (8 → 8.6), "
                     "so take the values as measured, not derived.",
@@ -369,7 +365,8 @@ class RolloutBatchingMismatch(ConfigRule):
         return hits
 
 
-class LogProbMicroBatch(ConfigRule):
+# tuning_knowledge.md §A14
+class LogProbMicroBatch(ConfigRule, code="LS514", name="log-prob-micro-batch"):
     """The log-prob micro batch is unset, small, or large.
 
     What it detects:
@@ -396,8 +393,6 @@ class LogProbMicroBatch(ConfigRule):
         seed:ppo-tuning §2.3; verl:utils/config.py.
     """
 
-    code = "LS514"  # tuning_knowledge.md §A14
-    name = "log-prob-micro-batch"
     title = "Log-prob micro batch off the measured best"
     default_severity = "info"
 
@@ -445,7 +440,7 @@ class LogProbMicroBatch(ConfigRule):
             if value < self.best:
                 severity: Severity = "info"
                 message = (
-                    f"{key}={value}: the PPO article measured 16 faster than 8 (perf/throughput "
+                    f"{key}={value}: the PPO article measured 16 faster than 8 (throughput "
                     "1176 → 1320 tokens/s, fewer small forward passes)."
                 )
             elif value > self.padding_above:
@@ -465,7 +460,7 @@ class LogProbMicroBatch(ConfigRule):
                         v.advice(
                             key,
                             self.best,
-                            "The PPO article's measured best; if perf/max_memory_allocated_gb "
+                            "The PPO article's measured best; if the peak allocated GPU memory "
                             "rises > 10%, lower rollout.gpu_memory_utilization.",
                             f"{SEED_PPO} §2.3",
                         )
@@ -476,7 +471,7 @@ class LogProbMicroBatch(ConfigRule):
         return hits
 
 
-class MaxModelLenTooShort(ConfigRule):
+class MaxModelLenTooShort(ConfigRule, code="LS519", name="max-model-len-too-short"):
     """vLLM's context length `rollout.max_model_len` is below prompt + response.
 
     What it detects:
@@ -508,8 +503,6 @@ class MaxModelLenTooShort(ConfigRule):
         verl#7823; verl#7906; verl:workers/rollout/vllm_rollout/vllm_async_server.py.
     """
 
-    code = "LS519"
-    name = "max-model-len-too-short"
     title = "rollout.max_model_len below prompt + response"
 
     def check(self, v: ConfigView) -> list[Hit]:
@@ -541,7 +534,7 @@ class MaxModelLenTooShort(ConfigRule):
             message = (
                 f"{head}: vLLM stops each response at max_model_len − its prompt length, so a "
                 f"{fmt(prompt)}-token prompt gets at most {fmt(limit - prompt)} response tokens "
-                f"instead of {fmt(response)}. verl's response_length/clip_ratio counts only "
+                f"instead of {fmt(response)}. verl's truncation ratio counts only "
                 "responses that reach max_response_length, so this truncation is never counted "
                 "(verl#7823; the fix, PR verl#7906, is open)."
             )
@@ -566,7 +559,7 @@ def _in_band(value: int, ppo: int, limit: float) -> bool:
     return low <= value <= high
 
 
-class LogProbMicroBatchRatio(ConfigRule):
+class LogProbMicroBatchRatio(ConfigRule, code="LS522", name="log-prob-micro-batch-ratio"):
     """The log-prob micro batch is far from the PPO (training) micro batch.
 
     What it detects:
@@ -602,8 +595,6 @@ class LogProbMicroBatchRatio(ConfigRule):
         verl#6280; seed:ppo-tuning §2.3.
     """
 
-    code = "LS522"
-    name = "log-prob-micro-batch-ratio"
     title = "Log-prob micro batch far from the PPO micro batch"
     default_severity = "info"
 

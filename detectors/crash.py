@@ -24,7 +24,7 @@ RAY_LOGS = "/tmp/ray/session_latest/logs"
 RAY_DEBUG_DOC = "ray:ray-observability/user-guides/debug-apps/debug-failures"
 
 
-class RunCrashed(Detector):
+class RunCrashed(Detector, code="LS017", name="run-crashed"):
     """The run ended with an error: where (phase), when (last step) and the innermost cause.
 
     What it detects:
@@ -74,8 +74,6 @@ class RunCrashed(Detector):
         0.9).
     """
 
-    code = "LS017"
-    name = "run-crashed"
     title = "Run crashed"
     reads = "events"
     default_severity = "error"

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from logscope.advice import SEED_GRPO, SEED_PPO, advise
-from logscope.aliases import resolve
+from logscope.aliases import name_of, pair_name, resolve
 from logscope.detector import Detector, param
 from logscope.health import REFERENCES, WARMUP_STEPS, grad_clip, recent_level, values_by_step
 from logscope.model import Advice, Finding, Run
@@ -64,7 +64,7 @@ def _values_off_returns(run: Run) -> tuple[float, float, float, int] | None:
     return (v, lo, hi, step) if off > max(hi - lo, 0.05) else None
 
 
-class CriticValueError(Detector):
+class CriticValueError(Detector, code="LS210", name="critic-value-error"):
     """The PPO critic is not learning: value loss stays high, explained variance far below 0.
 
     PPO/GAE only (GRPO has no critic and this detector is skipped). Reports when it starts, the
@@ -108,11 +108,8 @@ class CriticValueError(Detector):
         verl:trainer/ppo/metric_utils.py (vf_explained_var).
     """
 
-    code = "LS210"
-    name = "critic-value-error"
     title = "PPO critic not learning (value loss high, explained variance ≪ 0)"
     concepts = ("vf_loss", "vf_explained_var")
-    default_severity = "warning"
     groups = ("critic",)
 
     vf_loss_threshold: float = param(0.1, gt=0)
@@ -189,10 +186,11 @@ class CriticValueError(Detector):
         if gap is not None:
             value, low, high, step = gap
             signs.append(
-                f"critic/values/mean {fmt(value)} at step {step}, outside the returns' range "
+                f"{name_of(run, 'values_mean')} {fmt(value)} at step {step}, outside the "
+                "returns' range "
                 f"{fmt(low)}–{fmt(high)}"
             )
-            metrics.append(resolve(run, "values_mean") or "critic/values/mean")
+            metrics.append(name_of(run, "values_mean"))
             steps.append(step)
             evidence.update(values_mean=value, returns_min=low, returns_max=high)
         if not signs:
@@ -201,7 +199,8 @@ class CriticValueError(Detector):
             "The critic looks off: "
             + "; ".join(signs)
             + ". One or two steps say little about a critic (early steps are its warm-up): "
-            "watch critic/vf_explained_var and critic/vf_loss over the next steps."
+            f"watch {name_of(run, 'vf_explained_var')} and {name_of(run, 'vf_loss')} over the next "
+            "steps."
         )
         advice: list[Advice] = [
             advise(
@@ -281,7 +280,7 @@ class CriticValueError(Detector):
         if ev_after is not None:
             parts.append(f"{ev_name} ≈ {fmt(ev_after)}")
         if adv_after is not None:
-            parts.append(f"critic/advantages/mean ≈ {fmt(adv_after)}")
+            parts.append(f"{name_of(run, 'advantages_mean')} ≈ {fmt(adv_after)}")
         vf_before = med(vf, *pre)
         before = f"; before: {vf_name} ≈ {fmt(vf_before)}" if vf_before is not None and a else ""
         msg = (
@@ -343,7 +342,7 @@ def _critic_fit_advice(run: Run) -> list[Advice]:
     return advice
 
 
-class AdvantageCollapse(Detector):
+class AdvantageCollapse(Detector, code="LS211", name="advantage-collapse"):
     """Advantages are all ~0 while scores still vary: no learning signal (every group identical).
 
     Reports the first step of a lasting stretch where `critic/advantages/max` and `/min` are
@@ -385,8 +384,6 @@ class AdvantageCollapse(Detector):
         verl:trainer/ppo/core_algos.py (compute_grpo_outcome_advantage).
     """
 
-    code = "LS211"
-    name = "advantage-collapse"
     title = "Advantages all ~0: no learning signal"
     concepts = ("advantages_max", "advantages_min")
     requires = ("advantages_max", "advantages_min")
@@ -436,9 +433,9 @@ class AdvantageCollapse(Detector):
         first, last = wanted[0], wanted[-1]
         where = f"step {first}" if len(wanted) == 1 else f"steps {first}–{last}"
         msg = (
-            f"critic/advantages/max and /min are ~0 in every logged training step ({where}; "
-            f"largest |advantage| {fmt(float(size.max()))})"
-            + (", and actor/pg_loss is ~0" if pg_at else "")
+            f"{pair_name(run, 'advantages_max', 'advantages_min')} are ~0 in every logged "
+            f"training step ({where}; largest |advantage| {fmt(float(size.max()))})"
+            + (f", and {name_of(run, 'pg_loss')} is ~0" if pg_at else "")
             + ": there is no learning signal."
         )
         score = constant_score(run, wanted)
@@ -546,7 +543,7 @@ class AdvantageCollapse(Detector):
         )
         before = size[:a]
         msg = (
-            f"critic/advantages/max and /min are ~0 from step {start} to {end} "
+            f"{pair_name(run, 'advantages_max', 'advantages_min')} are ~0 from step {start} to {end} "
             f"({plural(b - a, 'logged step')}; largest |advantage| {fmt(float(size[a:b].max()))}, typical "
             f"{fmt(float(np.median(before)) if len(before) else typical)} before)"
         )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from logscope.aliases import resolve
 from logscope.detector import Detector, param
 from logscope.model import Finding, Run
 from logscope.sources import cite_all
@@ -12,7 +13,7 @@ from ._common import _num, grad_clip_advice, grad_clip_key
 from ._series import Series, running_median
 
 
-class GradNormAboveClip(Detector):
+class GradNormAboveClip(Detector, code="LS131", name="grad-norm-above-clip"):
     """The policy's gradient norm stays far above the clip value while PPO clipping stays active.
 
     What it detects:
@@ -49,8 +50,6 @@ class GradNormAboveClip(Detector):
         pre-clip norm, logged as actor/grad_norm).
     """
 
-    code = "LS131"
-    name = "grad-norm-above-clip"
     title = "Gradient norm far above the clip value"
     concepts = ("actor_grad_norm",)
     default_severity = "info"
@@ -61,7 +60,7 @@ class GradNormAboveClip(Detector):
     min_steps: int = param(20, ge=1)
 
     def detect(self, run: Run) -> list[Finding]:
-        grad = Series.read(run, "actor/grad_norm")
+        grad = Series.read(run, resolve(run, "actor_grad_norm"))
         steps, norms = grad.steps, grad.values
         if len(norms) == 0:
             return []
@@ -86,7 +85,7 @@ class GradNormAboveClip(Detector):
             "from_step": int(tail_steps[0]),
             "steps": len(tail),
         }
-        clip_series = Series.read(run, "actor/pg_clipfrac")
+        clip_series = Series.read(run, resolve(run, "pg_clipfrac"))
         c_steps, clipfrac = clip_series.steps, clip_series.values
         if len(clipfrac):
             in_tail = clipfrac[c_steps >= tail_steps[0]]
@@ -99,7 +98,7 @@ class GradNormAboveClip(Detector):
             run, "actor", "Every update is rescaled by the clip; the norm itself says little."
         )
         message = (
-            f"actor/grad_norm has a median of {median:.3g} from step {int(tail_steps[0])} on, "
+            f"{grad.metric} has a median of {median:.3g} from step {int(tail_steps[0])} on, "
             f"{median / clip:.1f}× the clip value {clip:g}: every update is clipped"
             + (
                 f", and PPO clipping is active on {evidence['pg_clipfrac_positive_share']:.0%} of steps."
@@ -110,7 +109,7 @@ class GradNormAboveClip(Detector):
         return [
             self.finding(
                 message=message,
-                metric="actor/grad_norm",
+                metric=grad.metric,
                 step=int(tail_steps[0]),
                 end_step=int(tail_steps[-1]),
                 evidence=evidence,

@@ -11,7 +11,7 @@ from logscope.sources import cite, cite_all
 
 from ._common import Hit, context, env_advice, quote, where
 from ._crash_story import crash_story
-from ._signatures import HYDRA_KEYS, HYDRA_RE, SignatureDetector, phase_near
+from ._signatures import HYDRA_RE, SignatureDetector, phase_near
 
 FULL_KEY_RE = re.compile(r"full_key: ([\w.\[\]-]+)")
 OBJECT_TYPE_RE = re.compile(r"object_type=(\w+)")
@@ -76,7 +76,7 @@ def override_for(run: Run, key: str) -> tuple[str, Any] | None:
     return None
 
 
-class HydraConfigError(SignatureDetector):
+class HydraConfigError(SignatureDetector, code="LS024", name="hydra-config-error"):
     """Hydra or OmegaConf rejected a config key or a command-line override.
 
     What it detects:
@@ -117,12 +117,8 @@ class HydraConfigError(SignatureDetector):
         release accepts).
     """
 
-    code = "LS024"
-    name = "hydra-config-error"
     title = "Hydra/OmegaConf rejected a config key"
     groups = ("config", "crash")
-    pattern = HYDRA_RE
-    keywords = HYDRA_KEYS
 
     def build(self, run: Run, hits: list[Hit]) -> Finding:
         first = hits[0]

@@ -14,6 +14,7 @@ from scipy.stats import binom, median_abs_deviation, norm
 
 from logscope import verl_config
 from logscope.advice import SEED_GRPO, SEED_PPO, advise, current_value
+from logscope.aliases import resolve
 from logscope.detector import Detector, param
 from logscope.exceptions import BadDetectorParameters
 from logscope.health import REFERENCES, consecutive_jump, recent_level
@@ -196,7 +197,7 @@ def config_changes(run: Run, step: int, keys: tuple[str, ...], before: int = 10)
 
 def _kl_coef_key(run: Run, metric: str) -> str:
     """The coefficient that weighs this KL: the actor's KL loss or the in-reward penalty."""
-    if metric == "actor/kl_loss":
+    if metric == resolve(run, "kl_loss"):
         return f"{ACT}.kl_loss_coef"
     return "algorithm.kl_ctrl.kl_coef"
 
@@ -257,7 +258,7 @@ def _raise_kl_coef(run: Run, metric: str, why: str) -> Advice:
     )
 
 
-class KLJump(Detector):
+class KLJump(Detector, code="LS101", name="kl-jump"):
     """An abrupt rise of a KL metric: a level shift or a short spike far above its own wander.
 
     Reads the KL between the current and the rollout policy (`actor/ppo_kl`) and the KL to the
@@ -336,11 +337,8 @@ class KLJump(Detector):
         verl:trainer/ppo/core_algos.py (ppo_kl, clip_ratio).
     """
 
-    code = "LS101"
-    name = "kl-jump"
     title = "KL jumped"
     concepts = ("ppo_kl", "kl_ref")
-    default_severity = "warning"
     groups = ("kl",)
 
     min_ratio: float = param(2.0, gt=1)
@@ -500,6 +498,7 @@ class KLJump(Detector):
             "algorithm.kl_ctrl.target_kl",
         )
         change = config_changes(run, step, keys)
+        ppo_kl = s.metric == resolve(run, "ppo_kl")
         times = f"{ratio:.1f}×" + (
             " at least, allowing for the .3f rounding" if s.resolution else ""
         )
@@ -538,11 +537,9 @@ class KLJump(Detector):
             "window_steps": width,
             "scale": "log" if log_scale else "linear",
             "thresholds": {
-                "min_ratio": self.min_ppo_kl_ratio
-                if s.metric == "actor/ppo_kl"
-                else self.min_ratio,
+                "min_ratio": self.min_ppo_kl_ratio if ppo_kl else self.min_ratio,
                 "z": self.z_threshold if c.kind != "spike" else self.spike_z,
-                "min_rise": self._min_rise("ppo_kl" if s.metric == "actor/ppo_kl" else "kl_ref"),
+                "min_rise": self._min_rise("ppo_kl" if ppo_kl else "kl_ref"),
             },
         }
         if change:
@@ -572,7 +569,7 @@ class KLJump(Detector):
                 f"{SEED_PPO} §3.3",
             )
         ]
-        if metric == "actor/ppo_kl":
+        if metric == resolve(run, "ppo_kl"):
             out.append(
                 advise(
                     run,
@@ -591,7 +588,7 @@ class KLJump(Detector):
         return out
 
 
-class KLOutOfBand(Detector):
+class KLOutOfBand(Detector, code="LS102", name="kl-out-of-band"):
     """KL to the reference outside the 0.01–0.03 band after warm-up: high is a risk, low is
     usually warm-up.
 
@@ -631,11 +628,8 @@ class KLOutOfBand(Detector):
         seed:grpo-pitfalls §3.1-3.3; verl:workers/actor/dp_actor.py (kl_loss).
     """
 
-    code = "LS102"
-    name = "kl-out-of-band"
     title = "KL to the reference out of the 0.01–0.03 band"
     concepts = ("kl_ref",)
-    default_severity = "warning"
     groups = ("kl",)
 
     band_low: float = param(0.01, gt=0)
@@ -769,7 +763,7 @@ class KLOutOfBand(Detector):
         )
 
 
-class PPOKLTooLow(Detector):
+class PPOKLTooLow(Detector, code="LS103", name="ppo-kl-too-low"):
     """`actor/ppo_kl` persistently below 1e-4 while the LR is near its peak: each update barely
     changes the policy.
 
@@ -827,11 +821,8 @@ class PPOKLTooLow(Detector):
         seed:ppo-tuning §4.2, §3.3; verl:trainer/ppo/core_algos.py (ppo_kl).
     """
 
-    code = "LS103"
-    name = "ppo-kl-too-low"
     title = "PPO updates too timid (ppo_kl < 1e-4)"
     concepts = ("ppo_kl",)
-    default_severity = "warning"
     groups = ("kl",)
 
     threshold: float = param(1e-4, gt=0)

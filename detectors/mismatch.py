@@ -20,7 +20,7 @@ SRC_CORR = "verl:docs/algo/rollout_corr.md"
 SRC_DEBUG = "verl:utils/debug/metrics.py"
 
 
-class TrainInferenceMismatch(SustainedLevel):
+class TrainInferenceMismatch(SustainedLevel, code="LS150", name="train-inference-mismatch"):
     """The probabilities the trainer computes for the sampled tokens drift away from those the
     inference engine (vLLM, SGLang) sampled them with.
 
@@ -72,8 +72,6 @@ class TrainInferenceMismatch(SustainedLevel):
         verl#2387 (prefix caching).
     """
 
-    code = "LS150"
-    name = "train-inference-mismatch"
     title = "Trainer and inference engine disagree"
     concepts = (
         "rollout_probs_pearson",
@@ -83,7 +81,6 @@ class TrainInferenceMismatch(SustainedLevel):
         "rollout_is_mean",
         "rollout_is_ess",
     )
-    default_severity = "warning"
     groups = ("policy", "mismatch")
 
     pearson_min: float = param(0.99, gt=0, lt=1)

@@ -11,6 +11,7 @@ from logscope import metric_registry
 from logscope.advice import SEED_GRPO
 from logscope.aliases import LOSS_LIKE_PREFIXES
 from logscope.detector import Detector, param
+from logscope.frameworks import profile_of
 from logscope.model import SEVERITY_RANK, Finding, Run, Severity
 from logscope.sources import cite_all
 from logscope.words import plural
@@ -19,31 +20,14 @@ from ._common import Hit, non_finite_advice, occurrences, where
 from ._series import stretches
 from ._signatures import GRAD_NORM_KEYS, GRAD_NORM_RE, SignatureDetector
 
-# Metric families: one finding per family, naming the metric that went non-finite first.
-FAMILIES: dict[str, tuple[str, ...]] = {
-    "loss": ("actor/pg_loss", "actor/loss", "critic/vf_loss", "critic/loss"),
-    "grad-norm": ("actor/grad_norm", "critic/grad_norm"),
-    "kl": ("actor/kl_loss", "actor/ppo_kl", "critic/kl"),
-    "entropy": ("actor/entropy",),
-    "reward": (
-        "critic/score/",
-        "critic/rewards/",
-        "critic/advantages/",
-        "critic/returns/",
-        "critic/values/",
-    ),
-}
-_FAMILY_ORDER = tuple(FAMILIES)
+# Metric families (one finding per family, naming the metric that went non-finite first) are
+# each framework's profile's `finite` table; verl's prefixes are the registry's `finite` ones.
+_FAMILY_ORDER = ("loss", "grad-norm", "kl", "entropy", "reward")
 
 
-def family_of(metric: str) -> str | None:
-    """The family of a loss-like metric (None when the metric is not watched)."""
-    if not metric.startswith(LOSS_LIKE_PREFIXES):
-        return None
-    for family, prefixes in FAMILIES.items():
-        if metric.startswith(prefixes):
-            return family
-    return "other"
+def family_of(metric: str, run: Run | None = None) -> str | None:
+    """The family of a loss-like metric in `run`'s framework (None when it is not watched)."""
+    return profile_of(run).finite_family(metric)
 
 
 def _nan_means(metric: str) -> str:
@@ -64,7 +48,7 @@ def _without_empty_selections(
     logged: list[np.ndarray] = []
     diverged: list[np.ndarray] = []
     for metric in run.metric_names:
-        if family_of(metric) is not None and _nan_means(metric) == "divergence":
+        if family_of(metric, run) is not None and _nan_means(metric) == "divergence":
             steps, values = run.series(metric)
             logged.append(steps)
             diverged.append(steps[~np.isfinite(values)])
@@ -90,7 +74,7 @@ def _fmt(value: float) -> str:
     return "inf" if value > 0 else "-inf"
 
 
-class NonFiniteMetric(Detector):
+class NonFiniteMetric(Detector, code="LS001", name="non-finite-metric"):
     """A loss, gradient norm, KL or reward value is NaN or infinite.
 
     One finding per onset: metrics that turn non-finite within `merge_within` steps of each
@@ -147,8 +131,6 @@ class NonFiniteMetric(Detector):
         (`grad_norm is not finite`, optimizer step skipped).
     """
 
-    code = "LS001"
-    name = "non-finite-metric"
     title = "NaN/inf in a loss, gradient norm, KL or reward"
     reads = "metrics"
     #: metric name prefixes it watches (shown in the catalogue; it has no alias concepts)
@@ -162,7 +144,7 @@ class NonFiniteMetric(Detector):
     merge_within: int = param(2, ge=0)
 
     def skip_reason(self, run: Run) -> str | None:
-        if not any(family_of(m) for m in run.metric_names):
+        if not any(family_of(m, run) for m in run.metric_names):
             return "none of its metrics is in the run (losses, grad norms, KL, rewards)"
         return None
 
@@ -188,17 +170,17 @@ class NonFiniteMetric(Detector):
             # the common case: per-metric arrays from the run's index, no 7M-row string filter
             parts = {}
             for metric in run.metric_names:
-                if family_of(metric) is None:
+                if family_of(metric, run) is None:
                     continue
                 steps, values = run.series(metric)
                 if not np.isfinite(values).all():
                     parts[(metric,)] = pl.DataFrame({"step": steps, "value": values})
         else:
-            parts = self._parts_with_nulls(frame)
+            parts = self._parts_with_nulls(frame, profile_of(run).watched)
         parts = _without_empty_selections(run, parts)
         out = []
         for (metric,), part in sorted(parts.items()):
-            family = family_of(metric)
+            family = family_of(metric, run)
             if family is None:
                 continue
             steps = part.get_column("step").to_numpy()
@@ -232,12 +214,14 @@ class NonFiniteMetric(Detector):
         return out
 
     @staticmethod
-    def _parts_with_nulls(frame: pl.DataFrame) -> dict[tuple[str], pl.DataFrame]:
+    def _parts_with_nulls(
+        frame: pl.DataFrame, prefixes: tuple[str, ...]
+    ) -> dict[tuple[str], pl.DataFrame]:
         """Per-metric frames of watched metrics with a non-finite value (nulls are not values)."""
         watched = frame.filter(
             pl.col("metric")
-            .str.starts_with(LOSS_LIKE_PREFIXES[0])
-            .or_(*[pl.col("metric").str.starts_with(p) for p in LOSS_LIKE_PREFIXES[1:]])
+            .str.starts_with(prefixes[0])
+            .or_(*[pl.col("metric").str.starts_with(p) for p in prefixes[1:]])
             & pl.col("value").is_not_null()
         )
         bad = watched.filter(~pl.col("value").is_finite())
@@ -294,9 +278,10 @@ class NonFiniteMetric(Detector):
                 f" and {len(others) - 5} more" if len(others) > 5 else ""
             )
             message += f" Also non-finite: {shown}."
+        critic = profile_of(run).critic_prefixes
         role = (
             "critic"
-            if metric.startswith("critic/") and family in ("loss", "grad-norm")
+            if critic and metric.startswith(critic) and family in ("loss", "grad-norm")
             else "actor"
         )
         evidence = {
@@ -332,7 +317,9 @@ class NonFiniteMetric(Detector):
         )
 
 
-class GradNormNotFiniteStepSkipped(SignatureDetector):
+class GradNormNotFiniteStepSkipped(
+    SignatureDetector, code="LS016", name="grad-norm-not-finite-step-skipped"
+):
     """verl skipped optimizer steps because the gradient norm was NaN/inf.
 
     What it detects:
@@ -366,8 +353,6 @@ class GradNormNotFiniteStepSkipped(SignatureDetector):
         seed:grpo-pitfalls §4.1.
     """
 
-    code = "LS016"
-    name = "grad-norm-not-finite-step-skipped"
     title = "Optimizer steps skipped: gradient norm not finite"
     default_severity = "warning"
     groups = ("numerics",)

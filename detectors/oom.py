@@ -9,7 +9,7 @@ import numpy as np
 
 from logscope import verl_config
 from logscope.advice import SEED_GRPO, SEED_PPO, advise, current_value
-from logscope.aliases import resolve
+from logscope.aliases import name_of, resolve
 from logscope.detector import param
 from logscope.model import Advice, Finding, Run
 from logscope.sources import cite_all
@@ -30,17 +30,14 @@ from ._common import (
 from ._signatures import (
     CUDA_OOM_KEYS,
     CUDA_OOM_RE,
-    HOST_OOM_KEYS,
     HOST_OOM_RE,
-    KV_CACHE_KEYS,
-    KV_CACHE_RE,
     RAY_OOM_DOC,
     SignatureDetector,
     phase_near,
 )
 
 
-class CudaOom(SignatureDetector):
+class CudaOom(SignatureDetector, code="LS010", name="cuda-oom"):
     """The GPU ran out of memory (CUDA OOM), with the training phase it happened in.
 
     What it detects:
@@ -93,12 +90,8 @@ class CudaOom(SignatureDetector):
         (expandable_segments).
     """
 
-    code = "LS010"
-    name = "cuda-oom"
     title = "GPU out of memory (CUDA OOM)"
     groups = ("memory", "crash")
-    pattern = CUDA_OOM_RE
-    keywords = CUDA_OOM_KEYS
 
     context_before: int = param(150, ge=0)
     context_after: int = param(60, ge=0)
@@ -190,7 +183,7 @@ class CudaOom(SignatureDetector):
         leak_note = (
             f"Reserved GPU memory climbed {leak['start_gb']} → {leak['end_gb']} GB: "
             if leak
-            else "If perf/max_memory_reserved_gb climbs slowly over the steps before an OOM, "
+            else f"If {name_of(run, 'gpu_mem_reserved')} climbs slowly over the steps before an OOM, "
         )
         for key, label in (
             (f"{RO}.free_cache_engine", "free the KV cache after generation"),
@@ -291,7 +284,7 @@ def _actor_update_advice(run: Run, why: str) -> list[Advice]:
     return out
 
 
-class HostOomWorkerKilled(SignatureDetector):
+class HostOomWorkerKilled(SignatureDetector, code="LS011", name="host-oom-worker-killed"):
     """Ray killed a worker because the node ran out of host (CPU) memory.
 
     What it detects:
@@ -330,12 +323,8 @@ class HostOomWorkerKilled(SignatureDetector):
         (`actor_rollout_ref.*.fsdp_config.*_offload`).
     """
 
-    code = "LS011"
-    name = "host-oom-worker-killed"
     title = "Ray killed a worker: host memory exhausted"
     groups = ("memory", "crash", "ray")
-    pattern = HOST_OOM_RE
-    keywords = HOST_OOM_KEYS
 
     def build(self, run: Run, hits: list[Hit]) -> Finding:
         evidence: dict[str, Any] = {}
@@ -429,7 +418,7 @@ def offload_advice(run: Run) -> list[Advice]:
     return out
 
 
-class VllmKvCacheNoMemory(SignatureDetector):
+class VllmKvCacheNoMemory(SignatureDetector, code="LS018", name="vllm-kv-cache-no-memory"):
     """vLLM found no GPU memory left for its KV cache when the rollout engine started.
 
     What it detects:
@@ -461,12 +450,8 @@ class VllmKvCacheNoMemory(SignatureDetector):
         (advised ranges); seed:ppo-tuning §5.3 (tensor parallel rollout).
     """
 
-    code = "LS018"
-    name = "vllm-kv-cache-no-memory"
     title = "vLLM has no memory left for its KV cache"
     groups = ("memory", "vllm", "crash")
-    pattern = KV_CACHE_RE
-    keywords = KV_CACHE_KEYS
 
     max_utilization: float = param(0.7, gt=0, le=1)
 

@@ -12,7 +12,9 @@ import numpy as np
 
 from logscope import verl_config
 from logscope.advice import SEED_PPO, advise, current_value
+from logscope.aliases import name_of, resolve
 from logscope.detector import Detector, param
+from logscope.frameworks import parameter_name, profile_of
 from logscope.health import (
     RECENT_STEPS,
     REFERENCES,
@@ -274,7 +276,7 @@ def _at_level(level: Level, kind: str | None = None, **evidence: Any) -> dict[st
     }
 
 
-class EntropyCollapse(Detector):
+class EntropyCollapse(Detector, code="LS110", name="entropy-collapse"):
     """Policy entropy falling fast to a small fraction of its level, or still falling at the end.
 
     Reads `actor/entropy` (verl ≥ 0.4) or `actor/entropy_loss` (verl ≤ 0.3).
@@ -323,11 +325,8 @@ class EntropyCollapse(Detector):
         (clip_ratio_low/high); seed:ppo-tuning §3.3 (learning rate).
     """
 
-    code = "LS110"
-    name = "entropy-collapse"
     title = "Entropy collapsed"
     concepts = ("entropy",)
-    default_severity = "warning"
     groups = ("policy", "entropy")
 
     max_ratio: float = param(0.25, gt=0, lt=1)
@@ -499,7 +498,7 @@ class EntropyCollapse(Detector):
         return out
 
 
-class EntropyBlowup(Detector):
+class EntropyBlowup(Detector, code="LS111", name="entropy-blowup"):
     """Policy entropy far above a healthy LLM's range: the model samples near-random text.
 
     Reads `actor/entropy` (verl ≥ 0.4) or `actor/entropy_loss` (verl ≤ 0.3).
@@ -535,11 +534,8 @@ class EntropyBlowup(Detector):
         verl:trainer/ppo/core_algos.py (agg_loss, loss_agg_mode).
     """
 
-    code = "LS111"
-    name = "entropy-blowup"
     title = "Entropy far above a healthy range"
     concepts = ("entropy",)
-    default_severity = "warning"
     groups = ("policy", "entropy")
 
     max_entropy: float = param(3.0, gt=0)
@@ -606,9 +602,16 @@ class EntropyBlowup(Detector):
 
 class _SpikeDetector(Detector):
     """Base of the spike diagnoses (LS120, LS130): each of `concepts` searched for heavy-tailed
-    spikes and lasting rises, reported by `spike_findings` (recurring spikes folded). A subclass
-    declares `z_threshold`, `window`, `max_rise_steps`, `min_points` and the `spike_findings`
-    limits, and writes `_series`."""
+    spikes and lasting rises, reported by `spike_findings` (recurring spikes folded). The search
+    window and the `spike_findings` limits are declared here; a subclass declares its
+    `z_threshold` and writes `_series`."""
+
+    window: int = param(31, ge=3)
+    max_rise_steps: int = param(15, ge=0)
+    min_points: int = param(15, ge=1)
+    max_spikes: int = param(5, ge=1)
+    max_findings: int = param(3, ge=1)
+    min_gap_steps: int = param(50, ge=1)
 
     def detect(self, run: Run) -> list[Finding]:
         out: list[Finding] = []
@@ -643,7 +646,7 @@ class _SpikeDetector(Detector):
         return spike_findings(self, s, found, rises, make)
 
 
-class ClipRatioSpike(_SpikeDetector):
+class ClipRatioSpike(_SpikeDetector, code="LS120", name="clip-ratio-spike"):
     """Spikes (or a sudden lasting rise) of response truncation or of PPO clipping.
 
     Reads `response_length/clip_ratio` (responses cut at `max_response_length`),
@@ -702,11 +705,8 @@ class ClipRatioSpike(_SpikeDetector):
         verl:trainer/ppo/core_algos.py (pg_clipfrac).
     """
 
-    code = "LS120"
-    name = "clip-ratio-spike"
     title = "Clip ratio spiked"
     concepts = ("response_clip_ratio", "pg_clipfrac", "pg_clipfrac_lower")
-    default_severity = "warning"
     groups = ("policy", "clipping")
 
     max_p: float = param(1e-4, gt=0, lt=1)
@@ -714,12 +714,6 @@ class ClipRatioSpike(_SpikeDetector):
     rise_z_threshold: float = param(6.0, gt=0)
     min_ratio: float = param(3.0, gt=1)
     min_rise: float = param(0.03, gt=0, lt=1)
-    window: int = param(31, ge=3)
-    max_rise_steps: int = param(15, ge=0)
-    min_points: int = param(15, ge=1)
-    max_spikes: int = param(5, ge=1)
-    max_findings: int = param(3, ge=1)
-    min_gap_steps: int = param(50, ge=1)
 
     def _big(self, s: Series, c: Change) -> bool:
         base = max(c.before, s.resolution or 0.0, 1e-12)
@@ -727,7 +721,7 @@ class ClipRatioSpike(_SpikeDetector):
 
     def _series(self, run: Run, s: Series, concept: str) -> list[Finding]:
         noise: dict[str, Any] = {}
-        if s.metric == "response_length/clip_ratio":
+        if concept == "response_clip_ratio":
             samples, source = responses_per_step(run, s)
             found: list[Change] = []
             if samples:
@@ -753,7 +747,7 @@ class ClipRatioSpike(_SpikeDetector):
         rec: Recurrence | None = None,
     ) -> Finding:
         step = s.step_at(c.onset)
-        truncation = s.metric == "response_length/clip_ratio"
+        truncation = s.metric == resolve(run, "response_clip_ratio")
         what = "truncated responses" if truncation else "clipped tokens"
         again = rec.again(step) if rec else None
         if again:  # a recurrence: when first, then how
@@ -862,7 +856,7 @@ def truncation_advice(run: Run) -> list[Advice]:
     return out
 
 
-class GradNormSpike(_SpikeDetector):
+class GradNormSpike(_SpikeDetector, code="LS130", name="grad-norm-spike"):
     """Isolated gradient-norm spikes, or a sudden lasting rise (explosion).
 
     Reads `actor/grad_norm` and `critic/grad_norm` (the norm before clipping).
@@ -915,23 +909,14 @@ class GradNormSpike(_SpikeDetector):
         seed:ppo-tuning §3.2, §3.3; verl:workers/actor/dp_actor.py (clip_grad_norm_).
     """
 
-    code = "LS130"
-    name = "grad-norm-spike"
     title = "Gradient norm spiked"
     concepts = ("actor_grad_norm", "critic_grad_norm")
-    default_severity = "warning"
     groups = ("optimisation",)
 
     z_threshold: float = param(6.0, gt=0)
     min_ratio: float = param(6.0, gt=1)
     rise_ratio: float = param(3.0, gt=1)
-    window: int = param(31, ge=3)
-    max_rise_steps: int = param(15, ge=0)
     warmup_steps: int = param(3, ge=0)
-    min_points: int = param(15, ge=1)
-    max_spikes: int = param(5, ge=1)
-    max_findings: int = param(3, ge=1)
-    min_gap_steps: int = param(50, ge=1)
 
     def _short(self, run: Run, concept: str) -> list[Finding]:
         """Too few steps for a running median: a rise to 10× the step before, to above 5× the
@@ -1049,7 +1034,7 @@ def _grad_spike_advice(run: Run, role: str) -> list[Advice]:
     )
 
 
-class ResponseLengthCollapse(Detector):
+class ResponseLengthCollapse(Detector, code="LS140", name="response-length-collapse"):
     """Mean response length collapsing, or running up to the length cap.
 
     Reads `response_length/mean` (and the config's `data.max_response_length` for the cap).
@@ -1087,11 +1072,8 @@ class ResponseLengthCollapse(Detector):
         seed:ppo-tuning §5.2; verl:trainer/ppo/metric_utils.py (response_length/*).
     """
 
-    code = "LS140"
-    name = "response-length-collapse"
     title = "Response length collapsed"
     concepts = ("response_length_mean",)
-    default_severity = "warning"
     groups = ("policy", "length")
 
     max_ratio: float = param(0.6, gt=0, lt=1)
@@ -1223,7 +1205,7 @@ class ResponseLengthCollapse(Detector):
         )
 
 
-class ResponseLengthClipped(Detector):
+class ResponseLengthClipped(Detector, code="LS141", name="response-length-clipped"):
     """Many responses hit the length cap: answers are cut before they end.
 
     Reads `response_length/clip_ratio` and `response_length/max`, and
@@ -1264,11 +1246,8 @@ class ResponseLengthClipped(Detector):
         verl:trainer/ppo/metric_utils.py (clip_ratio); verl#7817 (V1 clip_ratio).
     """
 
-    code = "LS141"
-    name = "response-length-clipped"
     title = "Many responses hit the length cap"
     concepts = ("response_clip_ratio", "response_length_max")
-    default_severity = "warning"
     groups = ("policy", "length")
 
     min_ratio: float = param(0.1, gt=0, lt=1)
@@ -1309,23 +1288,28 @@ class ResponseLengthClipped(Detector):
     ) -> Finding:
         inferred = cap is None and top is not None
         limit = cap if cap is not None else (top.value if top is not None else None)
+        ratio_names = profile_of(run).names("response_clip_ratio")
+        clip_name = resolve(run, "response_clip_ratio") or (ratio_names or ("",))[0]
+        max_name = top.metric if top is not None else "the longest response"
         where = f"at step {steps[0]}" if len(steps) == 1 else f"over steps {steps[0]}–{steps[-1]}"
         if ratio is not None:
             message = (
-                f"response_length/clip_ratio is {fmt(ratio)} {where}"
+                f"{clip_name} is {fmt(ratio)} {where}"
                 + (f" (median of {len(steps)})" if len(steps) > 1 else "")
                 + f": {ratio:.0%} of the responses hit the length cap"
             )
         else:
-            message = (
-                f"response_length/max reaches the cap {where}: some responses are truncated "
-                "(response_length/clip_ratio, which says how many, is not logged)"
+            message = f"{max_name} reaches the cap {where}: some responses are truncated " + (
+                f"({clip_name}, which says how many, is not logged)"
+                if clip_name
+                else "(how many is not logged)"
             )
         if top is not None and limit is not None:
             message += (
-                f" (response_length/max is {top.value:g}: the cap)"
+                f" ({max_name} is {top.value:g}: the cap)"
                 if inferred
-                else f" (response_length/max {top.value:g} = data.max_response_length {limit:g})"
+                else f" ({max_name} {top.value:g} = "
+                f"{parameter_name(run, 'data.max_response_length')} {limit:g})"
             )
         if judged_by.endswith("(verl 0.9 V1)"):
             message += (
@@ -1338,16 +1322,14 @@ class ResponseLengthClipped(Detector):
             "steps": list(steps),
             "response_length_max": None if top is None else sig(top.value),
             "cap": limit,
-            "cap_source": "config"
-            if cap is not None
-            else ("response_length/max" if inferred else None),
+            "cap_source": "config" if cap is not None else (max_name if inferred else None),
             "threshold": self.min_ratio,
             "judged_by": judged_by,
         }
         return self.finding(
             severity=severity,
             message=message,
-            metric="response_length/clip_ratio" if ratio is not None else "response_length/max",
+            metric=clip_name if ratio is not None else max_name,
             step=steps[0],
             end_step=steps[-1],
             evidence=evidence,
@@ -1371,7 +1353,10 @@ def cap_advice(run: Run, cap: float | None, inferred: bool) -> list[Advice]:
         f"{RO}.response_length equal to it and {RO}.max_model_len at least prompt + response."
     )
     if inferred:
-        rationale += f" The config is not in the log: the cap {cap:g} is response_length/max."
+        rationale += (
+            f" The config is not in the log: the cap {cap:g} is "
+            f"{name_of(run, 'response_length_max')}."
+        )
     out = [
         advise(
             run,

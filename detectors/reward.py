@@ -11,7 +11,7 @@ from scipy.stats import kendalltau
 
 from logscope import verl_config
 from logscope.advice import SEED_GRPO, SEED_PPO, advise, current_value
-from logscope.aliases import resolve, validation_metrics
+from logscope.aliases import VALIDATION_PREFIXES, name_of, validation_metrics
 from logscope.detector import Detector, param
 from logscope.health import values_by_step
 from logscope.model import Advice, Finding, Run
@@ -66,7 +66,7 @@ def lr_advice(run: Run, why: str, factor: float = 0.75) -> Advice:
     )
 
 
-class RewardSawtooth(Detector):
+class RewardSawtooth(Detector, code="LS201", name="reward-sawtooth"):
     """The training reward oscillates with a regular period (a sawtooth or wave on the curve).
 
     Reports the period in steps, the step where the oscillation starts, its amplitude and the
@@ -118,11 +118,8 @@ class RewardSawtooth(Detector):
         seed:ppo-tuning §3.3 (lr 2e-6 oscillates on Qwen2.5-0.5B; 1.5e-6 best).
     """
 
-    code = "LS201"
-    name = "reward-sawtooth"
     title = "Periodic (sawtooth) oscillation of the training reward"
     concepts = ("score_mean", "reward_mean")
-    default_severity = "warning"
     groups = ("reward",)
 
     min_cycles: int = param(3, ge=1)
@@ -362,7 +359,7 @@ def _largest_fall(values: np.ndarray, window: int) -> float:
     return float((np.maximum.accumulate(views, axis=1) - views).max())
 
 
-class RewardPlateau(Detector):
+class RewardPlateau(Detector, code="LS202", name="reward-plateau"):
     """The training reward has stopped moving for the last part of the run (converged or stuck).
 
     Info, not a failure: either the run converged (the remaining steps are GPU hours to save) or
@@ -412,8 +409,6 @@ class RewardPlateau(Detector):
         verl:trainer/ppo/ray_trainer.py (total_training_steps = epochs × batches per epoch).
     """
 
-    code = "LS202"
-    name = "reward-plateau"
     title = "Training reward flat for the last part of the run"
     concepts = ("score_mean", "reward_mean")
     default_severity = "info"
@@ -565,9 +560,9 @@ class RewardPlateau(Detector):
         stuck = len({top[s] for s in steps if s in top}) == 1 and len(steps) >= 2
         if _advantages_all_zero(run, steps) and not stuck:
             return []
-        metric = resolve(run, "score_max") or "critic/score/max"
+        metric = name_of(run, "score_max")
         msg = (
-            f"critic/score/min = critic/score/max = {fmt(score)} in every logged training step "
+            f"{name_of(run, 'score_min')} = {metric} = {fmt(score)} in every logged training step "
             f"({len(steps)}): " + score_story(score, len(steps))
         )
         return [
@@ -650,7 +645,7 @@ def reward_fires_advice(run: Run) -> list[Advice]:
     ]
 
 
-class ValidationDrop(Detector):
+class ValidationDrop(Detector, code="LS203", name="validation-drop"):
     """Validation score falls while the training reward keeps rising (over-fitting or LR too high).
 
     Validation metrics are sparse (every `trainer.test_freq` steps); the finding's step is the
@@ -701,11 +696,8 @@ class ValidationDrop(Detector):
         verl:trainer/ppo/metric_utils.py (process_validation_metrics, val-core names).
     """
 
-    code = "LS203"
-    name = "validation-drop"
     title = "Validation score falling while training reward rises"
     concepts = ()
-    default_severity = "warning"
     groups = ("reward", "validation")
 
     min_val_points: int = param(6, ge=1)
@@ -717,7 +709,11 @@ class ValidationDrop(Detector):
 
     def skip_reason(self, run: Run) -> str | None:
         if not validation_metrics(run):
-            return "no validation metric in the run (val-core/…, val/test_score/…)"
+            return (
+                "no validation metric in the run ("
+                + ", ".join(f"{p}…" for p in VALIDATION_PREFIXES[:2])
+                + ")"
+            )
         return None
 
     def detect(self, run: Run) -> list[Finding]:

@@ -22,19 +22,13 @@ from ._common import (
 from ._signatures import (
     CUDA_OOM_KEYS,
     CUDA_OOM_RE,
-    DEVICE_MISMATCH_KEYS,
-    DEVICE_MISMATCH_RE,
-    NCCL_KEYS,
-    NCCL_RE,
-    RAY_REGISTER_KEYS,
-    RAY_REGISTER_RE,
-    VLLM_INSPECT_KEYS,
-    VLLM_INSPECT_RE,
     SignatureDetector,
 )
 
 
-class RayWorkerRegistrationFailed(SignatureDetector):
+class RayWorkerRegistrationFailed(
+    SignatureDetector, code="LS012", name="ray-worker-registration-failed"
+):
     """Ray workers could not register with the raylet, so the cluster never came up.
 
     What it detects:
@@ -74,12 +68,8 @@ class RayWorkerRegistrationFailed(SignatureDetector):
         directory, raylet.out).
     """
 
-    code = "LS012"
-    name = "ray-worker-registration-failed"
     title = "Ray worker failed to register with the raylet"
     groups = ("ray", "crash", "environment")
-    pattern = RAY_REGISTER_RE
-    keywords = RAY_REGISTER_KEYS
 
     def build(self, run: Run, hits: list[Hit]) -> Finding:
         eof = any("End of file" in h.text for h in hits)
@@ -136,7 +126,9 @@ class RayWorkerRegistrationFailed(SignatureDetector):
         )
 
 
-class VllmModelInspectionFailed(SignatureDetector):
+class VllmModelInspectionFailed(
+    SignatureDetector, code="LS013", name="vllm-model-inspection-failed"
+):
     """vLLM could not inspect the model architecture (vLLM/transformers version mismatch).
 
     What it detects:
@@ -164,12 +156,8 @@ class VllmModelInspectionFailed(SignatureDetector):
         seed:ppo-tuning §7.2.
     """
 
-    code = "LS013"
-    name = "vllm-model-inspection-failed"
     title = "vLLM failed to inspect the model architecture"
     groups = ("vllm", "crash", "environment")
-    pattern = VLLM_INSPECT_RE
-    keywords = VLLM_INSPECT_KEYS
 
     def build(self, run: Run, hits: list[Hit]) -> Finding:
         archs = next((h.match.group(1) for h in hits if h.match.group(1)), None)
@@ -193,7 +181,7 @@ class VllmModelInspectionFailed(SignatureDetector):
         )
 
 
-class NcclError(SignatureDetector):
+class NcclError(SignatureDetector, code="LS014", name="nccl-error"):
     """An NCCL collective failed or timed out.
 
     What it detects:
@@ -226,12 +214,8 @@ class NcclError(SignatureDetector):
         seed:grpo-pitfalls §4.1 (FSDP buffers starved → NCCL operation failed).
     """
 
-    code = "LS014"
-    name = "nccl-error"
     title = "NCCL communication error or timeout"
     groups = ("distributed", "crash")
-    pattern = NCCL_RE
-    keywords = NCCL_KEYS
 
     def build(self, run: Run, hits: list[Hit]) -> Finding:
         timeout = any("timeout" in h.text.lower() for h in hits)
@@ -265,7 +249,9 @@ class NcclError(SignatureDetector):
         )
 
 
-class TensorsOnDifferentDevices(SignatureDetector):
+class TensorsOnDifferentDevices(
+    SignatureDetector, code="LS021", name="tensors-on-different-devices"
+):
     """A tensor op mixed devices (`Expected all tensors to be on the same device`).
 
     What it detects:
@@ -295,12 +281,8 @@ class TensorsOnDifferentDevices(SignatureDetector):
         seed:grpo-pitfalls §1.2.
     """
 
-    code = "LS021"
-    name = "tensors-on-different-devices"
     title = "Tensors on different devices"
     groups = ("crash", "config")
-    pattern = DEVICE_MISMATCH_RE
-    keywords = DEVICE_MISMATCH_KEYS
 
     def build(self, run: Run, hits: list[Hit]) -> Finding:
         m = re.search(r"devices?, (\S+) and (\S+?)!?$", hits[0].text)

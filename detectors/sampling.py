@@ -20,7 +20,7 @@ SRC_V1 = "verl:trainer/ppo/v1/replay_buffer.py"
 SRC_RECIPE = "verl-recipe:dapo/dapo_ray_trainer.py"
 
 
-class DynamicSamplingWaste(SustainedLevel):
+class DynamicSamplingWaste(SustainedLevel, code="LS306", name="dynamic-sampling-waste"):
     """DAPO's group filter discards most generated groups: each step pays for several rounds
     of generation.
 
@@ -57,11 +57,8 @@ class DynamicSamplingWaste(SustainedLevel):
         (filter_groups metrics); verl-recipe:dapo/dapo_ray_trainer.py (num_gen_batches).
     """
 
-    code = "LS306"
-    name = "dynamic-sampling-waste"
     title = "Dynamic sampling discards most generated groups"
     concepts = ("gen_batches", "filter_evicted")
-    default_severity = "warning"
     groups = ("rollout", "sampling")
 
     max_batches: float = param(3.0, gt=1)

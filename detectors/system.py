@@ -11,8 +11,9 @@ from scipy.optimize import minimize_scalar
 from scipy.stats import chi2
 
 from logscope.advice import SEED_GRPO, SEED_PPO, advise, current_value
-from logscope.aliases import resolve
+from logscope.aliases import name_of, resolve
 from logscope.detector import Detector, param
+from logscope.frameworks import profile_of
 from logscope.model import Advice, Finding, Run
 from logscope.sources import cite_all
 from logscope.verl_config import RO, model_size_b, n_gpus
@@ -42,14 +43,20 @@ _GEN_PARTS = ("generate_sequences", "generation_timing", "agent_loop", "gen_max"
 
 
 def _timing_prefix(run: Run) -> str:
-    return "timing/" if resolve(run, "time_step") == "timing/step" else "timing_s/"
+    """The prefix of the run's per-phase seconds: the one its step time is logged under."""
+    prefixes = profile_of(run).timing_prefixes
+    step = resolve(run, "time_step") or ""
+    return next((p for p in prefixes if step.startswith(p)), prefixes[0] if prefixes else "")
 
 
 def _phase_metrics(run: Run) -> dict[str, str]:
     """{phase: metric} of the step's compute phases (gen, update_actor, old_log_prob, …)."""
     out = {}
+    step = resolve(run, "time_step")
     for name in run.metric_names:
-        for prefix in ("timing_s/", "timing/"):
+        if name == step:
+            continue
+        for prefix in profile_of(run).timing_prefixes:
             if name.startswith(prefix):
                 phase = name[len(prefix) :]
                 if phase in _NOT_PHASES or phase.startswith(_GEN_PARTS) or "/" in phase:
@@ -91,7 +98,7 @@ def _actor_start(run: Run, steps: np.ndarray) -> float | None:
 
 def _gen_rounds(run: Run, steps: np.ndarray) -> np.ndarray | None:
     """Generation rounds per step where the run logs them (DAPO's `train/num_gen_batches`)."""
-    logged = Series.read(run, "train/num_gen_batches")
+    logged = Series.read(run, resolve(run, "gen_batches"))
     if len(logged) == 0:
         return None
     rounds = logged.at(steps)
@@ -301,7 +308,7 @@ def _fit_memory(x: np.ndarray, y: np.ndarray, candidates: np.ndarray):
     return None if fit is None else (fit, groups)
 
 
-class MemoryLeak(Detector):
+class MemoryLeak(Detector, code="LS301", name="memory-leak"):
     """GPU (or host) memory climbs steadily step after step: a leak heading for an OOM.
 
     Reports the step where the climb starts, its rate per step (Theil–Sen), the Mann–Kendall
@@ -358,11 +365,8 @@ class MemoryLeak(Detector):
         enforce_eager); seed:grpo-pitfalls §4 (gpu_memory_utilization).
     """
 
-    code = "LS301"
-    name = "memory-leak"
     title = "Memory climbing steadily (leak)"
     concepts = ("gpu_mem_reserved", "gpu_mem_allocated", "cpu_mem_used")
-    default_severity = "warning"
     groups = ("system", "memory")
 
     min_rise_gb: float = param(0.5, gt=0)
@@ -557,7 +561,7 @@ class MemoryLeak(Detector):
         return int(steps[min(int(np.searchsorted(steps, at + 1e-9)), len(steps) - 1)])
 
 
-class RolloutBottleneck(Detector):
+class RolloutBottleneck(Detector, code="LS302", name="rollout-bottleneck"):
     """Generation (rollout) takes most of every step and dwarfs the other phases.
 
     Judged by generation's share of the step time and by how it compares with the next slowest
@@ -619,12 +623,9 @@ class RolloutBottleneck(Detector):
         count).
     """
 
-    code = "LS302"
-    name = "rollout-bottleneck"
     title = "Generation dominates the step time"
     concepts = ("time_gen",)
     requires = ("time_gen", "time_step")
-    default_severity = "warning"
     groups = ("system", "throughput")
 
     min_share: float = param(0.6, gt=0, le=1)
@@ -910,7 +911,7 @@ def _rollout_speed_advice(run: Run) -> list[Advice]:
             f"{RO}.gpu_memory_utilization",
             "A larger vLLM share holds more sequences in the KV cache at once, so each "
             f"rollout needs fewer passes; advised range here: {range_text} (above 0.7 risks "
-            "OOM). The PPO article took it 0.4 → 0.65 on Qwen2.5-0.5B: timing_s/gen 5.72 → "
+            "OOM). The PPO article took it 0.4 → 0.65 on Qwen2.5-0.5B: generation time 5.72 → "
             "3.21 s.",
             f"{SEED_PPO} §2.1; {SEED_GRPO} §4.2",
             suggest=lambda cur: bound if float(cur) < bound else None,
@@ -956,7 +957,7 @@ def _rollout_speed_advice(run: Run) -> list[Advice]:
     return advice
 
 
-class ThroughputDrop(Detector):
+class ThroughputDrop(Detector, code="LS303", name="throughput-drop"):
     """Throughput drops (or step time rises) to a new level and stays there.
 
     A lasting level shift, not a single slow step: validation and checkpoint seconds are taken
@@ -1009,11 +1010,8 @@ class ThroughputDrop(Detector):
         verl:trainer/ppo/metric_utils.py (compute_throughout_metrics: tokens / (time × GPUs)).
     """
 
-    code = "LS303"
-    name = "throughput-drop"
     title = "Lasting drop in throughput"
     concepts = ("throughput", "time_per_step")
-    default_severity = "warning"
     groups = ("system", "throughput")
 
     min_change: float = param(0.15, gt=0)
@@ -1058,12 +1056,12 @@ class ThroughputDrop(Detector):
         if np.isfinite(gen).sum() >= 10 and rounds is not None and (rounds > 1).any():
             total = total - gen + gen / rounds
             label = f"{t_name} with generation counted once"
-            note = " (generation counted once per step: train/num_gen_batches rounds vary)"
+            note = f" (generation counted once per step: {name_of(run, 'gen_batches')} rounds vary)"
         elif np.isfinite(gen).sum() >= 10 and _repeated_generation(
             run, np.nan_to_num(gen), np.nan_to_num(total - gen)
         ):
             total = total - gen
-            label = f"{t_name} − timing_s/gen"
+            label = f"{t_name} − {name_of(run, 'time_gen')}"
             note = (
                 " (generation left out: it repeats a varying number of sampling rounds per "
                 "step, jumping ≥ 1.5× between steps)"
@@ -1081,15 +1079,17 @@ class ThroughputDrop(Detector):
     @staticmethod
     def _tokens(run: Run, ts: np.ndarray, tv: np.ndarray) -> tuple[np.ndarray | None, str]:
         """Tokens of each step (any unit proportional to them) and what they come from."""
-        for name in ("perf/total_num_tokens", "global_seqlen/mean"):
+        for name in profile_of(run).names("step_tokens"):
             tok = Series.read(run, name).at(ts)
             if np.isfinite(tok).mean() > 0.9:
                 return tok, name
-        thr = Series.read(run, resolve(run, "throughput")).at(ts)
+        thr_name = resolve(run, "throughput")
+        thr = Series.read(run, thr_name).at(ts)
         if np.isfinite(thr).mean() > 0.9:
-            return thr * tv, "perf/throughput × step time"
+            return thr * tv, f"{thr_name} × step time"
         parts = [
-            Series.read(run, name).at(ts) for name in ("prompt_length/mean", "response_length/mean")
+            Series.read(run, resolve(run, c)).at(ts)
+            for c in ("prompt_length_mean", "response_length_mean")
         ]
         tok = parts[0] + parts[1]
         if np.isfinite(tok).mean() > 0.9:

@@ -23,7 +23,7 @@ from ._signatures import (
 PIN = "the vLLM version your verl release pins (verl's requirements / setup.py)"
 
 
-class VllmError(Detector):
+class VllmError(Detector, code="LS023", name="vllm-error"):
     """The vLLM rollout engine failed and no more specific vLLM diagnosis explains it.
 
     What it detects:
@@ -63,8 +63,6 @@ class VllmError(Detector):
         (engine core errors); vllm:docs/usage/v1_guide (VLLM_USE_V1).
     """
 
-    code = "LS023"
-    name = "vllm-error"
     title = "vLLM rollout engine failed"
     reads = "events"
     default_severity = "error"

@@ -12,7 +12,6 @@ from logscope.sources import cite_all
 from ._common import Hit, context, env_advice, quote, where
 from ._crash_story import crash_story
 from ._signatures import (
-    ACTOR_DIED_KEYS,
     ACTOR_DIED_RE,
     HOST_OOM_RE,
     Phase,
@@ -92,7 +91,7 @@ def explain(exit_: Exit, host_oom: bool) -> str:
     return "The text does not say why."
 
 
-class RayActorDied(SignatureDetector):
+class RayActorDied(SignatureDetector, code="LS022", name="ray-actor-died"):
     """A Ray actor or worker process died (a verl WorkerDict, a vLLM server, a task worker).
 
     What it detects:
@@ -139,12 +138,8 @@ class RayActorDied(SignatureDetector):
         ray:ray-observability/user-guides/configure-logging (the `(Name pid=…)` prefix).
     """
 
-    code = "LS022"
-    name = "ray-actor-died"
     title = "A Ray actor or worker died"
     groups = ("ray", "crash")
-    pattern = ACTOR_DIED_RE
-    keywords = ACTOR_DIED_KEYS
 
     def build(self, run: Run, hits: list[Hit]) -> Finding:
         story = crash_story(run)

@@ -108,7 +108,10 @@ def _advise_in(
     if counterpart.note:
         rationale += f" ({profile.title}: {counterpart.note})"
     current = current_value(run, parameter, step)
-    suggested = _suggestion(suggest, current)
+    flip = counterpart.inverted and isinstance(current, bool)
+    suggested = _suggestion(suggest, (not current) if flip else current)
+    if counterpart.inverted and isinstance(suggested, bool):
+        suggested = not suggested
     if suggested is None:
         rule = translate_text(rule, profile) if rule else None
         text = rationale if rule is None else f"{rationale} Rule: {rule}"

@@ -39,6 +39,25 @@ def resolve(run: Run, concept: str) -> str | None:
     return profile.resolve(run, concept)
 
 
+def name_of(run: Run, concept: str) -> str:
+    """The name `run` logs `concept` under; else its framework's first name for it, else the
+    concept (for messages about a metric that may be absent)."""
+    from logscope.frameworks import profile_of
+
+    names = profile_of(run).names(concept)
+    return resolve(run, concept) or (names[0] if names else concept)
+
+
+def pair_name(run: Run, first: str, second: str) -> str:
+    """Two concepts' names for a message: `critic/advantages/max and /min` when they share a
+    folder, else both in full."""
+    a, b = name_of(run, first), name_of(run, second)
+    folder = a.rpartition("/")[0]
+    if folder and b.rpartition("/")[0] == folder:
+        return f"{a} and /{b.rpartition('/')[2]}"
+    return f"{a} and {b}"
+
+
 def validation_metrics(run: Run) -> list[str]:
     """Validation score metrics, core ones first (`val-core/…` then `val/test_score/…`)."""
     names = run.metric_names

@@ -70,7 +70,7 @@ def analyze_run(
     except Exception as exc:  # a bug, reported like a detector's
         health = []
         errors.append(f"health table failed: {type(exc).__name__}: {exc}")
-    from logscope.metric_registry import unknown
+    from logscope.frameworks import unknown_metrics
 
     return Report(
         run=run,
@@ -79,7 +79,7 @@ def analyze_run(
         skipped=skipped,
         errors=errors,
         health=health,
-        unknown_metrics=unknown(run.metric_names),
+        unknown_metrics=unknown_metrics(run),
     )
 
 

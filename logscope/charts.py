@@ -547,29 +547,21 @@ def metric_figure(
                     visible=vis,
                 )
             )
-            sm = ema(values, smoothing)
-            s_steps, s_values = downsample(steps, sm, max_points, keep_steps)
-            traces.append(
-                go.Scatter(
-                    x=s_steps,
-                    y=s_values,
-                    mode="lines",
-                    name=plain(name),
-                    line={"color": color},
-                    visible=vis,
-                )
-            )
+            # the smoothed curve is the line; the raw values stay as a faint trace behind it
+            main_x, main_y = downsample(steps, ema(values, smoothing), max_points, keep_steps)
+            line: dict[str, object] = {"color": color}
         else:
-            traces.append(
-                go.Scatter(
-                    x=ds_steps,
-                    y=ds_values,
-                    mode="lines",
-                    name=plain(name),
-                    line={"color": color, "width": 1.5},
-                    visible=vis,
-                )
+            main_x, main_y, line = ds_steps, ds_values, {"color": color, "width": 1.5}
+        traces.append(
+            go.Scatter(
+                x=main_x,
+                y=main_y,
+                mode="lines",
+                name=plain(name),
+                line=line,
+                visible=vis,
             )
+        )
         marks = [f for f in mine if f.metric == name]
         if marks:
             xs, ys, texts, colors = [], [], [], []

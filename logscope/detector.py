@@ -90,10 +90,13 @@ def check_param(detector: str, name: str, kind: type, bounds: Bounds, value: obj
 class Detector(ABC):
     """Base class for every diagnosis.
 
+    The stable `code` and `name` slug go in the class header; `title`, `concepts`, `groups` and
+    the rest are class attributes, written only where they differ from the defaults below.
     Parameters are declared once, as annotated class attributes with `param` (keyword-only,
     typed `int` or `float`, with their valid range):
 
-        class KLJump(Detector):
+        class KLJump(Detector, code="LS101", name="kl-jump"):
+            title = "KL jumped"
             min_ratio: float = param(2.0, gt=1)
             window: int = param(15, ge=3)
 
@@ -121,8 +124,14 @@ class Detector(ABC):
     #: set on an instance by project settings: every finding at this severity
     severity_override: ClassVar[Severity | None] = None
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
+    def __init_subclass__(
+        cls, *, code: str | None = None, name: str | None = None, **kwargs: Any
+    ) -> None:
         super().__init_subclass__(**kwargs)
+        if code is not None:
+            cls.code = code
+        if name is not None:
+            cls.name = name
         init_owner = next(k for k in cls.__mro__ if "__init__" in vars(k))
         if init_owner is object or "__dataclass_fields__" in vars(init_owner):
             dataclasses.dataclass(cls, kw_only=True, repr=False, eq=False)

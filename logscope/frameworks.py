@@ -33,6 +33,8 @@ VERL = "verl"
 FRAMEWORKS = ("verl", "trl", "openrlhf", "roll", "skyrl", "slime", "prime-rl", "nemo-rl", "areal")
 #: how many identifying keys a non-verl profile needs before it beats verl's count
 MIN_EVIDENCE = 2
+#: verl parameters advice names under two keys: the profiles map the first
+VERL_ALIASES = {"data.seed": "trainer.seed"}
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,8 @@ class Parameter:
     source: str = ""
     note: str = ""
     none: str = ""
+    inverted: bool = False  # a switch that means the opposite (slime's disable-radix-cache)
+    add: str = ""  # Hydra's "+" or "++": a key the default config lacks must be added
 
 
 @dataclass(frozen=True)
@@ -54,11 +58,20 @@ class Profile:
     source: str
     concepts: dict[str, tuple[str, ...]]  # concept → names/patterns, prefixes applied
     identify: tuple[str, ...] = ()  # keys (or patterns) only this framework logs
+    known: tuple[str, ...] = ()  # further keys it logs that are understood, not judged
     style: str = "hydra"  # how a user sets a parameter: hydra | cli | yaml | toml
     flag_prefix: str = "--"
     parameters: dict[str, Parameter] = field(default_factory=dict)
     step_keys: tuple[str, ...] = ()  # a metric that is the real training step (W&B/TB channels)
     notes: dict[str, str] = field(default_factory=dict)  # key pattern → what it really means
+    #: metric families that must stay finite (LS001): family → key prefixes
+    finite: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    #: every prefix LS001 watches (a watched key in no family is of family "other")
+    watched: tuple[str, ...] = ()
+    #: prefixes of the critic's keys (a non-finite critic loss gets the critic's advice)
+    critic_prefixes: tuple[str, ...] = ()
+    #: prefixes of per-phase seconds (verl's `timing_s/gen`, `timing_s/update_actor`, …)
+    timing_prefixes: tuple[str, ...] = ()
 
     @property
     def is_verl(self) -> bool:
@@ -80,12 +93,36 @@ class Profile:
                 return matches[0]
         return None
 
+    def finite_family(self, key: str) -> str | None:
+        """The LS001 family of `key` ("other" when watched in none), None when not watched."""
+        if not key.startswith(self.watched):
+            return None
+        for family, prefixes in self.finite.items():
+            if key.startswith(prefixes):
+                return family
+        return "other"
+
+    def concept_of(self, key: str) -> str | None:
+        """The concept `key` is one of this profile's names for (first in file order)."""
+        for concept, names in self.concepts.items():
+            if any(key == n or (_is_pattern(n) and fnmatch.fnmatchcase(key, n)) for n in names):
+                return concept
+        return None
+
+    def note(self, key: str) -> str:
+        """What `key` really means where its name misleads ("" when nothing is noted)."""
+        for pattern, text in self.notes.items():
+            if key == pattern or fnmatch.fnmatchcase(key, pattern):
+                return text
+        return ""
+
     def knows(self, key: str) -> bool:
-        """True when `key` is one of this profile's concept names or patterns."""
+        """True when `key` is one of this profile's concept, identifying or known names (or
+        matches one of their patterns)."""
+        names = (*(n for group in self.concepts.values() for n in group), *self.identify)
         return any(
             key == n or (_is_pattern(n) and fnmatch.fnmatchcase(key, n))
-            for names in self.concepts.values()
-            for n in names
+            for n in (*names, *self.known)
         )
 
     def evidence(self, metric_names: Any) -> int:
@@ -100,13 +137,15 @@ class Profile:
     def override(self, name: str, value: Any) -> str:
         """The text a user types to set `name` to `value`, in this framework's syntax."""
         text = _value_text(value)
+        add = next((p.add for p in self.parameters.values() if p.name == name), "")
         if self.style == "cli":
-            return f"{self.flag_prefix}{name} {text}"
+            flag = f"{self.flag_prefix}{name}"
+            return flag if value is True else f"{flag} {text}"
         if self.style == "yaml":
             return f"{name}: {text}"
         if self.style == "toml":
             return f"{name} = {text}"
-        return f"{name}={text}"
+        return f"{add}{name}={text}"
 
 
 def _is_pattern(name: str) -> bool:
@@ -131,7 +170,9 @@ def profiles() -> dict[str, Profile]:
     for name in FRAMEWORKS:
         data = tomllib.loads((folder / f"{name}.toml").read_text(encoding="utf-8"))
         if name == VERL:
-            data["concepts"] = {c: list(v) for c, v in load_registry().concepts.items()}
+            registry = load_registry()
+            data["concepts"] = {c: list(v) for c, v in registry.concepts.items()}
+            data["watched"] = list(registry.loss_like_prefixes())
         found[name] = _profile(name, data)
     return found
 
@@ -143,17 +184,30 @@ def _profile(name: str, data: dict[str, Any]) -> Profile:
         for concept, names in data.get("concepts", {}).items()
     }
     parameters = {key: Parameter(**value) for key, value in data.get("parameters", {}).items()}
+    for verl_key, alias in VERL_ALIASES.items():  # the same verl parameter under another key
+        if verl_key in parameters and alias not in parameters:
+            parameters[alias] = parameters[verl_key]
+    finite = {
+        family: tuple(p + n for n in names for p in prefixes)
+        for family, names in data.get("finite", {}).items()
+    }
+    watched = tuple(data.get("watched", [])) or tuple(n for names in finite.values() for n in names)
     return Profile(
         name=name,
         title=data["title"],
         source=data.get("source", ""),
         concepts=concepts,
         identify=tuple(p + n for n in data.get("identify", []) for p in prefixes),
+        known=tuple(p + n for n in data.get("known", []) for p in prefixes),
         style=data.get("style", "hydra"),
         flag_prefix=data.get("flag_prefix", "--"),
         parameters=parameters,
         step_keys=tuple(data.get("step_keys", [])),
         notes=dict(data.get("notes", {})),
+        finite=finite,
+        watched=watched,
+        critic_prefixes=tuple(p + n for n in data.get("critic_prefixes", []) for p in prefixes),
+        timing_prefixes=tuple(p + n for n in data.get("timing_prefixes", []) for p in prefixes),
     )
 
 
@@ -173,6 +227,24 @@ def profile_of(run: Run | None) -> Profile:
     """The profile of `run` (verl when none was assigned)."""
     name = run.meta.get("framework") if run is not None else None
     return profiles().get(name or VERL, profiles()[VERL])
+
+
+def verl_equivalent(profile: Profile, key: str) -> str | None:
+    """The verl metric `key` of `profile` stands for (through its concept), None if none."""
+    concept = profile.concept_of(key)
+    names = profiles()[VERL].names(concept) if concept else ()
+    return names[0] if names else None
+
+
+def unknown_metrics(run: Run) -> list[str]:
+    """The run's metric keys logscope does not understand, sorted: for verl the metric
+    registry's unknowns, for another framework the keys its profile does not map."""
+    from logscope.metric_registry import unknown
+
+    profile = profile_of(run)
+    if profile.is_verl:
+        return unknown(run.metric_names)
+    return [n for n in run.metric_names if not profile.knows(n)]
 
 
 def detect(metric_names: Any) -> str:
@@ -210,6 +282,13 @@ def translate_text(text: str, profile: Profile) -> str:
         return match.group(0)
 
     return _VERL_KEY.sub(swap, text)
+
+
+def parameter_name(run: Run | None, verl_key: str) -> str:
+    """What `run`'s framework calls the verl parameter `verl_key` (the verl key when it has no
+    counterpart, or for verl)."""
+    counterpart = profile_of(run).parameters.get(verl_key)
+    return counterpart.name if counterpart is not None and counterpart.name else verl_key
 
 
 def config_value(run: Run | None, name: str, step: int | None = None) -> Any:

@@ -20,7 +20,7 @@ UNKNOWN = "unknown"
 #: an empty cell of a table
 DASH = "–"
 #: the run's meta fields a header shows, in order
-META_FIELDS = ("verl_version", "algorithm", "project", "experiment")
+META_FIELDS = ("framework", "verl_version", "algorithm", "project", "experiment")
 
 
 def fmt_value(value: Any, digits: int = 6, missing: str = UNKNOWN) -> str:

@@ -174,13 +174,29 @@ def entry_dict(entry: MetricEntry, registry: Registry) -> dict[str, Any]:
 
 def explain_key(key: str) -> dict[str, Any]:
     """The registry entry of `key` as a dict; LogscopeError (with close matches) when unknown."""
+    from logscope.frameworks import FRAMEWORKS, get, verl_equivalent
+
     registry = _registry()
     entry = registry.lookup(key)
-    if entry is None:
-        close = difflib.get_close_matches(key, registry.all_names(), n=5, cutoff=0.5)
-        hint = f"; close matches: {', '.join(close)}" if close else ""
-        raise LogscopeError(f"unknown metric key {key!r} (not a file either){hint}")
-    return {"schema": SCHEMA, "kind": "metric", "key": key, **entry_dict(entry, registry)}
+    if entry is not None:
+        return {"schema": SCHEMA, "kind": "metric", "key": key, **entry_dict(entry, registry)}
+    for name in FRAMEWORKS[1:]:  # another framework's key: the verl family of its concept
+        profile = get(name)
+        equivalent = verl_equivalent(profile, key)
+        entry = registry.lookup(equivalent) if equivalent else None
+        if entry is not None:
+            return {
+                "schema": SCHEMA,
+                "kind": "metric",
+                "key": key,
+                "framework": profile.title,
+                "verl_equivalent": equivalent,
+                "framework_note": profile.note(key),
+                **entry_dict(entry, registry),
+            }
+    close = difflib.get_close_matches(key, registry.all_names(), n=5, cutoff=0.5)
+    hint = f"; close matches: {', '.join(close)}" if close else ""
+    raise LogscopeError(f"unknown metric key {key!r} (not a file either){hint}")
 
 
 # ---- RUN ---------------------------------------------------------------------------------------
@@ -259,11 +275,15 @@ def metric_row(run: Run, metric: str, entry: MetricEntry, registry: Registry) ->
 
 def explain_run(run: Run) -> dict[str, Any]:
     """The run's metrics grouped by registry family (file order), then the unknown keys."""
+    from logscope.frameworks import profile_of, verl_equivalent
+
     registry = _registry()
+    profile = profile_of(run)
     groups: dict[str, list[str]] = {}
     unknown: list[str] = []
     for metric in sorted(run.metric_names):
-        entry = registry.lookup(metric)
+        equivalent = metric if profile.is_verl else verl_equivalent(profile, metric)
+        entry = registry.lookup(equivalent) if equivalent else None
         if entry is None:
             unknown.append(metric)
         else:
@@ -284,6 +304,7 @@ def explain_run(run: Run) -> dict[str, Any]:
     return {
         "run": run.id,
         "source": run.source.path,
+        "framework": profile.name,
         "verl_version": run.meta.get("verl_version"),
         "algorithm": run.meta.get("algorithm"),
         "groups": out,
@@ -301,6 +322,10 @@ def _key_view(d: dict[str, Any]) -> Group:
     table.add_column(style="bold")
     table.add_column(overflow="fold")
     table.add_row("concept", ", ".join(d["concepts"]) or d["concept"])
+    if d.get("framework"):
+        table.add_row("framework", f"{d['framework']} (verl's {d['verl_equivalent']})")
+        if d["framework_note"]:
+            table.add_row("note", d["framework_note"])
     table.add_row("unit", d["unit"] or "–")
     table.add_row("versions", d["versions"])
     table.add_row("trainers", ", ".join(d["trainers"]) or "–")
@@ -340,6 +365,12 @@ def _key_markdown(d: dict[str, Any]) -> str:
     lines = [f"# `{d['key']}`", "", d["meaning"], ""]
     lines += [
         f"- **concept:** {', '.join(d['concepts']) or d['concept']}",
+        *(
+            [f"- **framework:** {d['framework']} (verl's `{d['verl_equivalent']}`)"]
+            + ([f"- **note:** {d['framework_note']}"] if d["framework_note"] else [])
+            if d.get("framework")
+            else []
+        ),
         f"- **unit:** {d['unit'] or '–'}",
         f"- **versions:** {d['versions']}",
         f"- **trainers:** {', '.join(d['trainers']) or '–'}",

@@ -71,6 +71,8 @@ def framework_config(profile: Profile, config: dict[str, Any]) -> dict[str, Any]
         if not parameter.name:
             continue
         value, _ = effective(config, verl_key, None)
+        if isinstance(value, bool) and parameter.inverted:
+            value = not value
         if value is not None:
             out[parameter.name] = value
     return out

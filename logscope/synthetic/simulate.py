@@ -687,27 +687,25 @@ def _layout(s: _Sim) -> list[tuple[str, str]]:
         v, "0.2"
     )
     if at_least(v, "0.4") and get(cfg, "algorithm.use_kl_in_reward", False):
-        add(("actor/reward_kl_penalty", "kl"))
-        add(("actor/reward_kl_penalty_coeff", "beta"))
+        out += [("actor/reward_kl_penalty", "kl"), ("actor/reward_kl_penalty_coeff", "beta")]
     if s.kl_in_reward and not at_least(v, "0.4"):
-        add(("critic/kl", "kl"))
-        add(("critic/kl_coeff", "beta"))
+        out += [("critic/kl", "kl"), ("critic/kl_coeff", "beta")]
     if ppo:
-        add(("critic/vf_loss", "vf_loss"))
-        add(("critic/vf_clipfrac", "vf_clipfrac"))
-        add(("critic/vpred_mean", "vpred_mean"))
-        add(("critic/grad_norm", "critic_grad_norm"))
+        out += [
+            ("critic/vf_loss", "vf_loss"),
+            ("critic/vf_clipfrac", "vf_clipfrac"),
+            ("critic/vpred_mean", "vpred_mean"),
+            ("critic/grad_norm", "critic_grad_norm"),
+        ]
         if at_least(v, "0.8"):
             add(("critic/loss", "vf_loss"))
         out += _mfu(v, "critic")
         add(_lr(v, "critic"))
     if use_kl_loss:
-        add(("actor/kl_loss", "kl"))
-        add(("actor/kl_coef", "kl_coef"))
+        out += [("actor/kl_loss", "kl"), ("actor/kl_coef", "kl_coef")]
     if not at_least(v, "0.4"):
         add(("actor/entropy_loss", "entropy"))
-    add(("actor/pg_loss", "pg_loss"))
-    add(("actor/pg_clipfrac", "pg_clipfrac"))
+    out += [("actor/pg_loss", "pg_loss"), ("actor/pg_clipfrac", "pg_clipfrac")]
     add(("actor/ppo_kl", "ppo_kl"))
     if at_least(v, "0.4"):
         add(("actor/pg_clipfrac_lower", "pg_clipfrac_lower"))
@@ -715,42 +713,37 @@ def _layout(s: _Sim) -> list[tuple[str, str]]:
     if at_least(v, "0.8"):
         add(("actor/loss", "actor_loss"))
     out += _mfu(v, "actor")
-    if at_least(v, "0.8"):
-        add(("actor/perf/max_memory_allocated_gb", "mem_allocated"))
-        add(("actor/perf/max_memory_reserved_gb", "mem_reserved"))
-        add(("actor/perf/cpu_memory_used_gb", "mem_cpu"))
-    elif at_least(v, "0.3"):
-        add(("perf/max_memory_allocated_gb", "mem_allocated"))
-        add(("perf/max_memory_reserved_gb", "mem_reserved"))
-        add(("perf/cpu_memory_used_gb", "mem_cpu"))
+    if at_least(v, "0.3"):
+        perf = "actor/perf" if at_least(v, "0.8") else "perf"
+        for name, key in (
+            ("max_memory_allocated_gb", "mem_allocated"),
+            ("max_memory_reserved_gb", "mem_reserved"),
+            ("cpu_memory_used_gb", "mem_cpu"),
+        ):
+            add((f"{perf}/{name}", key))
     add(_lr(v, "actor"))
     out += _fam.layout(s, "actor")
     for name in val_names(v):
         add((name, "VAL"))
     if at_least(v, "0.4"):
-        add(("training/global_step", "global_step"))
-        add(("training/epoch", "epoch"))
+        out += [("training/global_step", "global_step"), ("training/epoch", "epoch")]
     out += _fam.layout(s, "training")
-    for stat in ("mean", "max", "min"):
-        add((f"critic/score/{stat}", f"score_{stat}"))
-    for stat in ("mean", "max", "min"):
-        add((f"critic/rewards/{stat}", f"rewards_{stat}"))
-    for stat in ("mean", "max", "min"):
-        add((f"critic/advantages/{stat}", f"adv_{stat}"))
-    for stat in ("mean", "max", "min"):
-        add((f"critic/returns/{stat}", f"returns_{stat}"))
+    for prefix, key in (
+        ("critic/score", "score"),
+        ("critic/rewards", "rewards"),
+        ("critic/advantages", "adv"),
+        ("critic/returns", "returns"),
+    ):
+        out += _stats(prefix, key)
     if ppo:
-        for stat in ("mean", "max", "min"):
-            add((f"critic/values/{stat}", f"values_{stat}"))
+        out += _stats("critic/values", "values")
         if at_least(v, "0.2"):
             add(("critic/vf_explained_var", "explained_var"))
-    for stat in ("mean", "max", "min"):
-        add((f"response_length/{stat}", f"resp_{stat}"))
+    out += _stats("response_length", "resp")
     if at_least(v, "0.2"):
         add(("response_length/clip_ratio", "clip_ratio"))
     out += _fam.layout(s, "response")
-    for stat in ("mean", "max", "min"):
-        add((f"prompt_length/{stat}", f"prompt_{stat}"))
+    out += _stats("prompt_length", "prompt")
     if at_least(v, "0.2"):
         add(("prompt_length/clip_ratio", "prompt_clip"))
     if at_least(v, "0.9"):
@@ -781,11 +774,18 @@ def _layout(s: _Sim) -> list[tuple[str, str]]:
                 add((f"timing_per_token_ms/{p}", f"tpt_{p}"))
     out += _fam.layout(s, "timing")
     if at_least(v, "0.3"):
-        add(("perf/total_num_tokens", "total_tokens"))
-        add(("perf/time_per_step", "time_per_step"))
-        add(("perf/throughput", "throughput"))
+        out += [
+            ("perf/total_num_tokens", "total_tokens"),
+            ("perf/time_per_step", "time_per_step"),
+            ("perf/throughput", "throughput"),
+        ]
     out += _fam.layout(s, "end")
     return out
+
+
+def _stats(prefix: str, key: str) -> list[tuple[str, str]]:
+    """`prefix/mean`, `/max`, `/min` for `_layout`, read from latent `key_mean`, … ."""
+    return [(f"{prefix}/{stat}", f"{key}_{stat}") for stat in ("mean", "max", "min")]
 
 
 def _mfu(version: str, role: str) -> list[tuple[str, str]]:
