@@ -27,8 +27,10 @@ READER_MODULES: tuple[str, ...] = (
     "tensorboard",
     "jsonl",
     "prime_rl_jsonl",
+    "hf_trainer_state",
     "wandb_csv",
     "tables",
+    "hf_trainer_log",
     "roll",
     "slime",
     "skyrl",
@@ -136,10 +138,12 @@ def discover(folder: Path) -> tuple[list[tuple[Path, ModuleType]], list[tuple[Pa
     """The runs in a folder, each with its reader, and the files passed over (with why).
 
     W&B run folders and `wandb/` directories are one source each; a logscope store is skipped; TensorBoard event files are
-    read together by the TensorBoard reader (it splits them into runs by folder); other files
-    by the first reader whose sniff accepts them, console logs by name (`LOG_SUFFIXES`).
+    read together by the TensorBoard reader (it splits them into runs by folder); a Hugging Face
+    output dir (`trainer_state.json` or `checkpoint-N/trainer_state.json` in it) is one source,
+    its latest state file, and its checkpoints are not searched further; other files by the first reader whose sniff accepts
+    them, console logs by name (`LOG_SUFFIXES`).
     """
-    from logscope.ingest import tensorboard, wandb_offline
+    from logscope.ingest import hf_trainer_state, tensorboard, wandb_offline
     from logscope.store import is_store
 
     found: list[tuple[Path, ModuleType]] = []
@@ -161,8 +165,20 @@ def discover(folder: Path) -> tuple[list[tuple[Path, ModuleType]], list[tuple[Pa
             elif wandb_offline.sniff(child):
                 found.append((child, wandb_offline))
                 dirnames.remove(name)
+        checkpoints = [d for d in dirnames if hf_trainer_state.CHECKPOINT.match(d)]
+        state_here = hf_trainer_state.STATE_NAME in filenames or any(
+            (here / d / hf_trainer_state.STATE_NAME).is_file() for d in checkpoints
+        )
+        if state_here:  # the latest state file, so a cache key hashes it, not the weights
+            latest = hf_trainer_state.latest_state(here)
+            if latest is not None:
+                found.append((latest, hf_trainer_state))
+            for name in checkpoints:  # weights and optimizer state, not logs
+                dirnames.remove(name)
         for name in sorted(filenames):
             file = here / name
+            if state_here and name == hf_trainer_state.STATE_NAME:
+                continue
             if tensorboard.sniff(file):
                 events = True
                 continue

@@ -10,6 +10,8 @@ Scalars are `simple_value` (torch/tensorboardX, what verl writes; float32) or a 
 the `scalars` plugin (TF2). A directory is searched recursively: each folder that holds event
 files is one run (verl: `tensorboard_log/{project}/{experiment}`); several event files in one
 folder (restarts) are merged in file-name (= creation time) order, the later value winning.
+A Hugging Face Trainer run (its `args` text summary) keeps its TrainingArguments as the config
+and is marked `framework = "trl"` when they are TRL's GRPOConfig.
 """
 
 from __future__ import annotations
@@ -39,6 +41,10 @@ DESCRIPTION = "TensorBoard event files (events.out.tfevents.*), or a directory o
 _MARKER = "tfevents"
 _TIME_DIR = re.compile(r"^[0-9]{9,}(?:\.[0-9]+)?$")
 _VERL_CONFIG_KEYS = ("actor_rollout_ref", "data", "trainer", "algorithm", "critic")
+# The Hugging Face Trainer's TensorBoardCallback writes its TrainingArguments as the text "args"
+# (the run's config) and the model's config.json as "model_config" (not the run's config)
+_HF_ARGS_KEYS = ("output_dir", "logging_steps", "per_device_train_batch_size")
+_TRL_ARGS_KEYS = ("num_generations", "max_completion_length", "beta")  # TRL's GRPOConfig
 
 # tensorflow DataType enum values (tensorboard/compat/proto/types.proto)
 _DT_STRING = 7
@@ -234,6 +240,11 @@ def _config_from_text(tag: str, tensor: Any) -> dict[str, Any] | None:
             return None
     if not isinstance(parsed, dict):
         return None
+    name = tag.removesuffix("/text_summary")  # torch's add_text adds it
+    if name == "model_config" and "model_type" in parsed:
+        return None
+    if name == "args" and all(k in parsed for k in _HF_ARGS_KEYS):
+        return parsed
     if "config" in tag.lower() or any(k in parsed for k in _VERL_CONFIG_KEYS):
         return parsed
     return None
@@ -414,8 +425,12 @@ def read(path: Path, *, progress: Any = None) -> list[Run]:
             run.config_segments.append(ConfigSegment(first_step(run.metrics), builder.config))
             for key, value in meta_from_config(builder.config).items():
                 run.meta.setdefault(key, value)
-        run.meta.update(
-            version_and_algorithm(set(run.metric_names), builder.config, before_08="0.3-0.7")
-        )
+        if all(k in builder.config for k in _HF_ARGS_KEYS):  # a Hugging Face Trainer run
+            if all(k in builder.config for k in _TRL_ARGS_KEYS):
+                run.meta["framework"] = "trl"
+        else:
+            run.meta.update(
+                version_and_algorithm(set(run.metric_names), builder.config, before_08="0.3-0.7")
+            )
         runs.append(run)
     return runs
