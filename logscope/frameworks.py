@@ -267,19 +267,25 @@ def assign(run: Run, forced: str | None = None) -> None:
 
 
 # ---- advice in the framework's own parameters ----------------------------------------------
-_VERL_KEY = re.compile(r"`([a-z_]+(?:\.[A-Za-z0-9_]+)+)`")
+#: a verl parameter in advice text, in backticks or bare (`data.max_response_length`)
+_VERL_KEY = re.compile(
+    r"(`?)\b((?:actor_rollout_ref|algorithm|data|trainer|critic|reward_model|async_training|"
+    r"custom_reward_function)(?:\.[A-Za-z0-9_]+)+)\b(`?)"
+)
 
 
 def translate_text(text: str, profile: Profile) -> str:
-    """`text` with each verl parameter in backticks replaced by the framework's own name."""
+    """`text` with each verl parameter replaced by the framework's own name, or marked as
+    verl's where the framework has no counterpart."""
     if profile.is_verl:
         return text
 
     def swap(match: re.Match[str]) -> str:
-        counterpart = profile.parameters.get(match.group(1))
+        key = match.group(2)
+        counterpart = profile.parameters.get(key)
         if counterpart is not None and counterpart.name:
             return f"`{counterpart.name}`"
-        return match.group(0)
+        return f"verl's `{key}`"
 
     return _VERL_KEY.sub(swap, text)
 

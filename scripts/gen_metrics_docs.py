@@ -109,9 +109,7 @@ def _frameworks_table() -> list[str]:
         if not any(cells[1:]):
             continue
         lines.append(
-            f"| {concept} | "
-            + " | ".join(_cell(f"`{c[0]}`") if c else "–" for c in cells)
-            + " |"
+            f"| {concept} | " + " | ".join(_cell(f"`{c[0]}`") if c else "–" for c in cells) + " |"
         )
     return lines
 

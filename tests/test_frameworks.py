@@ -250,3 +250,36 @@ def test_the_scan_would_catch_a_key():
 
 def test_profile_of_defaults_to_verl():
     assert frameworks.profile_of(None).is_verl
+
+
+# ---- from each framework's own files ------------------------------------------------------------
+NATIVE = {"trl": "hf-trainer-state"}
+
+
+@pytest.mark.parametrize("framework", sorted(NATIVE))
+@pytest.mark.parametrize(("kind", "diagnosis"), CASES)
+def test_pathology_found_from_the_frameworks_own_file(framework, kind, diagnosis, tmp_path):
+    from logscope.ingest import load
+    from logscope.synthetic.framework_formats import write
+
+    sim = _sim(kind)
+    path = write(as_framework(sim, framework), tmp_path / "run")
+    (run,) = load(path)
+    assert run.source.kind == NATIVE[framework]
+    assert run.meta["framework"] == framework
+    steps = _found(run, diagnosis)
+    if not get(framework).names(
+        {"kl-jump": "kl_ref", "entropy-collapse": "entropy"}.get(kind, "response_clip_ratio")
+    ):
+        assert steps == []
+        return
+    assert steps and abs(steps[0] - sim.truth[0].step) <= TOLERANCE
+
+
+@pytest.mark.parametrize("framework", sorted(NATIVE))
+def test_healthy_run_from_the_frameworks_own_file_is_quiet(framework, tmp_path):
+    from logscope.ingest import load
+    from logscope.synthetic.framework_formats import write
+
+    (run,) = load(write(as_framework(_sim(None, seed=7), framework), tmp_path / "run"))
+    assert [f.name for f in analyze_run(run).findings if f.severity != "info"] == []
