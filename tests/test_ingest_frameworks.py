@@ -353,3 +353,29 @@ def test_a_truncated_gz_is_read_as_far_as_it_decodes(tmp_path: Path) -> None:
     run = _one(cut, source="roll-console")
     assert 10 < run.n_steps < 40
     assert any(".gz file ends early" in note for note in run.parse_stats.notes)
+
+
+def test_nemo_rl_ppo_and_async_grpo_bullets(tmp_path: Path) -> None:
+    # nemo_rl/algorithms/ppo.py:1928-1942 prints values unformatted, 'N/A' when absent;
+    # async GRPO (grpo.py:5323-5330) adds the replay buffer's size and trajectory age
+    log = tmp_path / "ppo.log"
+    log.write_text(
+        f"\n{'=' * 25} Step 1/5 {'=' * 25}\n\n📊 Training Results:\n"
+        "  • Policy Loss: 0.123456789\n  • Generation KL Error: N/A\n"
+        "  • Critic Loss: 1.5\n  • Critic LR: 5.00e-06\n  • Buffer Size: 64\n"
+        "  • Avg Trajectory Age: 0.50 steps\n  • Avg Reward: nan\n",
+        encoding="utf-8",
+    )
+    run = _one(log)
+    assert {
+        k: value(run, k, 1) for k in ("train/loss", "train/critic/loss", "train/critic/lr")
+    } == {
+        "train/loss": 0.123456789,
+        "train/critic/loss": 1.5,
+        "train/critic/lr": 5e-06,
+    }
+    assert value(run, "train/buffer_size", 1) == 64.0
+    assert value(run, "train/avg_trajectory_age", 1) == 0.5
+    assert math.isnan(value(run, "train/reward", 1))
+    assert not run.has_metric("train/gen_kl_error")
+    assert run.parse_stats.skipped_lines == 0

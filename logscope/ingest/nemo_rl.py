@@ -1,4 +1,4 @@
-"""NeMo-RL's GRPO console: `📊 Training Results:` blocks of `  • Label: value` bullets.
+"""NeMo-RL's GRPO/PPO console: `📊 Training Results:` blocks of `  • Label: value` bullets.
 
 `nemo_rl/algorithms/grpo.py` (`grpo_train`): a `===== Step n/N =====` header per step (n counts
 within the epoch, reset by each `===== Epoch e/E =====`), then `📊 Training Results:` (Loss,
@@ -42,6 +42,14 @@ LABELS: dict[tuple[str, str], tuple[str, float]] = {
     ("train", "Avg Filtered Reward"): ("train/filtered_reward", 1.0),
     ("train", "Avg Total Reward"): ("train/reward", 1.0),
     ("train", "Mean Generation Length"): ("train/mean_gen_tokens_per_sample", 1.0),
+    # async GRPO (grpo.py:5323-5330) and PPO (ppo.py:1928-1942) blocks
+    ("train", "Buffer Size"): ("train/buffer_size", 1.0),
+    ("train", "Avg Trajectory Age"): ("train/avg_trajectory_age", 1.0),
+    ("train", "Policy Loss"): ("train/loss", 1.0),
+    ("train", "Critic Loss"): ("train/critic/loss", 1.0),
+    ("train", "Critic Grad Norm"): ("train/critic/grad_norm", 1.0),
+    ("train", "Critic LR"): ("train/critic/lr", 1.0),
+    ("train", "Critic Clip Frac"): ("train/critic/vf_clipfrac", 1.0),
     ("timing/train", "Total step time"): ("timing/train/total_step_time", 1.0),
     ("performance", "Mean Total Tokens per Sample"): ("train/mean_total_tokens_per_sample", 1.0),
     ("performance", "Average Token Imbalance"): ("performance/average_token_imbalance", 0.01),
@@ -148,6 +156,8 @@ def read(path: Path, *, progress: Any = None) -> list[Run]:
                     unknown.add(f"{section}: {label}")
                 continue
             value = _number(key[0], token, line[b.end() :])
+            if value is None and token == "N/A":  # PPO's `metrics.get('loss', 'N/A')`
+                continue
             if value is None:
                 stats.skip(line_no, line, "NeMo-RL bullet whose value does not parse")
                 continue
