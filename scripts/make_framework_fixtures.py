@@ -11,6 +11,10 @@ non-finite values, the same for every framework.
 
     python scripts/make_framework_fixtures.py          # (re)write the fixtures
     python scripts/make_framework_fixtures.py --check  # exit 1 when a fixture is stale
+    pip download --no-deps areal==1.0.4 -d /tmp/w      # AReaL's own table printer:
+    python scripts/make_framework_fixtures.py --check --areal-wheel /tmp/w/areal-1.0.4-py3-none-any.whl
+
+Made with tabulate 0.10.0 and numpy's default_rng (seeded).
 """
 
 from __future__ import annotations
@@ -458,8 +462,22 @@ def nemo_rl() -> dict[str, str]:
 
 
 # ---- AReaL ------------------------------------------------------------------------------------
+def areal_printing(wheel: Path) -> Callable[..., str]:
+    """AReaL's own `tabulate_stats`, from `areal/utils/printing.py` of a downloaded AReaL wheel
+    (`pip download --no-deps areal`): the module imports only tabulate, so it runs here without
+    the rest of AReaL (whose package imports need torch)."""
+    import types
+    import zipfile
+
+    with zipfile.ZipFile(wheel) as z:
+        source = z.read("areal/utils/printing.py").decode("utf-8")
+    module = types.ModuleType("areal_utils_printing")
+    exec(compile(source, f"{wheel}/areal/utils/printing.py", "exec"), module.__dict__)
+    return module.tabulate_stats
+
+
 def _tabulate_stats(data: dict[str, float], col: int = 4, floatfmt: str = ".4e") -> str:
-    """areal/utils/printing.py (tabulate_stats), verbatim."""
+    """areal/utils/printing.py (tabulate_stats), verbatim (the same bytes as areal 1.0.4's)."""
     from tabulate import tabulate
 
     items = list(data.items())
@@ -473,6 +491,9 @@ def _tabulate_stats(data: dict[str, float], col: int = 4, floatfmt: str = ".4e")
                 row.extend(items[index])
         column_major.append(row)
     return tabulate(column_major, floatfmt=floatfmt, tablefmt="fancy_grid")
+
+
+TABULATE_STATS: Callable[..., str] = _tabulate_stats
 
 
 def areal() -> dict[str, str]:
@@ -511,7 +532,7 @@ def areal() -> dict[str, str]:
         log_step = max(global_step, last_commit + 1)
         for i, item in enumerate(data):
             log(global_step, f"Stats ({i + 1}/{len(data)}):")
-            log(global_step, "\n" + _tabulate_stats(item))
+            log(global_step, "\n" + TABULATE_STATS(item))
         last_commit = log_step + len(data) - 1
     return {"areal/areal_gsm8k.log": "\n".join(out) + "\n"}
 
@@ -522,7 +543,15 @@ WRITERS: tuple[Callable[[], dict[str, str]], ...] = (roll, slime, skyrl, prime_r
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true", help="fail when a fixture is stale")
+    parser.add_argument(
+        "--areal-wheel",
+        type=Path,
+        help="an AReaL wheel: print AReaL's tables with its own tabulate_stats",
+    )
     args = parser.parse_args()
+    if args.areal_wheel is not None:
+        global TABULATE_STATS
+        TABULATE_STATS = areal_printing(args.areal_wheel)
     stale = []
     for writer in WRITERS:
         for rel, text in writer().items():
