@@ -253,7 +253,12 @@ def test_profile_of_defaults_to_verl():
 
 
 # ---- from each framework's own files ------------------------------------------------------------
-NATIVE = {"trl": "hf-trainer-state"}
+NATIVE = {
+    "trl": "hf-trainer-state",
+    "roll": "roll-console",
+    "skyrl": "skyrl-console",
+    "slime": "slime-console",
+}
 
 
 @pytest.mark.parametrize("framework", sorted(NATIVE))

@@ -115,3 +115,10 @@ def test_a_folder_with_no_run_names_what_it_passed_over(tmp_path):
     (tmp_path / "notes.md").write_text("# nothing here\n")
     with pytest.raises(IngestError, match=r"no verl log.*notes\.md"):
         load(tmp_path)
+
+
+def test_the_source_option_names_every_reader() -> None:
+    from logscope.cli.common import SourceOption
+
+    help_text = SourceOption.__metadata__[0].help
+    assert all(kind in help_text for kind in kinds()), help_text

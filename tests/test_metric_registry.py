@@ -75,12 +75,26 @@ def _fixture_paths() -> list[Path]:
     return [p for p in found if "check" not in p.relative_to(ROOT).parts]
 
 
-def _names_of(path: Path) -> set[str]:
+def _runs_of(path: Path) -> list:
     try:
-        runs = ingest_load(path)
+        return ingest_load(path)
     except Exception:  # a fixture of an unreadable input: no metrics to know
-        return set()
-    return {n for run in runs for n in run.metric_names}
+        return []
+
+
+def _names_of(path: Path) -> set[str]:
+    """The metric names of the verl runs in `path` (other frameworks' keys: their profiles)."""
+    return {
+        n for run in _runs_of(path) if run.meta.get("framework") == "verl" for n in run.metric_names
+    }
+
+
+def test_every_metric_of_other_frameworks_fixtures_is_known_to_its_profile() -> None:
+    from logscope.frameworks import unknown_metrics
+
+    runs = [r for p in _fixture_paths() for r in _runs_of(p) if r.meta["framework"] != "verl"]
+    assert {r.meta["framework"] for r in runs} >= {"trl", "roll", "slime", "skyrl", "prime-rl"}
+    assert {r.source.path: unknown_metrics(r) for r in runs if unknown_metrics(r)} == {}
 
 
 def test_every_metric_of_the_fixtures_is_known() -> None:

@@ -90,7 +90,9 @@ SourceOption = Annotated[
         "--source",
         metavar="KIND",
         help="Force the reader: verl-console, verl-jsonl, tensorboard, wandb-offline, "
-        "wandb-online, wandb-csv or table.",
+        "wandb-online, wandb-csv, table, hf-trainer-state, hf-trainer-log, roll-console, "
+        "slime-console, skyrl-console, prime-rl-console, prime-rl-jsonl, nemo-rl-console or "
+        "areal-console (docs/sources.md).",
     ),
 ]
 FrameworkOption = Annotated[

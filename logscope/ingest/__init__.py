@@ -120,7 +120,12 @@ def _not_a_format(p: Path) -> str:
         what = f"binary data ({_hex(head[:8])}…), not a log, event file or W&B file"
     else:
         what = "not a format logscope recognises"
-    return f"{what}. Force a reader with --source KIND ({', '.join(kinds())})"
+    modules = reader_modules()
+    files = [m.KIND for m in modules if not hasattr(m, "FRAMEWORK") and m.KIND != "wandb-online"]
+    return (
+        f"{what}. Force a reader with --source KIND: {', '.join(files)}, … "
+        f"(all {len(modules)}: `analyze --help`)"
+    )
 
 
 def _hex(data: bytes) -> str:

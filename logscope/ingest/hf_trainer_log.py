@@ -33,6 +33,7 @@ from logscope.ingest.files import read_head
 from logscope.model import Event, Run, Source
 
 KIND = "hf-trainer-log"
+FRAMEWORK = "trl"
 DESCRIPTION = "Hugging Face / TRL console log: the printed {'loss': ..., 'epoch': ...} dicts"
 
 SNIFF_BYTES = 1 << 20

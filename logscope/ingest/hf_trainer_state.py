@@ -27,6 +27,7 @@ from logscope.ingest.files import read_head
 from logscope.model import Run, Source
 
 KIND = "hf-trainer-state"
+FRAMEWORK = "trl"
 DESCRIPTION = (
     "Hugging Face / TRL trainer_state.json (log_history), or an output dir of checkpoint-*/"
 )
