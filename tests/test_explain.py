@@ -133,3 +133,19 @@ def test_the_run_table_fits_an_80_column_terminal_and_keeps_the_notes():
     assert "clip 1" in result.output  # the grad-norm row's note, under its key
     wide = runner.invoke(app, ["explain", log, "--no-cache"], env={"COLUMNS": "140"})
     assert "│ note" in wide.output.replace("┃", "│")
+
+
+def test_explain_knows_every_key_of_other_frameworks_fixtures() -> None:
+    """Every key a framework fixture holds has an explain entry (its concept's verl family, or
+    what the framework's profile says of it)."""
+    from logscope.cli.explain import explain_key
+    from logscope.ingest import load
+
+    root = Path(__file__).resolve().parents[1] / "fixtures"
+    paths = [*root.glob("frameworks/**/*.log"), *root.glob("frameworks/**/*.jsonl")]
+    paths += list(root.glob("trl/*/checkpoint-*/trainer_state.json"))
+    keys = {k for p in paths for run in load(p) for k in run.metric_names}
+    assert len(keys) > 100
+    entries = {k: explain_key(k) for k in keys}
+    assert all(e["meaning"] and e["source"] for e in entries.values())
+    assert entries["completions/clipped_ratio"]["verl_equivalent"] == "response_length/clip_ratio"

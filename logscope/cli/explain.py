@@ -32,6 +32,7 @@ from logscope.cli.common import (
 from logscope.exceptions import LogscopeError
 
 if TYPE_CHECKING:
+    from logscope.frameworks import Profile
     from logscope.metric_registry import MetricEntry, ReferenceData, Registry
     from logscope.model import Run
 
@@ -194,9 +195,43 @@ def explain_key(key: str) -> dict[str, Any]:
                 "framework_note": profile.note(key),
                 **entry_dict(entry, registry),
             }
+    for name in FRAMEWORKS[1:]:  # a key the framework logs that no detector judges
+        profile = get(name)
+        if profile.knows(key):
+            return _framework_only(key, profile)
     close = difflib.get_close_matches(key, registry.all_names(), n=5, cutoff=0.5)
     hint = f"; close matches: {', '.join(close)}" if close else ""
     raise LogscopeError(f"unknown metric key {key!r} (not a file either){hint}")
+
+
+def _framework_only(key: str, profile: Profile) -> dict[str, Any]:
+    """What logscope knows of a key another framework logs but no detector reads."""
+    note = profile.note(key)
+    return {
+        "schema": SCHEMA,
+        "kind": "metric",
+        "key": key,
+        "framework": profile.title,
+        "verl_equivalent": None,
+        "framework_note": note,
+        "entry": f"{profile.name}:{key}",
+        "concept": "",
+        "concepts": [],
+        "keys": [key],
+        "patterns": [],
+        "renames": [],
+        "meaning": note or f"A {profile.title} metric that logscope reads but does not judge.",
+        "unit": "",
+        "versions": "",
+        "trainers": [],
+        "healthy": [],
+        "ranges": [],
+        "nan": "",
+        "traps": [],
+        "value_traps": [],
+        "diagnoses": [],
+        "source": profile.source,
+    }
 
 
 # ---- RUN ---------------------------------------------------------------------------------------
@@ -323,7 +358,8 @@ def _key_view(d: dict[str, Any]) -> Group:
     table.add_column(overflow="fold")
     table.add_row("concept", ", ".join(d["concepts"]) or d["concept"])
     if d.get("framework"):
-        table.add_row("framework", f"{d['framework']} (verl's {d['verl_equivalent']})")
+        equivalent = f" (verl's {d['verl_equivalent']})" if d["verl_equivalent"] else ""
+        table.add_row("framework", f"{d['framework']}{equivalent}")
         if d["framework_note"]:
             table.add_row("note", d["framework_note"])
     table.add_row("unit", d["unit"] or "–")
@@ -366,7 +402,10 @@ def _key_markdown(d: dict[str, Any]) -> str:
     lines += [
         f"- **concept:** {', '.join(d['concepts']) or d['concept']}",
         *(
-            [f"- **framework:** {d['framework']} (verl's `{d['verl_equivalent']}`)"]
+            [
+                f"- **framework:** {d['framework']}"
+                + (f" (verl's `{d['verl_equivalent']}`)" if d["verl_equivalent"] else "")
+            ]
             + ([f"- **note:** {d['framework_note']}"] if d["framework_note"] else [])
             if d.get("framework")
             else []
