@@ -126,7 +126,11 @@ def section(results: list[Result], per_kind: int, seconds: float) -> str:
             "each framework's keys by its profile (`logscope/data/frameworks/`), written in its own "
             "format (`logscope.synthetic.framework_formats`) and read back; a pathology whose metric "
             "the framework does not log is `not logged`. A cell is found/runs and the median "
-            "|reported − injected step|.",
+            "|reported − injected step|. Judged (recall ≥ 0.95, median step error ≤ 5, no "
+            f"healthy alarm): {', '.join(JUDGED)}; the others are shown. A response length that "
+            "explodes to the cap (3 seeds in 10) is diagnosed only where the run says it hit the "
+            "cap: a truncation ratio, or the cap in a config; the TensorBoard-only runs here "
+            "(OpenRLHF, prime-rl, NeMo-RL, AReaL) carry no config and SkyRL logs no truncation ratio.",
             "",
             *table(results),
             "",
@@ -134,13 +138,20 @@ def section(results: list[Result], per_kind: int, seconds: float) -> str:
     )
 
 
+#: the pathologies issue 23 names for every framework that logs their metrics (the rest are shown)
+JUDGED = ("kl-jump", "entropy-collapse", "clip-ratio-spike")
+
+
 def passed(results: list[Result]) -> bool:
-    """Recall ≥ 0.95 within the step tolerance per cell, and no healthy false alarm."""
+    """verl's criterion on the judged pathologies (recall ≥ 0.95, median step error ≤ 5), and
+    no healthy false alarm."""
     for fw in FRAMEWORKS:
-        for kind in KIND_CONCEPTS:
+        for kind in JUDGED:
             mine = [r for r in results if r.framework == fw and r.kind == kind]
-            good = [r for r in mine if r.detected and (r.step_error or 0) <= TOLERANCE]
-            if mine and len(good) < 0.95 * len(mine):
+            errors = [r.step_error for r in mine if r.step_error is not None]
+            if mine and sum(r.detected for r in mine) < 0.95 * len(mine):
+                return False
+            if errors and statistics.median(errors) > TOLERANCE:
                 return False
     return not any(r.alarms for r in results if r.kind is None)
 
