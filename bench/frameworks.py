@@ -128,9 +128,10 @@ def section(results: list[Result], per_kind: int, seconds: float) -> str:
             "the framework does not log is `not logged`. A cell is found/runs and the median "
             "|reported − injected step|. Judged (recall ≥ 0.95, median step error ≤ 5, no "
             f"healthy alarm): {', '.join(JUDGED)}; the others are shown. A response length that "
-            "explodes to the cap (3 seeds in 10) is diagnosed only where the run says it hit the "
-            "cap: a truncation ratio, or the cap in a config; the TensorBoard-only runs here "
-            "(OpenRLHF, prime-rl, NeMo-RL, AReaL) carry no config and SkyRL logs no truncation ratio.",
+            "explodes to the cap (3 seeds in 10) is diagnosed only where the run shows the cap: its "
+            "longest response together with a truncation ratio, or the cap in a config; the "
+            "TensorBoard-only runs here (OpenRLHF, prime-rl, NeMo-RL, AReaL) carry no config and "
+            "log no longest response, and SkyRL logs no truncation ratio.",
             "",
             *table(results),
             "",
