@@ -64,7 +64,7 @@ FULL_PASS_GROWTH = 0.1
 #: on a quiet log, a full pass once this many times its own CPU time has gone by
 FULL_PASS_BUDGET = 10.0
 #: metric rows the console parser keeps in lists before a frame (the window's cost)
-TAIL_COMPACT_ROWS = 20_000
+TAIL_COMPACT_ROWS = 5_000
 #: the metric concepts (`logscope.aliases`) the live view shows, each under the run's own name
 KEY_METRICS = (
     "score_mean",
@@ -404,12 +404,14 @@ class TailSession:
         self._run = None
         _, steps = self.parser.marks()
         if len(steps) > self._marks_seen:
-            self._distinct.update(steps[max(self._marks_seen - 1, 0) : -1].tolist())
+            final = steps[max(self._marks_seen - 1, 0) : -1]  # the last may still be rejoined
+            self._distinct.update(final.tolist())
+            if len(final):
+                self._top = max(self._top, int(final.max()))
             self._marks_seen = len(steps)
         last = int(steps[-1]) if len(steps) else None
         seen = len(self._distinct) + (last is not None and last not in self._distinct)
-        top = max(self._distinct, default=None)
-        step = top if last is None or (top is not None and top > last) else last
+        step = None if last is None else max(last, self._top)
         self._progress(seen, step, self.parser.size(), now)
 
     def _take(self, run: Run, now: float) -> None:
@@ -449,6 +451,7 @@ class TailSession:
         self._size_seen: tuple[int, ...] = ()
         self._marks_seen = 0
         self._distinct: set[int] = set()  # steps of the step lines read, but the last
+        self._top = -(1 << 62)  # the highest of them
         self._full: Report | None = None  # the last full pass
         self._full_steps = 0  # steps the run had then
         self._full_segments = 0  # config segments it had then

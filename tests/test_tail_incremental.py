@@ -71,7 +71,7 @@ def test_tail_ends_with_analyzes_findings(case: str, tmp_path: Path) -> None:
     live.write_bytes(data[: ends[HISTORY - 1]])
     session = TailSession(live, TailOptions(from_start=True))
     session.cycle()
-    for end in ends[HISTORY + 4 :: 5] + [len(data)]:
+    for end in [*ends[HISTORY + 4 :: 5], len(data)]:
         with live.open("ab") as fh:
             fh.write(data[live.stat().st_size : end])
         session.cycle()
@@ -126,7 +126,7 @@ def test_a_new_config_segment_gets_a_full_pass(tmp_path: Path) -> None:
     session = TailSession(live, TailOptions(from_start=True))
     session.cycle()
     segments = []
-    for end in ends[HISTORY::10] + [len(data)]:
+    for end in [*ends[HISTORY::10], len(data)]:
         with live.open("ab") as fh:
             fh.write(data[live.stat().st_size : end])
         session.cycle()

@@ -61,9 +61,6 @@ TRACEBACK_START_RE = re.compile(
 SECRET_KEY_RE = re.compile(r"(?i)(?:key|token|secret|passw(?:or)?d|credential)s?$")
 
 
-_NO_MARKS = np.array([], dtype=np.int64)
-
-
 def _rows_since(
     frames: list[pl.DataFrame], spans: list[tuple[int, int]], rows: pl.DataFrame, since: int
 ) -> list[pl.DataFrame]:
@@ -214,9 +211,12 @@ class ConsoleParser:
         self._frames: list[pl.DataFrame] = []
         self._frame_steps: list[tuple[int, int]] = []  # (lowest, highest) step of each frame
         self._frame_names: set[str] = set()  # the metrics of the frames
+        self._frame_rows = 0  # their rows
         self._marks: list[tuple[int, int]] = []  # (seq, step)
-        # _marks[:n] as arrays (every mark but the last is final: only it may be rejoined)
-        self._mark_arrays: tuple[int, np.ndarray, np.ndarray] = (0, _NO_MARKS, _NO_MARKS)
+        # the marks as arrays (seq row, step row) with room to grow; the first `_marks_synced`
+        # are final (only the last mark may still change: a wrapped step line rejoined)
+        self._mark_buf = np.empty((2, 0), dtype=np.int64)
+        self._marks_synced = 0
         self._unnumbered: list[int] = []  # seqs of headless records numbered before any step
         self._incomplete_step_lines = 0
         self._skipped_lines = 0
@@ -421,31 +421,30 @@ class ConsoleParser:
         )
         self._frame_steps.append((min(self._rows_step), max(self._rows_step)))
         self._frame_names.update(self._rows_metric)
+        self._frame_rows += len(self._rows_seq)
         self._rows_seq, self._rows_step, self._rows_metric, self._rows_value = [], [], [], []
 
     def size(self) -> tuple[int, int, int]:
         """(step lines, events kept, metric rows) read so far: grows when anything that counts
         was read."""
-        rows = sum(f.height for f in self._frames) + len(self._rows_seq)
-        return len(self._marks), len(self._events), rows
+        return len(self._marks), len(self._events), self._frame_rows + len(self._rows_seq)
 
     def marks(self) -> tuple[np.ndarray, np.ndarray]:
-        """(seq, step) of every step line read so far, in file order (arrays kept as they come:
-        the cost is that of the marks added since the last call)."""
-        n, seqs, steps = self._mark_arrays
-        final = len(self._marks) - 1
-        if final > n:
-            new = self._marks[n:final]
-            seqs = np.concatenate([seqs, np.fromiter((m[0] for m in new), np.int64, len(new))])
-            steps = np.concatenate([steps, np.fromiter((m[1] for m in new), np.int64, len(new))])
-            self._mark_arrays = n, seqs, steps = final, seqs, steps
-        rest = self._marks[n:]
-        if not rest:
-            return seqs, steps
-        return (
-            np.concatenate([seqs, np.array([m[0] for m in rest], dtype=np.int64)]),
-            np.concatenate([steps, np.array([m[1] for m in rest], dtype=np.int64)]),
-        )
+        """(seq, step) of every step line read so far, in file order: read-only views of arrays
+        kept as the marks come (the cost is that of the marks added since the last call), valid
+        until the parser is fed again."""
+        total, n = len(self._marks), self._marks_synced
+        buf = self._mark_buf
+        if total > buf.shape[1]:
+            grown = np.empty((2, max(total, 2 * buf.shape[1], 1024)), dtype=np.int64)
+            grown[:, :n] = buf[:, :n]
+            self._mark_buf = buf = grown
+        if total > n:
+            buf[:, n:total] = np.array(self._marks[n:total], dtype=np.int64).T
+        self._marks_synced = max(total - 1, 0)
+        seqs, steps = buf[0, :total], buf[1, :total]
+        seqs.flags.writeable = steps.flags.writeable = False
+        return seqs, steps
 
     def _skip(self, line_no: int, text: str, reason: str) -> None:
         """Count a line that looked like metrics but could not be read, with why."""
@@ -652,14 +651,23 @@ class ConsoleParser:
         With `since_step`: only the metric rows of steps ≥ since_step (and of step 0, which the
         metadata reads), the events from the step before it on, and the step marks `build_run`
         needs for them and for the config segments."""
-        self.marks()  # brings the arrays up to date here, where the next call finds them
-        parser = self if final else self._copy()
-        parser.finish(ended_mid_line)
+        if final:
+            parser = self
+            parser.finish(ended_mid_line)
+            mark_seqs, mark_steps = self.marks()
+        else:
+            mark_seqs, mark_steps = self.marks()
+            parser = self._copy()
+            parser.finish(ended_mid_line)  # may number a held-back record: one more mark
+            upto = max(len(self._marks) - 1, 0)
+            if parser._marks[upto:] != self._marks[upto:]:
+                more = np.array(parser._marks[upto:], dtype=np.int64).reshape(-1, 2)
+                mark_seqs = np.concatenate([mark_seqs[:upto], more[:, 0]])
+                mark_steps = np.concatenate([mark_steps[:upto], more[:, 1]])
         rows = rows_frame(
             parser._rows_seq, parser._rows_step, parser._rows_metric, parser._rows_value
         )
         frames = [f for f in (*parser._frames, rows) if f.height]
-        mark_seqs, mark_steps = parser.marks()
         events: tuple[Event, ...] = tuple(parser._events)
         if since_step is not None:
             frames = _rows_since(parser._frames, parser._frame_steps, rows, since_step)
@@ -674,6 +682,7 @@ class ConsoleParser:
                 keep[after_dump[after_dump < len(keep)]] = True
                 keep[-1:] = True  # a dump after every mark starts after the last one
                 mark_seqs, mark_steps = mark_seqs[keep], mark_steps[keep]
+        mark_seqs, mark_steps = mark_seqs.copy(), mark_steps.copy()  # a snapshot
         return ParsedLog(
             lines_read=parser.lines_read,
             notes=tuple(parser.notes),
