@@ -176,3 +176,30 @@ def test_the_window_holds_the_step_local_detectors_and_their_look_back() -> None
     assert all(look_back(d) <= plan.margin for d in plan.detectors)
     assert plan.margin >= by_name["cuda-oom"].context_before
     assert plan.size >= 2 * plan.margin
+
+
+def test_a_jsonl_run_longer_than_the_window(tmp_path: Path) -> None:
+    """A source read whole (verl's JSONL file logger): the window is cut from the run read, and
+    the run ends with analyze's findings too."""
+    import json
+
+    inject = [Injection("memory-leak", 300), Injection("grad-norm-spike", 560)]
+    sim = simulate(650, "grpo", seed=5, inject=inject)
+    by_step: dict[int, dict[str, float]] = {}
+    for step, metric, value in sim.metrics.select("step", "metric", "value").iter_rows():
+        by_step.setdefault(step, {})[metric] = value
+    lines = [json.dumps({"step": s, "data": d}) + "\n" for s, d in sorted(by_step.items())]
+    target = tmp_path / "exp1.jsonl"
+    target.write_text("".join(lines[:HISTORY]))
+    session = TailSession(target, TailOptions(from_start=True))
+    alerts = session.cycle()
+    for i in range(HISTORY, len(lines), 20):
+        with target.open("a") as fh:
+            fh.write("".join(lines[i : i + 20]))
+        alerts += session.cycle()
+    assert session.passes["window"] > 0
+    assert any("grad-norm-spike" in str(a.blocks) for a in alerts)
+    session.close()
+    (run,) = load(target)
+    assert _keys(session.report) == _keys(analyze_run(run))
+    assert "memory-leak" in {f.name for f in session.report.findings}
