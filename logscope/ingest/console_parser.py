@@ -667,12 +667,15 @@ class ConsoleParser:
         rows = rows_frame(
             parser._rows_seq, parser._rows_step, parser._rows_metric, parser._rows_value
         )
-        frames = [f for f in (*parser._frames, rows) if f.height]
-        events: tuple[Event, ...] = tuple(parser._events)
-        if since_step is not None:
+        if since_step is None:
+            frames = [f for f in (*parser._frames, rows) if f.height]
+            events: tuple[Event, ...] = tuple(parser._events)
+        else:
             frames = _rows_since(parser._frames, parser._frame_steps, rows, since_step)
             events = tuple(
-                e for e in events if e.step_hint is not None and e.step_hint >= since_step - 1
+                e
+                for e in parser._events
+                if e.step_hint is not None and e.step_hint >= since_step - 1
             )
             if not parser._unnumbered:  # else every mark: renumbering reads them all
                 keep = (mark_steps >= since_step) | (mark_steps == 0)
