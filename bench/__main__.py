@@ -63,6 +63,12 @@ BENCHES = [
         ["--sessions", "6", "--idle", "8"],
     ),
     Bench(
+        "tail_growth",
+        "Tail CPU per new step",
+        ["--sizes", "1000,10000,100000", "--new", "20"],
+        ["--sizes", "1000,10000", "--new", "10"],
+    ),
+    Bench(
         "big_file",
         "Big console log (--big only)",
         ["--size", "1G"],

@@ -7,11 +7,24 @@ parser. A JSONL or TensorBoard source is read again whole, by the reader `analyz
 changed (`follow.GrowthWatcher`): about 1 s for 2,000 steps of 150 metrics, once per logged
 step (verl logs a step every few seconds to minutes); a source that takes longer than
 `THROTTLE_FROM_S` to read is read at most every `READ_BUDGET` × its read time, so re-reading
-costs at most 1/READ_BUDGET of a core. When new steps or events arrived, every detector reruns
-on the run so far. Rerunning the same detectors on the same data is what makes a live run and
-`analyze` of the finished file report the same findings. Findings that need hindsight (a
-changepoint confirmed only after more steps) appear when they are confirmed, with the step
-where they began.
+costs at most 1/READ_BUDGET of a core.
+
+When new steps or events arrived, the detectors rerun, in one of two passes. A full pass runs
+every detector over the whole run, as `analyze` does: while the run has at most a window of
+steps (`tail_window.Plan`, 420 by default), on the first analysis, when the run has grown by
+`FULL_PASS_GROWTH` (10 %) since the last full pass (so its cost per step stays constant), when a
+config dump starts a new segment, when the log has been quiet for `FULL_PASS_BUDGET` × the last
+full pass's CPU time (at most a tenth of a core), and when tail stops (`close`). Otherwise a
+window pass runs the detectors that judge recent steps over the last window of steps only: the
+console parser hands over the Run cut to those steps (`ConsoleParser.to_run(since_step=...)`),
+whose cost does not grow with the run, and the window's findings replace the full pass's for
+the window's last part. Step-local problems (OOM, NaN, KL and gradient spikes) are therefore
+seen on the cycle that shows them, as before; whole-run ones (slow leaks, plateaus, lasting
+trends) at the next full pass. The last full pass reruns the same detectors on the same data as
+`analyze`, which is what makes a live run and `analyze` of the finished file report the same
+findings. Findings that need hindsight (a changepoint confirmed only after more steps) appear
+when they are confirmed, with the step where they began. This is simpler than streaming
+(`update()`) detectors, which every detector would need, and keeps one implementation of each.
 
 An incident is alerted once. Its findings are remembered as (name, step); a later incident that
 shares one of them is the same story: if it brought new findings, a short update is sent,
@@ -34,16 +47,24 @@ from typing import Any
 
 from logscope.alerts import Alert, Notifier, incident_alert, status_alert
 from logscope.aliases import resolve
-from logscope.analyze import analyze_run
+from logscope.analyze import _finding_order, analyze_run, run_detectors
 from logscope.atomic import write_atomic
 from logscope.exceptions import IngestError, LogscopeError
 from logscope.follow import GrowthWatcher, LineFollower
+from logscope.incidents import group_incidents
 from logscope.model import SEVERITY_RANK, Run, Source
 from logscope.report import Report
+from logscope.tail_window import Plan, cut, merge
 
 STATE_VERSION = 1
 READ_BUDGET = 10.0
 THROTTLE_FROM_S = 0.5
+#: a full pass when the run has grown by this share since the last one
+FULL_PASS_GROWTH = 0.1
+#: on a quiet log, a full pass once this many times its own CPU time has gone by
+FULL_PASS_BUDGET = 10.0
+#: metric rows the console parser keeps in lists before a frame (the window's cost)
+TAIL_COMPACT_ROWS = 5_000
 #: the metric concepts (`logscope.aliases`) the live view shows, each under the run's own name
 KEY_METRICS = (
     "score_mean",
@@ -198,7 +219,8 @@ class TailSession:
         self.state_file = Path(state_file) if state_file else None
         self.clock = clock
         self.detectors = for_input(self.path).detectors(self.options.only, self.options.skip)
-        self.parser = ConsoleParser()
+        self.plan = Plan.of(self.detectors)
+        self.parser = ConsoleParser(TAIL_COMPACT_ROWS)
         self.alerted: list[AlertedFinding] = []
         self.sent_ids: set[str] = set()
         self.report: Report | None = None
@@ -211,11 +233,10 @@ class TailSession:
         # What the run held when the stall was alerted: only a step beyond it is a resumption.
         self._stall_seen = 0
         self._stall_step: int | None = None
-        self._events_seen = 0
-        self._rows_seen = 0
         self._missing_noted = False
         self._next_read_at = -1e18
-        self.run = self.parser.to_run(Source(CONSOLE, str(self.path)))
+        self._reset_passes()
+        self._run: Run | None = None
         saved = self._load_state()
         if saved is not None:
             self.alerted = [AlertedFinding(a["name"], a["step"]) for a in saved.get("alerted", [])]
@@ -237,6 +258,13 @@ class TailSession:
         self.kind = followed_kind(self.path)
         if self.kind is not None and self.kind != CONSOLE:
             self.watcher = GrowthWatcher(self.path)
+
+    @property
+    def run(self) -> Run:
+        """The run read so far, whole (built on demand from a console log's parser)."""
+        if self._run is None:
+            self._run = self.parser.to_run(Source(CONSOLE, str(self.path)))
+        return self._run
 
     @property
     def position(self) -> Any:
@@ -291,6 +319,12 @@ class TailSession:
             alerts += self._analyze()
             self._last_analyze = now
             self._dirty = False
+        elif (
+            not (changed or self._dirty)
+            and self._stale
+            and now - self._full_at >= self._quiet_wait()
+        ):
+            alerts += self._analyze(full=True)  # a quiet log: time for the whole run
         alerts += self._check_stall(now)
         if self.notifier is not None:
             for alert in alerts:
@@ -321,9 +355,10 @@ class TailSession:
             # (what `analyze` of it would read), so the parse starts over. What was alerted is
             # remembered: a copy of the same log re-read from the start alerts nothing again.
             old, lines = lines[: polled.restart_at], lines[polled.restart_at :]
-            if old:
-                self._ingest(old, now)
-                alerts += self._analyze()
+            if old or self._stale:
+                if old:
+                    self._ingest(old, now)
+                alerts += self._analyze(full=True)  # the old run's end
             self._reset_parse()
         if lines:
             self._ingest(lines, now)
@@ -364,43 +399,150 @@ class TailSession:
         return runs[0]
 
     def _ingest(self, lines: list[tuple[int, str]], now: float) -> None:
+        """New lines of a console log: parsed on, and counted from the parser (no Run built)."""
         self.parser.feed([t for _, t in lines], lines[0][0])
-        self._take(self.parser.to_run(Source(CONSOLE, str(self.path))), now)
+        self._run = None
+        _, steps = self.parser.marks()
+        if len(steps) > self._marks_seen:
+            final = steps[max(self._marks_seen - 1, 0) : -1]  # the last may still be rejoined
+            self._distinct.update(final.tolist())
+            if len(final):
+                self._top = max(self._top, int(final.max()))
+            self._marks_seen = len(steps)
+        last = int(steps[-1]) if len(steps) else None
+        seen = len(self._distinct) + (last is not None and last not in self._distinct)
+        step = None if last is None else max(last, self._top)
+        self._progress(seen, step, self.parser.size(), now)
 
     def _take(self, run: Run, now: float) -> None:
-        """Make `run` the run so far; note new steps (for stalls) and whether to analyse."""
+        """Make `run` (read whole) the run so far; note new steps and whether to analyse."""
         steps = run.steps
-        if len(steps) > self.status.steps_seen:
+        self._run = run
+        last = int(steps[-1]) if len(steps) else None
+        self._progress(len(steps), last, (len(run.events), run.metrics.height), now)
+
+    def _progress(self, seen: int, step: int | None, size: tuple[int, ...], now: float) -> None:
+        """Note new steps (for stalls) and whether to analyse (something new was read)."""
+        if seen > self.status.steps_seen:
             self._last_step_at = now
-            self._step_arrivals.append((int(steps[-1]), now))
+            self._step_arrivals.append((step, now))
             self._step_arrivals = self._step_arrivals[-200:]
             self._dirty = True
-        if len(run.events) != self._events_seen or run.metrics.height != self._rows_seen:
-            self._events_seen = len(run.events)
-            self._rows_seen = run.metrics.height
+        if size != self._size_seen:
+            self._size_seen = size
             self._dirty = True
-        self.run = run
-        self.status.steps_seen = len(steps)
-        self.status.step = int(steps[-1]) if len(steps) else None
+        self.status.steps_seen = seen
+        self.status.step = step
 
     def _reset_parse(self) -> None:
         from logscope.ingest.console import ConsoleParser
 
-        self.parser = ConsoleParser()
-        self.run = self.parser.to_run(Source(self.kind or CONSOLE, str(self.path)))
+        self.parser = ConsoleParser(TAIL_COMPACT_ROWS)
+        self._run = None
+        self._reset_passes()
         self.status.steps_seen = 0
         self.status.step = None
-        self._events_seen = 0
-        self._rows_seen = 0
         self._step_arrivals = []
         self._stall_seen, self._stall_step = 0, None  # every step of the new file is new
         self._dirty = True
 
-    def _analyze(self) -> list[Alert]:
-        run = self.run
-        report = analyze_run(run, self.detectors)
+    def _reset_passes(self) -> None:
+        """Forget what was counted and analysed (a new parse starts)."""
+        self._size_seen: tuple[int, ...] = ()
+        self._marks_seen = 0
+        self._distinct: set[int] = set()  # steps of the step lines read, but the last
+        self._top = -(1 << 62)  # the highest of them
+        self._full: Report | None = None  # the last full pass
+        self._full_steps = 0  # steps the run had then
+        self._full_segments = 0  # config segments it had then
+        self._full_cpu = 0.0  # its CPU time
+        self._full_at = -1e18  # when it ended (clock)
+        self._stale = False  # analysed since by window passes only
+        self.passes = {"full": 0, "window": 0}  # how many of each ran (the live view, tests)
+        self.last_pass: str | None = None
+
+    def _quiet_wait(self) -> float:
+        return FULL_PASS_BUDGET * self._full_cpu
+
+    def full_pass(self) -> list[Alert]:
+        """Analyse the whole run now, as `analyze` would (when tail stops, or to be sure);
+        its alerts go to the notifier and are returned."""
+        alerts = self._analyze(full=True) if self.kind is not None else []
+        if self.notifier is not None:
+            for alert in alerts:
+                self.notifier.submit(alert)
+        return alerts
+
+    def _window(self) -> tuple[int, int] | None:
+        """(first step, first settled step) of the window to analyse, or None for a full pass."""
+        if self._full is None or self.status.steps_seen <= self.plan.size:
+            return None
+        if self.status.steps_seen >= (1 + FULL_PASS_GROWTH) * self._full_steps:
+            return None
+        import numpy as np
+
+        if self.watcher is None:
+            steps = self.parser.marks()[1][-self.plan.size :]
+        else:
+            steps = self.run.steps[-self.plan.size :]
+        uniq = np.unique(steps)
+        if len(uniq) <= self.plan.margin:
+            return None
+        return int(uniq[0]), int(uniq[self.plan.margin])
+
+    def _analyze(self, full: bool = False) -> list[Alert]:
+        window = None if full else self._window()
+        report = None
+        if window is not None:
+            report = self._window_pass(*window)
+        if report is None:
+            report = self._full_pass()
         self.report = report
         self._update_status(report)
+        return self._alerts(report)
+
+    def _full_pass(self) -> Report:
+        started = time.process_time()
+        run = self.run
+        report = analyze_run(run, self.detectors)
+        self._full, self._full_steps = report, self.status.steps_seen
+        self._full_segments = len(run.config_segments)
+        self._full_cpu = time.process_time() - started
+        self._full_at = self.clock()
+        self._stale = False
+        self.passes["full"] += 1
+        self.last_pass = "full"
+        return report
+
+    def _window_pass(self, first: int, settled: int) -> Report | None:
+        """The window's findings over the last full pass's; None when a full pass is due (a
+        config dump started a new segment)."""
+        assert self._full is not None
+        if self.watcher is None:
+            run = self.parser.to_run(Source(CONSOLE, str(self.path)), since_step=first)
+        else:
+            run = cut(self.run, first)
+        if len(run.config_segments) != self._full_segments:
+            return None
+        found, _, errors = run_detectors(run, self.plan.detectors)
+        findings = merge(self._full.findings, found, settled, self.plan.codes)
+        findings.sort(key=_finding_order)
+        self._stale = True
+        self.passes["window"] += 1
+        self.last_pass = "window"
+        return Report(
+            run=run,
+            findings=findings,
+            incidents=group_incidents(findings, self.status.steps_seen),
+            skipped=self._full.skipped,
+            errors=list(dict.fromkeys(self._full.errors + errors)),
+            health=self._full.health,
+            unknown_metrics=self._full.unknown_metrics,
+        )
+
+    def _alerts(self, report: Report) -> list[Alert]:
+        """Alerts for the incidents of `report` that hold findings not alerted yet."""
+        run = report.run
         alerts: list[Alert] = []
         threshold = SEVERITY_RANK[self.options.min_severity]
         run_name = run.meta.get("experiment") or self.path.name
@@ -454,8 +596,9 @@ class TailSession:
         return max(self.options.stall_k * median, self.options.stall_floor_s)
 
     def _median_step_seconds(self) -> float | None:
-        name = resolve(self.run, "time_step")
-        timing = self.run.series(name)[1] if name is not None else ()
+        run = self.report.run if self.report is not None else self.run  # the latest steps
+        name = resolve(run, "time_step")
+        timing = run.series(name)[1] if name is not None else ()
         if len(timing) >= 3:
             return float(statistics.median(timing[-50:]))
         gaps = [
@@ -505,16 +648,21 @@ class TailSession:
             (s0, t0), (s1, t1) = self._step_arrivals[0], self._step_arrivals[-1]
             st.steps_per_min = (s1 - s0) / (t1 - t0) * 60 if t1 > t0 else None
         st.last_metrics = {}
+        run = report.run  # a window's run holds the latest steps too
         for concept in KEY_METRICS:
-            name = resolve(self.run, concept)
+            name = resolve(run, concept)
             if name is not None:
-                st.last_metrics[name] = float(self.run.series(name)[1][-1])
+                st.last_metrics[name] = float(run.series(name)[1][-1])
         st.open_incidents = [
             f"{inc.severity} {inc.first_mover} @ {inc.step}"
             for inc in report.incidents
             if SEVERITY_RANK[inc.severity] >= SEVERITY_RANK[self.options.min_severity]
         ]
 
-    def close(self) -> None:
+    def close(self) -> list[Alert]:
+        """Stop following: what window passes left unjudged gets a full pass first (so the
+        last report is `analyze`'s); its alerts go to the notifier and are returned."""
+        alerts = self.full_pass() if self._stale else []
         self.follower.close()
         self.save_state()
+        return alerts

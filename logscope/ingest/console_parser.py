@@ -4,6 +4,12 @@
 `ParsedLog` snapshot) and `to_run(source)` the Run that `console_run.build_run` makes of it.
 `logscope.ingest.console.read` runs the same parser over the lines its bulk (polars) path does not
 handle itself, so both give the same Run (tests/test_console_reader.py checks this).
+
+`to_run(source, since_step=S)` is the same Run cut to the steps from S on (what `tail` runs its
+detectors on between full passes): its metric rows and events are those of steps ≥ S, its
+config segments, metadata and parse stats the whole run's. It costs what those steps cost, not
+what the run does: rows move into frames every `compact_rows` rows, each frame's step range is
+kept, and the step marks are kept as arrays as they come.
 """
 
 from __future__ import annotations
@@ -53,6 +59,21 @@ TRACEBACK_START_RE = re.compile(
 )
 # Override keys whose values are never kept (credentials passed on the command line).
 SECRET_KEY_RE = re.compile(r"(?i)(?:key|token|secret|passw(?:or)?d|credential)s?$")
+
+
+def _rows_since(
+    frames: list[pl.DataFrame], spans: list[tuple[int, int]], rows: pl.DataFrame, since: int
+) -> list[pl.DataFrame]:
+    """The metric rows of steps ≥ `since` and of step 0, from the frames whose step span holds
+    any (`spans`: each frame's lowest and highest step) and the rows not yet in a frame."""
+    wanted = (pl.col("step") >= since) | (pl.col("step") == 0)
+    out = [
+        f.filter(wanted)
+        for f, (lo, hi) in zip(frames, spans, strict=True)
+        if hi >= since or lo <= 0
+    ]
+    out.append(rows.filter(wanted))
+    return [f for f in out if f.height]
 
 
 def _starts_traceback(text: str) -> bool:
@@ -165,7 +186,8 @@ class _Dump:
 class ConsoleParser:
     """Incremental verl console parser (verl_formats.md §1)."""
 
-    def __init__(self) -> None:
+    def __init__(self, compact_rows: int = COMPACT_ROWS) -> None:
+        self.compact_rows = compact_rows
         # what the bulk path of console.py also counts (it reads past the parser)
         self.lines_read = 0
         self.notes: list[str] = []
@@ -187,7 +209,14 @@ class ConsoleParser:
         self._rows_metric: list[str] = []
         self._rows_value: list[float] = []
         self._frames: list[pl.DataFrame] = []
+        self._frame_steps: list[tuple[int, int]] = []  # (lowest, highest) step of each frame
+        self._frame_names: set[str] = set()  # the metrics of the frames
+        self._frame_rows = 0  # their rows
         self._marks: list[tuple[int, int]] = []  # (seq, step)
+        # the marks as arrays (seq row, step row) with room to grow; the first `_marks_synced`
+        # are final (only the last mark may still change: a wrapped step line rejoined)
+        self._mark_buf = np.empty((2, 0), dtype=np.int64)
+        self._marks_synced = 0
         self._unnumbered: list[int] = []  # seqs of headless records numbered before any step
         self._incomplete_step_lines = 0
         self._skipped_lines = 0
@@ -361,7 +390,7 @@ class ConsoleParser:
         counts.not_three_decimals += items.not_three_decimals
         if items.cut_last:
             self._incomplete_step_lines += 1
-        if len(self._rows_seq) >= COMPACT_ROWS:
+        if len(self._rows_seq) >= self.compact_rows:
             self._compact()
         if items.garbled:
             text = p.text[len(HEADLESS_HEAD) :] if p.headless else p.text
@@ -390,7 +419,32 @@ class ConsoleParser:
         self._frames.append(
             rows_frame(self._rows_seq, self._rows_step, self._rows_metric, self._rows_value)
         )
+        self._frame_steps.append((min(self._rows_step), max(self._rows_step)))
+        self._frame_names.update(self._rows_metric)
+        self._frame_rows += len(self._rows_seq)
         self._rows_seq, self._rows_step, self._rows_metric, self._rows_value = [], [], [], []
+
+    def size(self) -> tuple[int, int, int]:
+        """(step lines, events kept, metric rows) read so far: grows when anything that counts
+        was read."""
+        return len(self._marks), len(self._events), self._frame_rows + len(self._rows_seq)
+
+    def marks(self) -> tuple[np.ndarray, np.ndarray]:
+        """(seq, step) of every step line read so far, in file order: read-only views of arrays
+        kept as the marks come (the cost is that of the marks added since the last call), valid
+        until the parser is fed again."""
+        total, n = len(self._marks), self._marks_synced
+        buf = self._mark_buf
+        if total > buf.shape[1]:
+            grown = np.empty((2, max(total, 2 * buf.shape[1], 1024)), dtype=np.int64)
+            grown[:, :n] = buf[:, :n]
+            self._mark_buf = buf = grown
+        if total > n:
+            buf[:, n:total] = np.array(self._marks[n:total], dtype=np.int64).T
+        self._marks_synced = max(total - 1, 0)
+        seqs, steps = buf[0, :total], buf[1, :total]
+        seqs.flags.writeable = steps.flags.writeable = False
+        return seqs, steps
 
     def _skip(self, line_no: int, text: str, reason: str) -> None:
         """Count a line that looked like metrics but could not be read, with why."""
@@ -588,27 +642,63 @@ class ConsoleParser:
         for key in list(self._blocks):
             self._close(key)
 
-    def result(self, *, ended_mid_line: bool = False, final: bool = False) -> ParsedLog:
+    def result(
+        self, *, ended_mid_line: bool = False, final: bool = False, since_step: int | None = None
+    ) -> ParsedLog:
         """What was read so far, with what is held back (a step line that may continue, an open
-        traceback) flushed: in a copy, so the parser can be fed on, unless `final`."""
-        parser = self if final else self._copy()
-        parser.finish(ended_mid_line)
+        traceback) flushed: in a copy, so the parser can be fed on, unless `final`.
+
+        With `since_step`: only the metric rows of steps ≥ since_step (and of step 0, which the
+        metadata reads), the events from the step before it on, and the step marks `build_run`
+        needs for them and for the config segments."""
+        if final:
+            parser = self
+            parser.finish(ended_mid_line)
+            mark_seqs, mark_steps = self.marks()
+        else:
+            mark_seqs, mark_steps = self.marks()
+            parser = self._copy()
+            parser.finish(ended_mid_line)  # may number a held-back record: one more mark
+            upto = max(len(self._marks) - 1, 0)
+            if parser._marks[upto:] != self._marks[upto:]:
+                more = np.array(parser._marks[upto:], dtype=np.int64).reshape(-1, 2)
+                mark_seqs = np.concatenate([mark_seqs[:upto], more[:, 0]])
+                mark_steps = np.concatenate([mark_steps[:upto], more[:, 1]])
         rows = rows_frame(
             parser._rows_seq, parser._rows_step, parser._rows_metric, parser._rows_value
         )
+        if since_step is None:
+            frames = [f for f in (*parser._frames, rows) if f.height]
+            events: tuple[Event, ...] = tuple(parser._events)
+        else:
+            frames = _rows_since(parser._frames, parser._frame_steps, rows, since_step)
+            events = tuple(
+                e
+                for e in parser._events
+                if e.step_hint is not None and e.step_hint >= since_step - 1
+            )
+            if not parser._unnumbered:  # else every mark: renumbering reads them all
+                keep = (mark_steps >= since_step) | (mark_steps == 0)
+                after_dump = np.searchsorted(
+                    mark_seqs, [d.seq for d in parser._config_dumps], side="right"
+                )
+                keep[after_dump[after_dump < len(keep)]] = True
+                keep[-1:] = True  # a dump after every mark starts after the last one
+                mark_seqs, mark_steps = mark_seqs[keep], mark_steps[keep]
+        mark_seqs, mark_steps = mark_seqs.copy(), mark_steps.copy()  # a snapshot
         return ParsedLog(
             lines_read=parser.lines_read,
             notes=tuple(parser.notes),
-            frames=tuple(f for f in (*parser._frames, rows) if f.height),
-            mark_seqs=np.array([s for s, _ in parser._marks], dtype=np.int64),
-            mark_steps=np.array([s for _, s in parser._marks], dtype=np.int64),
+            frames=tuple(frames),
+            mark_seqs=mark_seqs,
+            mark_steps=mark_steps,
             unnumbered=tuple(parser._unnumbered),
             counts=copy.copy(parser.counts),
             incomplete_step_lines=parser._incomplete_step_lines,
             skipped_lines=parser._skipped_lines,
             skipped_examples=tuple(parser._skipped_examples),
             skip_reasons=dict(parser._skip_reasons),
-            events=tuple(parser._events),
+            events=events,
             event_counts=dict(parser._event_counts),
             dropped_events=dict(parser._dropped_events),
             config_dumps=tuple(parser._config_dumps),
@@ -634,11 +724,19 @@ class ConsoleParser:
         ended_mid_line: bool = False,
         fast: FastPart | None = None,
         final: bool = False,
+        since_step: int | None = None,
     ) -> Run:
         """The Run read so far (with `fast`, what the bulk path read itself). Unless `final`, the
-        parser can keep being fed afterwards."""
-        parsed = self.result(ended_mid_line=ended_mid_line, final=final)
+        parser can keep being fed afterwards. With `since_step` (and no `fast`): that Run cut to
+        the steps from `since_step` on (see the module's docstring)."""
+        parsed = self.result(ended_mid_line=ended_mid_line, final=final, since_step=since_step)
+        if since_step is not None:
+            # The metadata reads every metric's name, not only those of the steps kept.
+            names = self._frame_names | set(self._rows_metric)
+            fast = FastPart(metric_names=names)
         run = build_run(parsed, source or Source("verl-console", "<stream>"), run_id, fast)
+        if since_step is not None and since_step > 0:
+            run.metrics = run.metrics.filter(pl.col("step") >= since_step)
         if final:
             note_if_nothing_found(run)
         return redact_run(run)  # tail reads through here, not `ingest.load`
