@@ -174,7 +174,7 @@ def tail(
             notifier.stopping = True
     finally:
         waiter.close()
-        session.close()
+        _print_alerts(console, session.close())  # the last full pass's, if window passes ran
         if finished:
             _save_to_store(session, store, console)
         if notifier is not None:
@@ -192,6 +192,12 @@ def tail(
                 )
 
 
+def _print_alerts(console: Console, alerts: list) -> None:
+    for alert in alerts:
+        style = "bold red" if alert.severity in ("error", "critical") else "yellow"
+        console.print(Text(alert.text, style=style))
+
+
 def _loop(session, console: Console, once: bool, waiter: ChangeWaiter, stop: dict, refresh) -> None:
     idle_cycles = 0
     while not stop["now"]:
@@ -199,13 +205,7 @@ def _loop(session, console: Console, once: bool, waiter: ChangeWaiter, stop: dic
         alerts = session.cycle()
         for note in session.status.notes:
             console.print(Text(f"note: {note}", style="dim"))
-        for alert in alerts:
-            console.print(
-                Text(
-                    alert.text,
-                    style="bold red" if alert.severity in ("error", "critical") else "yellow",
-                )
-            )
+        _print_alerts(console, alerts)
         refresh()
         if once:
             idle_cycles = idle_cycles + 1 if session.position == before else 0
