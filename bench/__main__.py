@@ -210,6 +210,16 @@ def _fmt_value(c: Check) -> str:
     return f"{c.value:,.2f} {c.unit}".strip()
 
 
+def _method(b: Bench) -> list[str]:
+    """What the bench measures and how: its script's docstring without the usage lines."""
+    import ast
+
+    doc = ast.get_docstring(ast.parse((BENCH / f"{b.name}.py").read_text(encoding="utf-8")))
+    kept = [line for line in (doc or "").splitlines() if not line.startswith("    python ")]
+    text = "\n".join(kept).strip()
+    return [text, ""] if text else []
+
+
 def render(
     sections: list[tuple[Bench, str, list[Check], float, int]],
     info: dict,
@@ -254,6 +264,7 @@ def render(
             "",
             f"## {b.title} (`bench/{b.name}.py`)",
             "",
+            *_method(b),
             f"Ran in {secs:.0f} s, exit code {code}.",
             "",
             "```",

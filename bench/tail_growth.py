@@ -10,6 +10,16 @@ cycle is recorded. Printed per size: median and p95 CPU per new step, and the CP
 pass over the N steps (`TailSession.full_pass`) with what it adds per step when it runs every
 time the run grows by `logscope.tail.FULL_PASS_GROWTH` (amortised). Targets (issue 22): the
 median at 100k steps ≤ 0.1 s, and ≤ 2× the median at 1k steps.
+
+Why it stays flat: between full passes `tail` reruns only the detectors that judge recent steps,
+over the last 420 steps (`logscope/tail_window.py`: twice the longest look-back read from the
+detectors' parameters), on a Run the console parser cuts to those steps at their cost
+(`ConsoleParser.to_run(since_step=...)`). Every detector runs over the whole run, as `analyze`
+does, on the first analysis, whenever the run has grown by 10 % since the last full pass, when a
+restart prints a new config, when the log has been quiet for 10× the last full pass's CPU time,
+and when tail stops; so step-local alerts come on the cycle that shows them and the last report
+is `analyze`'s, while what only the whole run shows (slow leaks, plateaus, config rules) waits
+for the next full pass.
 """
 
 from __future__ import annotations
