@@ -194,7 +194,9 @@ def _analyze_to_send(entry: Input, options: dict[str, Any]) -> list[Report]:
 
 
 #: where a worker leaves a report's triage row (`triage_row` made where the run's metrics are)
+#: and its JSON text (`report_json`: encoded by the pool, not one by one in the parent)
 _ROW = "_triage_row"
+_JSON = "_json"
 
 
 def _light(report: Report, store: Any) -> Report:
@@ -218,6 +220,7 @@ def _light(report: Report, store: Any) -> Report:
         light = StoredRun(metrics_path=path, summary=run.summary(), **fields)
         report = dataclasses.replace(report, run=light)
     report.__dict__[_ROW] = row
+    report.__dict__[_JSON] = report_json(report)
     return report
 
 
@@ -387,13 +390,45 @@ def fleet_dict(reports: Sequence[Report], passed: Sequence[str] = ()) -> dict[st
     from logscope.model import jsonable
 
     pairs = triage(reports)
+    reports_data = [jsonable(report.to_dict()) for _, report in pairs]
+    return {**_head(pairs, passed), "reports": reports_data}
+
+
+def _head(pairs: Sequence[tuple[TriageRow, Report]], passed: Sequence[str]) -> dict[str, Any]:
     rows = [row for row, _ in pairs]
-    return {
-        "schema": SCHEMA,
-        "summary": summary(rows, passed),
-        "runs": [row.to_dict() for row in rows],
-        "reports": [jsonable(report.to_dict()) for _, report in pairs],
-    }
+    return {"schema": SCHEMA, "summary": summary(rows, passed), "runs": [r.to_dict() for r in rows]}
+
+
+def report_json(report: Report) -> str:
+    """A report as `--format json` writes it (indented by 2; the one a pool worker encoded,
+    when it did)."""
+    made = report.__dict__.get(_JSON)
+    if made is not None:
+        return made
+    import json
+
+    from logscope.model import jsonable
+
+    return json.dumps(jsonable(report.to_dict()), indent=2, allow_nan=False)
+
+
+def fleet_json(reports: Sequence[Report], passed: Sequence[str] = ()) -> str:
+    """`json.dumps(fleet_dict(reports, passed), indent=2)`, each report's text taken from
+    `report_json` (the pure-Python encoder that `indent` needs is slow: a fleet's reports are
+    encoded in parallel by the pool workers)."""
+    import json
+
+    pairs = triage(reports)
+    text = json.dumps({**_head(pairs, passed), "reports": []}, indent=2, allow_nan=False)
+    if not pairs:
+        return text
+    inner = ",\n".join(_indented(report_json(report), "    ") for _, report in pairs)
+    return text[: -len("[]\n}")] + "[\n" + inner + "\n  ]\n}"
+
+
+def _indented(text: str, prefix: str) -> str:
+    # JSON strings hold no raw newline: every line of the text is a line of the encoding
+    return "\n".join(prefix + line for line in text.split("\n"))
 
 
 # ---- the triage table as text (every renderer draws these cells) ------------------------------

@@ -90,6 +90,10 @@ def test_pool_workers_send_stored_runs_and_their_rows(
     readable = [r for r in pooled if r.readable]
     assert readable and all(isinstance(r.run, StoredRun) for r in readable)
     assert fleet.fleet_dict(pooled, passed) == fleet.fleet_dict(whole, passed)
+    expected = json.dumps(fleet.fleet_dict(whole, passed), indent=2, allow_nan=False)
+    assert fleet.fleet_json(pooled, passed) == expected  # the workers' texts, spliced
+    assert fleet.fleet_json(whole, passed) == expected
+    assert fleet.fleet_json([], passed) == json.dumps(fleet.fleet_dict([], passed), indent=2)
     assert not any(r.run.metrics_read() for r in readable)  # the table and JSON: no metrics
     steps = {r.run.source.path: list(r.run.steps) for r in whole if r.readable}
     assert {r.run.source.path: list(r.run.steps) for r in readable} == steps  # read on use

@@ -258,8 +258,6 @@ def emit_fleet(
     reports: list, format: OutputFormat, output: Path | None, passed: list[str], details: bool
 ) -> None:
     """Render many runs: the triage table (and each report with `details`); JSON has both."""
-    import json
-
     from logscope import fleet, verdict
     from logscope.report import render_fleet_html, render_fleet_markdown
 
@@ -272,7 +270,7 @@ def emit_fleet(
         format,
         output,
         rich,
-        json=lambda: json.dumps(fleet.fleet_dict(reports, passed), indent=2, allow_nan=False),
+        json=lambda: fleet.fleet_json(reports, passed),
         markdown=lambda: render_fleet_markdown(reports, passed, details),
         html=lambda: render_fleet_html(reports, passed, details),
         verdict=lambda: verdict.to_json(verdict.fleet_verdict(reports, passed)),
