@@ -46,6 +46,7 @@ def test_analyze_imports_neither_other_commands_nor_their_libraries(tmp_path: Pa
     loaded = _modules_after([*args, "--store", str(tmp_path / "store")])
     assert "logscope.cli.analyze" in loaded
     assert [m for m in OTHERS if m in loaded] == []
+    assert "detect_secrets" not in loaded  # nothing in this log needs the redactor's patterns
     assert json.loads((tmp_path / "r.json").read_text())["findings"]  # it did analyse
 
 
