@@ -16,10 +16,13 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from logscope.model import SEVERITY_RANK
 from logscope.report import Report
+
+if TYPE_CHECKING:
+    from logscope.store import Store
 
 #: one input: the path and the reader to use (None: the reader sniffs)
 Input = tuple[str, str | None]
@@ -199,7 +202,7 @@ _ROW = "_triage_row"
 _JSON = "_json"
 
 
-def _light(report: Report, store: Any) -> Report:
+def _light(report: Report, store: Store | None) -> Report:
     """`report` as the parent needs it: its triage row made here, and a stored run sent as its
     place in the store rather than its metrics (`StoredRun`: read again only if the parent
     stitches or draws it). A run the store does not hold (--no-cache) is sent whole."""
@@ -400,8 +403,8 @@ def _head(pairs: Sequence[tuple[TriageRow, Report]], passed: Sequence[str]) -> d
 
 
 def report_json(report: Report) -> str:
-    """A report as `--format json` writes it (indented by 2; the one a pool worker encoded,
-    when it did)."""
+    """A report's JSON as the fleet JSON holds it (`Report.to_dict`, indented by 2; the text a
+    pool worker encoded, when it did)."""
     made = report.__dict__.get(_JSON)
     if made is not None:
         return made
