@@ -133,7 +133,8 @@ def _on_ray(
         ray.init(address=address, include_dashboard=False, log_to_driver=False)
     try:
         task = ray.remote(_analyze_to_send)
-        refs = {task.remote(entry, options): n for n, entry in enumerate(entries)}
+        # whole runs: a node may mount the shared store under another path than this one
+        refs = {task.remote(entry, options, False): n for n, entry in enumerate(entries)}
         results: list[list[Report]] = [[] for _ in entries]
         pending, finished = list(refs), 0
         while pending:
@@ -187,12 +188,14 @@ def _analyze_one(entry: Input, options: dict[str, Any]) -> list[Report]:
         return analyze_paths([path], source=options.get("source") or source, **rest)
 
 
-def _analyze_to_send(entry: Input, options: dict[str, Any]) -> list[Report]:
-    """`_analyze_one` in a worker, its reports made light to send back (see `_light`)."""
+def _analyze_to_send(entry: Input, options: dict[str, Any], stored: bool = True) -> list[Report]:
+    """`_analyze_one` in a worker, its reports made light to send back (see `_light`; with
+    `stored` False, runs are sent whole)."""
     from logscope.store import Store
 
     reports = _analyze_one(entry, options)
-    store = Store(options.get("store_dir")) if options.get("use_cache", True) else None
+    cached = stored and options.get("use_cache", True)
+    store = Store(options.get("store_dir")) if cached else None
     return [_light(report, store) for report in reports]
 
 
@@ -205,7 +208,7 @@ _JSON = "_json"
 def _light(report: Report, store: Store | None) -> Report:
     """`report` as the parent needs it: its triage row made here, and a stored run sent as its
     place in the store rather than its metrics (`StoredRun`: read again only if the parent
-    stitches or draws it). A run the store does not hold (--no-cache) is sent whole."""
+    stitches or draws it). Without a store (--no-cache, or Ray) a run is sent whole."""
     import dataclasses
 
     from logscope.model import Run
@@ -214,7 +217,7 @@ def _light(report: Report, store: Store | None) -> Report:
     row = triage_row(report)
     run = report.run
     folder = store.run_dir(run.id) if store is not None and report.readable else None
-    if isinstance(run, StoredRun):
+    if folder is not None and isinstance(run, StoredRun):
         run.metrics = None  # read for the row (GPU-hours): the parent reads it again if need be
     elif folder is not None and (folder / "run.json").is_file():
         fields = {f.name: getattr(run, f.name) for f in dataclasses.fields(Run)}
