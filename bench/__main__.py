@@ -49,6 +49,7 @@ BENCHES = [
         ["--sizes", "10000,100000", "--repeat", "3"],
         ["--sizes", "1000,10000", "--repeat", "3", "--no-detectors"],
     ),
+    Bench("small", "Small runs vs the 0.x baseline", ["--repeat", "9"], ["--repeat", "3"]),
     Bench("cache", "Cached re-analysis", ["--steps", "100000"], ["--steps", "10000"]),
     Bench(
         "fleet",

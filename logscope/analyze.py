@@ -180,8 +180,9 @@ def _reason(exc: IngestError, path: str | Path) -> str:
 # Heavy modules detectors import on first use (ruptures pulls in scipy.stats: ~0.7 s; scipy.ndimage
 # ~0.25 s). They are imported in a helper thread while the log is read: the reader spends its
 # time in polars, which releases the GIL.
-# The redactor's patterns (detect-secrets, ~0.2 s) likewise, for the first log text that needs them.
-DETECTOR_IMPORTS = ("ruptures", "scipy.ndimage", "detect_secrets.core.plugins.util")
+# Not the redactor's patterns (detect-secrets and the requests stack it loads, ~0.25 s CPU): most
+# logs hold no text that needs them (`redact` imports them for the first one that does).
+DETECTOR_IMPORTS = ("ruptures", "scipy.ndimage")
 
 
 def _import_in_background(modules: Sequence[str]) -> None:

@@ -12,17 +12,17 @@ from __future__ import annotations
 
 import contextlib
 import glob
-import multiprocessing
 import os
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from logscope.blas import single_threaded
 from logscope.model import SEVERITY_RANK
 from logscope.report import Report
+
+if TYPE_CHECKING:
+    from logscope.store import Store
 
 #: one input: the path and the reader to use (None: the reader sniffs)
 Input = tuple[str, str | None]
@@ -87,12 +87,17 @@ def analyze_inputs(
             if done:
                 done(n + 1, len(entries))
         return [r for rs in results for r in rs]
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    from logscope.blas import single_threaded
+
     options = _for_workers(options)
     # forkserver, not fork: the parent's polars thread pool would deadlock a forked child
     context = multiprocessing.get_context("forkserver")
     workers = min(jobs, len(entries))
     with ProcessPoolExecutor(workers, mp_context=context, initializer=single_threaded) as pool:
-        futures = {pool.submit(_analyze_one, e, options): n for n, e in enumerate(entries)}
+        futures = {pool.submit(_analyze_to_send, e, options): n for n, e in enumerate(entries)}
         for finished, future in enumerate(as_completed(futures), 1):
             n = futures[future]
             try:
@@ -127,8 +132,9 @@ def _on_ray(
     if started:
         ray.init(address=address, include_dashboard=False, log_to_driver=False)
     try:
-        task = ray.remote(_analyze_one)
-        refs = {task.remote(entry, options): n for n, entry in enumerate(entries)}
+        task = ray.remote(_analyze_to_send)
+        # whole runs: a node may mount the shared store under another path than this one
+        refs = {task.remote(entry, options, False): n for n, entry in enumerate(entries)}
         results: list[list[Report]] = [[] for _ in entries]
         pending, finished = list(refs), 0
         while pending:
@@ -182,6 +188,48 @@ def _analyze_one(entry: Input, options: dict[str, Any]) -> list[Report]:
         return analyze_paths([path], source=options.get("source") or source, **rest)
 
 
+def _analyze_to_send(entry: Input, options: dict[str, Any], stored: bool = True) -> list[Report]:
+    """`_analyze_one` in a worker, its reports made light to send back (see `_light`; with
+    `stored` False, runs are sent whole)."""
+    from logscope.store import Store
+
+    reports = _analyze_one(entry, options)
+    cached = stored and options.get("use_cache", True)
+    store = Store(options.get("store_dir")) if cached else None
+    return [_light(report, store) for report in reports]
+
+
+#: where a worker leaves a report's triage row (`triage_row` made where the run's metrics are)
+#: and its JSON text (`report_json`: encoded by the pool, not one by one in the parent)
+_ROW = "_triage_row"
+_JSON = "_json"
+
+
+def _light(report: Report, store: Store | None) -> Report:
+    """`report` as the parent needs it: its triage row made here, and a stored run sent as its
+    place in the store rather than its metrics (`StoredRun`: read again only if the parent
+    stitches or draws it). Without a store (--no-cache, or Ray) a run is sent whole."""
+    import dataclasses
+
+    from logscope.model import Run
+    from logscope.store import StoredRun
+
+    row = triage_row(report)
+    run = report.run
+    folder = store.run_dir(run.id) if store is not None and report.readable else None
+    if folder is not None and isinstance(run, StoredRun):
+        run.metrics = None  # read for the row (GPU-hours): the parent reads it again if need be
+    elif folder is not None and (folder / "run.json").is_file():
+        fields = {f.name: getattr(run, f.name) for f in dataclasses.fields(Run)}
+        del fields["metrics"]
+        path = (folder / "metrics.parquet").absolute()
+        light = StoredRun(metrics_path=path, summary=run.summary(), **fields)
+        report = dataclasses.replace(report, run=light)
+    report.__dict__[_ROW] = row
+    report.__dict__[_JSON] = report_json(report)
+    return report
+
+
 def analyze_all(entries: Sequence[Input], stitch: bool = True, **kwargs: Any) -> list[Report]:
     """`analyze_inputs` (its arguments in `kwargs`), then with `stitch` the segments of each
     resumed or rotated run joined (`stitch_reports`)."""
@@ -206,10 +254,13 @@ def stitch_reports(
 ) -> list[Report]:
     """`reports` with the segments of each resumed or rotated run (`logscope.stitch.chains`)
     replaced by one report of the joined run, where its first segment stood."""
+    readable = [r.run for r in reports if r.readable]
+    if len(readable) < 2:
+        return list(reports)
     from logscope.analyze import analyze_run
     from logscope.stitch import chains, stitch
 
-    found = chains([r.run for r in reports if r.readable])
+    found = chains(readable)
     if not found:
         return list(reports)
     first_of = {id(chain[0]): chain for chain in found}
@@ -250,7 +301,11 @@ class TriageRow:
 
 
 def triage_row(report: Report) -> TriageRow:
-    """The row of one report: its worst findings first among the diagnoses."""
+    """The row of one report: its worst findings first among the diagnoses (the one a pool
+    worker made, when it did)."""
+    made = report.__dict__.get(_ROW)
+    if made is not None:
+        return made
     run = report.run
     steps = run.summary()["steps"]  # a run read back from the store keeps its summary
     by_severity = sorted(report.findings, key=lambda f: -SEVERITY_RANK[f.severity])
@@ -341,13 +396,45 @@ def fleet_dict(reports: Sequence[Report], passed: Sequence[str] = ()) -> dict[st
     from logscope.model import jsonable
 
     pairs = triage(reports)
+    reports_data = [jsonable(report.to_dict()) for _, report in pairs]
+    return {**_head(pairs, passed), "reports": reports_data}
+
+
+def _head(pairs: Sequence[tuple[TriageRow, Report]], passed: Sequence[str]) -> dict[str, Any]:
     rows = [row for row, _ in pairs]
-    return {
-        "schema": SCHEMA,
-        "summary": summary(rows, passed),
-        "runs": [row.to_dict() for row in rows],
-        "reports": [jsonable(report.to_dict()) for _, report in pairs],
-    }
+    return {"schema": SCHEMA, "summary": summary(rows, passed), "runs": [r.to_dict() for r in rows]}
+
+
+def report_json(report: Report) -> str:
+    """A report's JSON as the fleet JSON holds it (`Report.to_dict`, indented by 2; the text a
+    pool worker encoded, when it did)."""
+    made = report.__dict__.get(_JSON)
+    if made is not None:
+        return made
+    import json
+
+    from logscope.model import jsonable
+
+    return json.dumps(jsonable(report.to_dict()), indent=2, allow_nan=False)
+
+
+def fleet_json(reports: Sequence[Report], passed: Sequence[str] = ()) -> str:
+    """`json.dumps(fleet_dict(reports, passed), indent=2)`, each report's text taken from
+    `report_json` (the pure-Python encoder that `indent` needs is slow: a fleet's reports are
+    encoded in parallel by the pool workers)."""
+    import json
+
+    pairs = triage(reports)
+    text = json.dumps({**_head(pairs, passed), "reports": []}, indent=2, allow_nan=False)
+    if not pairs:
+        return text
+    inner = ",\n".join(_indented(report_json(report), "    ") for _, report in pairs)
+    return text[: -len("[]\n}")] + "[\n" + inner + "\n  ]\n}"
+
+
+def _indented(text: str, prefix: str) -> str:
+    # JSON strings hold no raw newline: every line of the text is a line of the encoding
+    return "\n".join(prefix + line for line in text.split("\n"))
 
 
 # ---- the triage table as text (every renderer draws these cells) ------------------------------

@@ -58,19 +58,22 @@ def chains(runs: Sequence[Run]) -> list[list[Run]]:
             groups.setdefault(key, []).append(run)
     out = []
     for key, found in groups.items():
-        # steps only where there is a group: a run read back from the store reads its metrics
-        members = [r for r in found if len(found) > 1 and r.n_steps]
+        # steps only where there is a group (from the summary of a run known by one)
+        span = {id(r): _span(r) for r in found} if len(found) > 1 else {}
+        members = [r for r in found if span and span[id(r)][0]]
         if len(members) < 2:
             continue
         if key[0] == "rotated":
             members.sort(key=_rotation)
+        elif len({span[id(r)][1] for r in members}) < 2:
+            continue  # all start at one step: none resumes another (a sweep under one name)
         else:
-            members.sort(key=lambda r: (int(r.steps[0]), _start(r), r.source.path))
+            members.sort(key=lambda r: (span[id(r)][1], _start(r), r.source.path))
         chain = [members[0]]
         for run in members[1:]:
-            prev = chain[-1]
-            first = int(run.steps[0])
-            if int(prev.steps[0]) < first <= int(prev.steps[-1]) + 1:
+            prev = span[id(chain[-1])]
+            first = span[id(run)][1]
+            if prev[1] < first <= prev[2] + 1:
                 chain.append(run)
                 continue
             if len(chain) > 1:
@@ -79,6 +82,20 @@ def chains(runs: Sequence[Run]) -> list[list[Run]]:
         if len(chain) > 1:
             out.append(chain)
     return out
+
+
+def _span(run: Run) -> tuple[int, int, int]:
+    """(number of steps, first, last) of a run; a stored run whose metrics are not read yet (from
+    the cache or a pool worker) answers from its summary."""
+    from logscope.store import StoredRun
+
+    if isinstance(run, StoredRun) and not run.metrics_read():
+        steps = run.summary()["steps"]
+        if steps["count"]:
+            return steps["count"], int(steps["first"]), int(steps["last"])
+        return 0, 0, 0
+    found = run.steps
+    return (len(found), int(found[0]), int(found[-1])) if len(found) else (0, 0, 0)
 
 
 def _start(run: Run) -> float:

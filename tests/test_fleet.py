@@ -75,6 +75,33 @@ def test_the_pool_finds_what_one_file_at_a_time_finds(
     assert kl == {"r1.log", "r4.log"}
 
 
+def test_pool_workers_send_stored_runs_and_their_rows(
+    runs_folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a store, a worker sends each run as its place in the store (its metrics are read
+    again only when the parent needs them) and its triage row: the same table and JSON as
+    reports holding their whole runs."""
+    from logscope.store import StoredRun
+
+    entries, passed = fleet.inputs([str(runs_folder)])
+    whole = fleet.analyze_inputs(entries, jobs=1, use_cache=False)
+    monkeypatch.setattr(fleet, "POOL_MIN_ENTRIES", 2)
+    pooled = fleet.analyze_inputs(entries, jobs=2, store_dir=tmp_path / "store")
+    readable = [r for r in pooled if r.readable]
+    assert readable and all(isinstance(r.run, StoredRun) for r in readable)
+    assert fleet.fleet_dict(pooled, passed) == fleet.fleet_dict(whole, passed)
+    expected = json.dumps(fleet.fleet_dict(whole, passed), indent=2, allow_nan=False)
+    assert fleet.fleet_json(pooled, passed) == expected  # the workers' texts, spliced
+    assert fleet.fleet_json(whole, passed) == expected
+    assert fleet.fleet_json([], passed) == json.dumps(fleet.fleet_dict([], passed), indent=2)
+    assert not any(r.run.metrics_read() for r in readable)  # the table and JSON: no metrics
+    steps = {r.run.source.path: list(r.run.steps) for r in whole if r.readable}
+    assert {r.run.source.path: list(r.run.steps) for r in readable} == steps  # read on use
+    uncached = fleet.analyze_inputs(entries, jobs=2, use_cache=False)
+    assert not any(isinstance(r.run, StoredRun) for r in uncached)  # no store: sent whole
+    assert {r.run.source.path: list(r.run.steps) for r in uncached if r.readable} == steps
+
+
 def test_triage_puts_the_worst_first_with_the_first_incident(runs_folder: Path) -> None:
     entries, _ = fleet.inputs([str(runs_folder)])
     reports = fleet.analyze_inputs(entries, jobs=1, use_cache=False)

@@ -101,6 +101,22 @@ def test_a_resume_over_three_logs_is_one_run(resumed: Path, tmp_path: Path) -> N
     assert apart["summary"]["runs"] == 3
 
 
+def test_a_pooled_fleet_joins_segments_from_the_store(
+    resumed: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pool workers send stored runs without their metrics: the parent reads them back to
+    stitch, and the joined report is the one of runs read in this process."""
+    from logscope import fleet
+
+    monkeypatch.setattr(fleet, "POOL_MIN_ENTRIES", 2)
+    entries = [(str(p), None) for p in sorted(resumed.glob("*.log"))]
+    pooled = fleet.analyze_all(entries, jobs=2, store_dir=tmp_path / "store")
+    here = fleet.analyze_all(entries, jobs=1, use_cache=False)
+    assert len(pooled) == len(here) == 1
+    assert pooled[0].to_dict() == here[0].to_dict()
+    assert pooled[0].run.n_steps == 400
+
+
 def test_a_sweep_reusing_one_experiment_name_is_not_joined(tmp_path: Path) -> None:
     """Runs that each start at step 1 under verl's default names are separate runs."""
     for seed in (1, 2):

@@ -7,15 +7,30 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 
 from logscope.exceptions import LogscopeError
 
-err_console = Console(stderr=True)
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    err_console: Console
+
+
+def __getattr__(name: str) -> Any:
+    """`err_console`, rich's console on stderr, made (and rich imported) on first use."""
+    if name != "err_console":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from rich.console import Console
+
+    console = globals()["err_console"] = Console(stderr=True)
+    return console
+
+
+def _err_console() -> Console:
+    return __getattr__("err_console")
 
 
 class OutputFormat(StrEnum):
@@ -119,7 +134,9 @@ def user_errors() -> Iterator[None]:
     try:
         yield
     except LogscopeError as exc:
-        err_console.print(
+        from rich.markup import escape
+
+        _err_console().print(
             f"[bold red]logscope:[/] {escape(str(exc))}", markup=True, highlight=False
         )
         raise typer.Exit(2) from None
@@ -148,7 +165,7 @@ def progress_bar(
         BarColumn(),
         MofNCompleteColumn() if runs else DownloadColumn(),
         TimeRemainingColumn(),
-        console=err_console,
+        console=_err_console(),
         transient=True,
     ) as bar:
         task = bar.add_task(counting if runs else "parsing", total=None)
@@ -210,7 +227,10 @@ def emit(
             offered = ", ".join(["rich", *texts])
             raise LogscopeError(f"--format {format} is not offered here; choose one of {offered}")
         write_output(texts[str(format)](), output)
-    elif output is None:
+        return
+    from rich.console import Console
+
+    if output is None:
         rich(Console())
     else:
         with output.open("w", encoding="utf-8") as fh:
@@ -219,11 +239,11 @@ def emit(
 
 def emit_reports(reports: list, format: OutputFormat, output: Path | None) -> None:
     """Render reports in `format` to `--output` or stdout (rich goes to the terminal)."""
-    from logscope import verdict
-    from logscope.cli.render import render_report
     from logscope.report import render_html, render_markdown, reports_to_json
 
     def rich(console: Console) -> None:
+        from logscope.cli.render import render_report
+
         for report in reports:
             render_report(report, console)
 
@@ -234,27 +254,34 @@ def emit_reports(reports: list, format: OutputFormat, output: Path | None) -> No
         json=lambda: reports_to_json(reports),
         markdown=lambda: render_markdown(reports),
         html=lambda: render_html(reports),
-        verdict=lambda: verdict.to_json(
-            verdict.verdict(reports[0]) if len(reports) == 1 else verdict.fleet_verdict(reports)
-        ),
+        verdict=lambda: _verdict_json(reports),
     )
+
+
+def _verdict_json(reports: list) -> str:
+    from logscope import verdict
+
+    one = len(reports) == 1
+    return verdict.to_json(verdict.verdict(reports[0]) if one else verdict.fleet_verdict(reports))
 
 
 def emit_fleet(
     reports: list, format: OutputFormat, output: Path | None, passed: list[str], details: bool
 ) -> None:
     """Render many runs: the triage table (and each report with `details`); JSON has both."""
-    import json
-
     from logscope import fleet, verdict
-    from logscope.cli.render import render_fleet
     from logscope.report import render_fleet_html, render_fleet_markdown
+
+    def rich(console: Console) -> None:
+        from logscope.cli.render import render_fleet
+
+        render_fleet(reports, console, passed, details)
 
     emit(
         format,
         output,
-        lambda console: render_fleet(reports, console, passed, details),
-        json=lambda: json.dumps(fleet.fleet_dict(reports, passed), indent=2, allow_nan=False),
+        rich,
+        json=lambda: fleet.fleet_json(reports, passed),
         markdown=lambda: render_fleet_markdown(reports, passed, details),
         html=lambda: render_fleet_html(reports, passed, details),
         verdict=lambda: verdict.to_json(verdict.fleet_verdict(reports, passed)),
