@@ -252,24 +252,28 @@ def require_readable(reports: Sequence[Report]) -> None:
 def stitch_reports(
     reports: Sequence[Report], only: list[str] | None = None, skip: list[str] | None = None
 ) -> list[Report]:
-    """`reports` with the segments of each resumed or rotated run (`logscope.stitch.chains`)
-    replaced by one report of the joined run, where its first segment stood."""
+    """`reports` with the per-node runs of each multi-node run (`logscope.stitch.node_groups`)
+    and the segments of each resumed or rotated run (`chains`) replaced by one report of the
+    joined run, where its first part stood."""
     readable = [r.run for r in reports if r.readable]
     if len(readable) < 2:
         return list(reports)
     from logscope.analyze import analyze_run
-    from logscope.stitch import chains, stitch
+    from logscope.stitch import chains, join_nodes, node_groups, stitch
 
-    found = chains(readable)
+    found = [(nodes, join_nodes) for nodes in node_groups(readable)]
+    taken = {id(run) for nodes, _ in found for run in nodes}
+    found += [(chain, stitch) for chain in chains([r for r in readable if id(r) not in taken])]
     if not found:
         return list(reports)
-    first_of = {id(chain[0]): chain for chain in found}
-    merged = {id(run) for chain in found for run in chain}
+    first_of = {id(group[0]): (group, join) for group, join in found}
+    merged = {id(run) for group, _ in found for run in group}
     out = []
     for report in reports:
-        chain = first_of.get(id(report.run))
-        if chain is not None:
-            out.append(analyze_run(stitch(chain), only=only, skip=skip))
+        group = first_of.get(id(report.run))
+        if group is not None:
+            runs, join = group
+            out.append(analyze_run(join(runs), only=only, skip=skip))
         elif id(report.run) not in merged:
             out.append(report)
     return out

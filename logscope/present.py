@@ -123,6 +123,11 @@ def header_rows(
             if summary["meta"].get("segments")
             else []
         ),
+        *(
+            [("nodes", escape(nodes_text(summary["meta"]["nodes"])))]
+            if summary["meta"].get("nodes")
+            else []
+        ),
         ("steps", f"{steps['count']} ({steps['first']}–{steps['last']})"),
         ("metrics", str(summary["metrics_count"])),
         ("config segments", str(len(summary["config_segments"]))),
@@ -142,6 +147,16 @@ def segments_text(segments: list[dict[str, Any]]) -> str:
         for s in segments
     ]
     return f"{len(segments)} files: " + ", ".join(parts)
+
+
+def nodes_text(nodes: list[dict[str, Any]]) -> str:
+    """`2 nodes: node0/train.log (head), node1/worker.log (4 events)` of a multi-node run."""
+    parts = [
+        f"{Path(n['path']).parent.name}/{Path(n['path']).name} "
+        + ("(head)" if n["role"] == "head" else f"({n['events']} events)")
+        for n in nodes
+    ]
+    return f"{len(nodes)} nodes: " + ", ".join(parts)
 
 
 def duration(seconds: float) -> str:

@@ -1,5 +1,7 @@
 """Segments of one run joined into one Run: a run resumed from a checkpoint (a new console log
-or W&B run per restart) and rotated logs (`verl.log.2`, `verl.log.1`, `verl.log`).
+or W&B run per restart), rotated logs (`verl.log.2`, `verl.log.1`, `verl.log`), and the
+per-node folders of a multi-node run (`node0/`, `node1/`, …: the head node's log holds the
+steps, the others' logs only what their workers printed: tracebacks, OOMs, NCCL errors).
 
 Segments belong together when they share a stitch key (rotated files: the folder and base name;
 otherwise the reader, project and experiment the run names itself) and each one resumes the
@@ -14,6 +16,7 @@ segment's config is kept. Lines are numbered as if the files were concatenated i
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -41,6 +44,78 @@ def stitch_key(run: Run) -> tuple[str, ...] | None:
     if run.source.kind not in STITCHED_KINDS or not project or not experiment:
         return None
     return ("named", run.source.kind, str(project), str(experiment))
+
+
+#: a folder of one node of a multi-node run: `node0`, `node-1`, `worker_3`, `rank2`, `host-07`
+NODE_DIR = re.compile(r"^(?:node|host|worker|rank|machine)[-_.]?\d+$", re.IGNORECASE)
+
+
+def node_key(run: Run) -> str | None:
+    """The folder holding a run's node folders (None: its path has no node folder)."""
+    path = run.source.path
+    if not path or path.startswith("<") or "://" in path:
+        return None
+    parts = Path(path).parts
+    for i in range(len(parts) - 2, 0, -1):  # the nearest node folder above the file
+        if NODE_DIR.match(parts[i]):
+            return str(Path(*parts[:i]))
+    return None
+
+
+def node_groups(runs: Sequence[Run]) -> list[list[Run]]:
+    """The runs of each multi-node run, head first: runs under sibling node folders of one
+    folder, exactly one of which has steps (the head, where the trainer logs); the others'
+    logs hold no steps. Folders where several nodes log steps are separate runs."""
+    groups: dict[str, list[Run]] = {}
+    for run in runs:
+        key = node_key(run)
+        if key is not None:
+            groups.setdefault(key, []).append(run)
+    out = []
+    for members in groups.values():
+        heads = [r for r in members if _span(r)[0]]
+        if len(members) > 1 and len(heads) == 1:
+            out.append([heads[0], *(r for r in members if r is not heads[0])])
+    return out
+
+
+def join_nodes(runs: Sequence[Run]) -> Run:
+    """The head node's run (`runs[0]`) with the other nodes' events and parse stats, their lines
+    numbered after the head's; `meta["nodes"]` says which file each node's part came from."""
+    head = runs[0]
+    events = list(head.events)
+    stats = ParseStats()
+    _add_stats(stats, head.parse_stats, 0)
+    nodes = [{"path": head.source.path, "role": "head", "events": len(head.events)}]
+    offset = head.parse_stats.lines_read
+    last = _span(head)[2]  # a worker's log has no steps: its events are placed at the head's last
+    for run in runs[1:]:
+        events += [
+            Event(e.line_no + offset, last if e.step_hint is None else e.step_hint, e.kind, e.text)
+            for e in run.events
+        ]
+        _add_stats(stats, run.parse_stats, offset)
+        nodes.append({"path": run.source.path, "role": "worker", "events": len(run.events)})
+        offset += run.parse_stats.lines_read
+    stats.notes.append(
+        f"joined {len(runs)} nodes: "
+        + ", ".join(f"{Path(n['path']).parent.name}/{Path(n['path']).name}" for n in nodes)
+        + f" (the other nodes' lines carry no steps: their events are placed at step {last}, "
+        "the head's last)"
+    )
+    digest = hashlib.blake2b("\0".join(r.id for r in runs).encode(), digest_size=16)
+    configs = head.config_segments or next(
+        (r.config_segments for r in runs if r.config_segments), []
+    )
+    return Run(
+        id=f"nodes-{digest.hexdigest()}",
+        source=Source(head.source.kind, head.source.path),
+        meta={**head.meta, "nodes": nodes},
+        config_segments=list(configs),
+        metrics=head.metrics,
+        events=events,
+        parse_stats=stats,
+    )
 
 
 def _rotation(run: Run) -> int:

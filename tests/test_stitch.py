@@ -168,3 +168,44 @@ def test_a_wandb_run_resumed_twice_is_one_run(tmp_path: Path) -> None:
     assert len(run["meta"]["segments"]) == 3
     assert [s["steps_kept"] for s in run["meta"]["segments"]] == [[1, 89], [90, 189], [190, 300]]
     assert len(run["config_segments"]) == 3
+
+
+# ---- multi-node runs: per-node folders ---------------------------------------------------------
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _nodes(tmp_path: Path, head_steps: bool = True) -> Path:
+    """A crash log split as a 2-node run leaves it: node0 holds the trainer's step lines, node1
+    only the worker's OOM traceback."""
+    lines = (ROOT / "fixtures" / "diagnoses" / "LS010.log").read_text().splitlines(keepends=True)
+    cut = next(i for i, line in enumerate(lines) if "OutOfMemoryError" in line)
+    for node, part in (("node0", lines[:cut]), ("node1", lines[cut:])):
+        (tmp_path / "exp" / node).mkdir(parents=True)
+        (tmp_path / "exp" / node / f"{node}.log").write_text("".join(part))
+    return tmp_path
+
+
+def test_per_node_folders_are_one_run_with_the_workers_crash(tmp_path: Path) -> None:
+    whole = _analyze(str(ROOT / "fixtures" / "diagnoses" / "LS010.log"), "--no-cache")
+    joined = _analyze(str(_nodes(tmp_path)), "--no-cache")
+    nodes = joined["run"]["meta"]["nodes"]
+    assert [(Path(n["path"]).parent.name, n["role"]) for n in nodes] == [
+        ("node0", "head"),
+        ("node1", "worker"),
+    ]
+    found = [(f["name"], f["step"]) for f in joined["findings"]]
+    assert found == [(f["name"], f["step"]) for f in whole["findings"]]
+    assert ("cuda-oom", 30) in found
+
+
+def test_no_stitch_keeps_each_node_a_run(tmp_path: Path) -> None:
+    fleet = _analyze(str(_nodes(tmp_path)), "--no-cache", "--no-stitch")
+    assert len(fleet["reports"]) == 2
+
+
+def test_nodes_that_all_log_steps_are_separate_runs(tmp_path: Path) -> None:
+    log = ROOT / "fixtures" / "diagnoses" / "LS010.log"
+    for node in ("node0", "node1"):
+        (tmp_path / "exp" / node).mkdir(parents=True)
+        (tmp_path / "exp" / node / "train.log").write_text(log.read_text())
+    assert len(_analyze(str(tmp_path), "--no-cache")["reports"]) == 2

@@ -17,6 +17,7 @@ from logscope.present import (
     evidence_text,
     fmt_value,
     meta_rows,
+    nodes_text,
     overrides,
     segments_text,
     step_span,
@@ -42,6 +43,8 @@ def summary_table(s: dict[str, Any]) -> Table:
         table.add_row(label, Text(value))
     if meta.get("segments"):
         table.add_row("segments", Text(segments_text(meta["segments"])))
+    if meta.get("nodes"):
+        table.add_row("nodes", Text(nodes_text(meta["nodes"])))
     st = s["steps"]
     if st["count"]:
         table.add_row("steps", Text(f"{st['count']} (step {st['first']} to {st['last']})"))
