@@ -254,6 +254,7 @@ def test_profile_of_defaults_to_verl():
 
 # ---- from each framework's own files ------------------------------------------------------------
 NATIVE = {
+    "openrlhf": "tensorboard",  # it keeps no local metrics file: its TensorBoard run
     "trl": "hf-trainer-state",
     "roll": "roll-console",
     "skyrl": "skyrl-console",
@@ -288,3 +289,21 @@ def test_healthy_run_from_the_frameworks_own_file_is_quiet(framework, tmp_path):
 
     (run,) = load(write(as_framework(_sim(None, seed=7), framework), tmp_path / "run"))
     assert [f.name for f in analyze_run(run).findings if f.severity != "info"] == []
+
+
+@pytest.mark.parametrize("framework", MAIN)
+def test_kl_advice_names_the_frameworks_own_parameters(framework):
+    run = as_framework(_sim("kl-jump"), framework)
+    findings = [f for f in analyze_run(run).findings if f.name == "kl-jump"]
+    assert findings
+    profile = get(framework)
+    own = {p.name for p in profile.parameters.values() if p.name}
+    for advice in findings[0].advice:
+        if advice.parameter in own:
+            assert advice.override is None or advice.override == profile.override(
+                advice.parameter, advice.suggested
+            )
+        else:  # a verl parameter it has no counterpart of: said plainly, nothing to paste
+            assert advice.rationale.startswith(f"{profile.title} has no counterpart")
+            assert advice.override is None
+    assert any(a.parameter in own and a.override for a in findings[0].advice)
