@@ -27,7 +27,7 @@ from logscope.ingest._common import content_hash, metrics_frame, to_float
 from logscope.ingest.files import GZIP_MAGIC, read_head
 from logscope.ingest.verl_events import classify
 from logscope.ingest.verl_text import segments, split_prefix, strip_ansi, strip_tail
-from logscope.model import Event, Run, Source
+from logscope.model import Event, ParseStats, Run, Source
 
 #: how much of a file the sniffs look at: startup output (configs, model loading) comes first
 SNIFF_BYTES = 1 << 20
@@ -96,14 +96,18 @@ def clean(segment: str) -> str:
     return strip_tail(split_prefix(strip_ansi(segment))[1])
 
 
-def lines(text: str, progress: Any = None) -> Iterator[tuple[int, str]]:
-    """(1-based line number, cleaned segment) of every `\\r`-split segment of `text`;
-    `progress(lines done, lines)` now and then."""
+def lines(
+    text: str, progress: Any = None, stats: ParseStats | None = None
+) -> Iterator[tuple[int, str]]:
+    """(1-based line number, cleaned segment) of every `\\r`-split segment of `text`, each
+    counted in `stats.lines_read`; `progress(lines done, lines)` now and then."""
     raw_lines = text.split("\n")
     for line_no, raw in enumerate(raw_lines, 1):
         if progress is not None and line_no % 20_000 == 0:
             progress(line_no, len(raw_lines))
         for segment in segments(raw):
+            if stats is not None:
+                stats.lines_read += 1
             yield line_no, clean(segment)
 
 

@@ -58,8 +58,7 @@ def read(path: Path, *, progress: Any = None) -> list[Run]:
     base: int | None = None  # first W&B step of the commit being read
     last = -1  # last W&B step committed
     step: int | None = None  # W&B step of the table being read
-    for line_no, line in fw.lines(text, progress):
-        stats.lines_read += 1
+    for line_no, line in fw.lines(text, progress, stats):
         if line.startswith("["):
             line = ROLE_RE.sub("", line, count=1)
         lead = line.lstrip()[:1]

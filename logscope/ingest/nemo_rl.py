@@ -131,8 +131,7 @@ def read(path: Path, *, progress: Any = None) -> list[Run]:
     step, in_epoch, offset, last_n = 0, 0, 0, 0
     section: str | None = None
     unknown: set[str] = set()
-    for line_no, line in fw.lines(text, progress):
-        stats.lines_read += 1
+    for line_no, line in fw.lines(text, progress, stats):
         stripped = line.strip()
         if stripped.endswith(":") and (title := SECTION_RE.match(stripped)) is not None:
             section = SECTIONS[title.group(1)]

@@ -111,8 +111,7 @@ def read(path: Path, *, progress: Any = None) -> list[Run]:
     cols = fw.Columns()
     step: int | None = None
     orchestrator_lines = unnamed = 0
-    for line_no, line in fw.lines(text, progress):
-        stats.lines_read += 1
+    for line_no, line in fw.lines(text, progress, stats):
         m = STEP_RE.search(line) if "Step " in line and "| Loss " in line else None
         if m is not None:
             values = step_values(m)

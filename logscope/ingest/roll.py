@@ -45,8 +45,7 @@ def read(path: Path, *, progress: Any = None) -> list[Run]:
     stats = run.parse_stats
     cols = fw.Columns()
     step: int | None = None
-    for line_no, line in fw.lines(text, progress):
-        stats.lines_read += 1
+    for line_no, line in fw.lines(text, progress, stats):
         at = line.find("metrics_tag: ")
         if at < 0:
             cols.event(line_no, step, line)

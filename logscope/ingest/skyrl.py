@@ -47,8 +47,7 @@ def read(path: Path, *, progress: Any = None) -> list[Run]:
     def give_up(reason: str) -> None:
         stats.skip(start, "\n".join(block)[:200], reason)
 
-    for line_no, line in fw.lines(text, progress):
-        stats.lines_read += 1
+    for line_no, line in fw.lines(text, progress, stats):
         if step is not None:
             if not block and not line.startswith("{"):
                 stats.skip(start, f"Step {step}:", "SkyRL step header without its dict")

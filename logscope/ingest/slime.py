@@ -66,8 +66,7 @@ def read(path: Path, *, progress: Any = None) -> list[Run]:
     records: list[tuple[str, int, dict[str, float]]] = []
     cols = fw.Columns()
     train_step: int | None = None
-    for line_no, line in fw.lines(text, progress):
-        stats.lines_read += 1
+    for line_no, line in fw.lines(text, progress, stats):
         m = LINE_RE.search(line) if ": {" in line else None
         if m is None:
             cols.event(line_no, train_step, line)
