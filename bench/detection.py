@@ -368,7 +368,7 @@ def to_markdown(
         "# Detection quality",
         "",
         f"Measured by `python bench/detection.py --per-kind {args.per_kind} --healthy {args.healthy} "
-        f"--max-steps {args.max_steps} --seed {args.seed}` on {time.strftime('%Y-%m-%d')} "
+        f"--max-steps {args.max_steps} --seed {args.seed} --framework-runs {args.framework_runs}` on {time.strftime('%Y-%m-%d')} "
         f"({os.cpu_count()} cores, {seconds:.0f} s). Runs are simulated by `logscope.synthetic` with one "
         "injected pathology each, or none (healthy), written as verl console logs and read back by "
         "logscope's reader.",
