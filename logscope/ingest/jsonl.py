@@ -114,7 +114,8 @@ def _fast_frame(body: bytes) -> tuple[pl.DataFrame, int] | None:
             )
         else:
             long = long.sort("step", maintain_order=True)
-    except (pl.exceptions.PolarsError, ValueError, TypeError):
+    except (pl.exceptions.PolarsError, ValueError, TypeError, OSError):
+        # OSError: polars takes a body that starts with gzip's magic bytes for a .gz stream
         return None
     return long, frame.height
 
