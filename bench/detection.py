@@ -232,23 +232,9 @@ def simulate_case(case: Case):
 
 def _write_tensorboard(sim, folder: Path) -> None:
     """The run as TensorBoard event files, written by TensorBoard's own EventFileWriter."""
-    from tensorboard.compat.proto import event_pb2, summary_pb2
-    from tensorboard.summary.writer.event_file_writer import EventFileWriter
+    from logscope.synthetic.framework_formats import write_tensorboard
 
-    writer = EventFileWriter(str(folder))
-    wide = sim.metrics.pivot(on="metric", index="step", values="value").sort("step")
-    names = [c for c in wide.columns if c != "step"]
-    for row in wide.iter_rows():
-        step, values = row[0], row[1:]
-        summary = summary_pb2.Summary(
-            value=[
-                summary_pb2.Summary.Value(tag=name, simple_value=float(v))
-                for name, v in zip(names, values, strict=True)
-                if v is not None
-            ]
-        )
-        writer.add_event(event_pb2.Event(step=int(step), wall_time=time.time(), summary=summary))
-    writer.close()
+    write_tensorboard(sim.to_run(), folder)
 
 
 def evaluate(case: Case, with_rldoctor: bool) -> Outcome:
