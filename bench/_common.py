@@ -254,3 +254,12 @@ def console_log_in_child(steps: int) -> Path:
         cwd=ROOT,
     )
     return Path(out.stdout.strip().splitlines()[-1])
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The q-quantile of `values`, linear between the two nearest ranks (numpy's default)."""
+    ordered = sorted(values)
+    pos = (len(ordered) - 1) * q
+    lo = int(pos)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)

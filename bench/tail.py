@@ -40,7 +40,7 @@ if __package__ in (None, ""):
     ]
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._common import Results, command_line, workdir
+from bench._common import Results, command_line, percentile, workdir
 
 TARGET_P95_S = 1.0
 TARGET_IDLE_PCT = 1.0
@@ -184,14 +184,6 @@ def idle_cpu(stand_in, seconds: float, poll: float) -> tuple[float, float]:  # t
     finally:
         stop(proc)
     return 100.0 * (c1 - c0) / (t1 - t0), t1 - t0
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    pos = (len(ordered) - 1) * q
-    lo = int(pos)
-    hi = min(lo + 1, len(ordered) - 1)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
 
 
 def main(argv: list[str] | None = None) -> int:

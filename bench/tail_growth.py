@@ -37,7 +37,7 @@ if __package__ in (None, ""):
     ]
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._common import Results, command_line, console_log_in_child
+from bench._common import Results, command_line, console_log_in_child, percentile
 
 TARGET_S = 0.1
 TARGET_RATIO = 2.0
@@ -87,14 +87,6 @@ def measure(path: Path, new: int) -> tuple[list[float], float, float, int]:
             full_cpu = time.process_time() - t if full is not None else float("nan")
             session.close()
     return per_step, full_cpu, history, len(ends)
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    pos = (len(ordered) - 1) * q
-    lo = int(pos)
-    hi = min(lo + 1, len(ordered) - 1)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
 
 
 def main(argv: list[str] | None = None) -> int:
