@@ -17,6 +17,7 @@ from logscope.model import SEVERITY_RANK, Finding, Run, jsonable
 from logscope.report import Report, Skipped
 
 if TYPE_CHECKING:
+    from logscope.ingest import Sniffed
     from logscope.store import Store
 
 Progress = Callable[[int, int], None]
@@ -92,8 +93,12 @@ def analyze_paths(
     use_cache: bool = True,
     progress: Progress | None = None,
     framework: str | None = None,
+    reader: Sniffed | None = None,
 ) -> list[Report]:
     """Read every path (through the store's cache) and analyse each run found.
+
+    `reader`: what sniffing the (one) path found before (`ingest.Sniffed`), so it is not
+    sniffed again while unchanged.
 
     `framework` forces the profile detectors read metrics through (`logscope.frameworks`);
     by default each run has the one its reader set or its keys identify.
@@ -140,7 +145,12 @@ def analyze_paths(
             detectors = built[settings.fingerprint()] = settings.detectors(only, skip)
         try:
             runs = store.load(
-                path, source=source, use_cache=use_cache, progress=progress, write_behind=True
+                path,
+                source=source,
+                use_cache=use_cache,
+                progress=progress,
+                write_behind=True,
+                reader=reader,
             )
         except IngestError as exc:
             reports.append(Report.unreadable(str(path), _reason(exc, path)))

@@ -22,10 +22,27 @@ from logscope.model import SEVERITY_RANK
 from logscope.report import Report
 
 if TYPE_CHECKING:
+    from logscope.ingest import Sniffed
     from logscope.store import Store
 
 #: one input: the path and the reader to use (None: the reader sniffs)
 Input = tuple[str, str | None]
+
+
+class Entry(tuple):  # type: ignore[type-arg]
+    """An `Input` found in a folder, which also carries what `discover` sniffed it to be
+    (`reader`, an `ingest.Sniffed`): the worker reads it without sniffing every reader again
+    while the file is unchanged. It unpacks, compares and hashes as the plain (path, kind)."""
+
+    reader: Sniffed | None = None
+
+    @classmethod
+    def of(cls, path: str, kind: str | None, reader: Sniffed | None) -> Entry:
+        entry = cls((path, kind))
+        entry.reader = reader
+        return entry
+
+
 Done = Callable[[int, int], None]
 
 SCHEMA = "logscope.fleet/1"
@@ -38,7 +55,7 @@ def inputs(paths: Sequence[str]) -> tuple[list[Input], list[str]]:
     (a W&B run, a TensorBoard log folder); any other folder is searched (`ingest.discover`); a
     path that does not exist but is a glob pattern is expanded (matching nothing, it stays an
     entry, whose report then says there is no such file)."""
-    from logscope.ingest import discover
+    from logscope.ingest import Sniffed, discover
 
     found: list[Input] = []
     passed: list[str] = []
@@ -57,7 +74,11 @@ def inputs(paths: Sequence[str]) -> tuple[list[Input], list[str]]:
             if len(sources) <= 1:  # one source (or none: the reader says why)
                 found.append((path, None))
                 continue
-            found += [(str(s), m.KIND if s.is_dir() else None) for s, m in sources]
+            for s, m in sources:
+                if s.is_dir():
+                    found.append((str(s), m.KIND))
+                else:  # what its sniff found goes with it, for the worker
+                    found.append(Entry.of(str(s), None, Sniffed.of(s, m.KIND)))
             passed += [str(f) for f, _ in skipped]
     return list(dict.fromkeys(found)), passed
 
@@ -184,8 +205,9 @@ def _analyze_one(entry: Input, options: dict[str, Any]) -> list[Report]:
 
     path, source = entry
     rest = {k: v for k, v in options.items() if k not in ("source", "config")}
+    reader = getattr(entry, "reader", None)
     with settings.using(options.get("config")):
-        return analyze_paths([path], source=options.get("source") or source, **rest)
+        return analyze_paths([path], source=options.get("source") or source, reader=reader, **rest)
 
 
 def _analyze_to_send(entry: Input, options: dict[str, Any], stored: bool = True) -> list[Report]:

@@ -36,7 +36,7 @@ import os
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 import xxhash
@@ -54,6 +54,9 @@ from logscope.model import (
     empty_metrics,
     jsonable,
 )
+
+if TYPE_CHECKING:
+    from logscope.ingest import Sniffed
 
 # Bump when readers change what they produce, so old cache entries are not reused.
 # 2: pasted-text grammar (decorations, headless records, W&B summary); 3: secrets redacted at ingest
@@ -308,8 +311,10 @@ class Store:
         use_cache: bool = True,
         progress: Callable[[int, int], None] | None = None,
         write_behind: bool = False,
+        reader: Sniffed | None = None,
     ) -> list[Run]:
-        """Runs of `path`: from the store when the content is unchanged, else parsed and saved.
+        """Runs of `path`: from the store when the content is unchanged, else parsed and saved
+        (`reader`: what sniffing the file found before, see `ingest.load`; not part of the key).
 
         With `write_behind`, saving runs in a thread (Parquet encoding releases the GIL, so it
         overlaps with the caller's analysis); call `wait()` before relying on the entry or on
@@ -322,7 +327,7 @@ class Store:
             cached = self.get_source(key, path)
             if cached is not None:
                 return cached
-        runs = ingest_load(path, source=source, progress=progress)
+        runs = ingest_load(path, source=source, progress=progress, reader=reader)
         if key is not None:
             if write_behind:
                 writer = threading.Thread(

@@ -56,6 +56,10 @@ def test_inputs_search_folders_and_expand_globs(runs_folder: Path) -> None:
     assert (str(runs_folder / "nothing*.log"), None) in entries  # read: "no such file"
     globbed, _ = fleet.inputs([str(runs_folder / "exp1" / "*.log")])
     assert sorted(Path(p).name for p, _ in globbed) == ["r1.log", "r3.log", "r5.log"]
+    # what discovery sniffed goes to the workers (they do not sniff every reader again)
+    found = [e for e in entries if "nothing" not in e[0]]
+    assert {e.reader.kind for e in found} == {"verl-console"}
+    assert (found[0][0], None) == found[0] and fleet.Entry.of("a", None, None) == ("a", None)
 
 
 def test_the_pool_finds_what_one_file_at_a_time_finds(

@@ -122,3 +122,24 @@ def test_the_source_option_names_every_reader() -> None:
 
     help_text = SourceOption.__metadata__[0].help
     assert all(kind in help_text for kind in kinds()), help_text
+
+
+def test_a_sniffed_reader_is_used_while_the_file_is_unchanged(tmp_path, monkeypatch):
+    from logscope.ingest import Sniffed, console, jsonl
+
+    log = tmp_path / "train.log"
+    log.write_text("step:1 - actor/pg_loss:0.100 - critic/score/mean:0.500\n")
+    sniffed: list[str] = []
+    for module in reader_modules():
+        monkeypatch.setattr(
+            module, "sniff", lambda p, m=module, f=module.sniff: sniffed.append(m.KIND) or f(p)
+        )
+    hint = Sniffed.of(log, console.KIND)
+    (run,) = load(log, reader=hint)
+    assert sniffed == [] and run.has_metric("actor/pg_loss")
+    # the file changed since (now JSONL): the hint no longer holds, every reader is asked
+    log.unlink()
+    write_verl_jsonl(log, ROWS)
+    assert not hint.holds_for(log)
+    (run,) = load(log, reader=hint)
+    assert run.source.kind == jsonl.KIND and jsonl.KIND in sniffed
