@@ -165,6 +165,8 @@ def analyze_paths(
         reports.extend(found)
         if key and runs and not any(r.errors for r in found):
             entry = _results_to_json(found)
+            for report, data in zip(found, entry["reports"], strict=True):
+                report.__dict__[AS_DICT] = data
             store.put_results(key, entry)
             if full:
                 for run, data in zip(runs, entry["reports"], strict=True):
@@ -253,6 +255,11 @@ def _code_fingerprint() -> str:
             digest.update(f"{file}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
     _FINGERPRINT.append(digest.hexdigest())
     return _FINGERPRINT[0]
+
+
+#: where a report analysed here keeps the `jsonable(to_dict())` its cache entry holds, so that
+#: a pool worker encoding it for the fleet JSON (`fleet.report_json`) does not build it again
+AS_DICT = "_as_dict"
 
 
 def _results_to_json(reports: list[Report]) -> dict:

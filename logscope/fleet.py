@@ -237,6 +237,7 @@ def _light(report: Report, store: Store | None) -> Report:
     from logscope.store import StoredRun
 
     row = triage_row(report)
+    text = report_json(report)  # before the run is replaced: the analysis' dict is on `report`
     run = report.run
     folder = store.run_dir(run.id) if store is not None and report.readable else None
     if folder is not None and isinstance(run, StoredRun):
@@ -248,7 +249,7 @@ def _light(report: Report, store: Store | None) -> Report:
         light = StoredRun(metrics_path=path, summary=run.summary(), **fields)
         report = dataclasses.replace(report, run=light)
     report.__dict__[_ROW] = row
-    report.__dict__[_JSON] = report_json(report)
+    report.__dict__[_JSON] = text
     return report
 
 
@@ -439,9 +440,13 @@ def report_json(report: Report) -> str:
         return made
     import json
 
+    from logscope.analyze import AS_DICT
     from logscope.model import jsonable
 
-    return json.dumps(jsonable(report.to_dict()), indent=2, allow_nan=False)
+    data = report.__dict__.get(AS_DICT)
+    if data is None:
+        data = jsonable(report.to_dict())
+    return json.dumps(data, indent=2, allow_nan=False)
 
 
 def fleet_json(reports: Sequence[Report], passed: Sequence[str] = ()) -> str:

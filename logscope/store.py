@@ -224,7 +224,7 @@ class Store:
         for run in runs:
             self.put_run(run)
         index = {"path": path, "runs": [r.id for r in runs], "format": FORMAT_VERSION}
-        sweep_temp_files(self.root / "sources")
+        _sweep_once(self.root / "sources")
         write_atomic(
             self.root / "sources" / f"{key}.json", json.dumps(index).encode(), durable=False
         )
@@ -620,5 +620,19 @@ def _parquet_bytes(frame: pl.DataFrame) -> bytes:
     import io
 
     buf = io.BytesIO()
-    frame.write_parquet(buf, compression="zstd")
+    # zstd level 1, not polars' default 3: a third less CPU for files <1 % larger (a 100k-step
+    # run's 7M rows: 1.25 -> 0.83 s, 36.7 -> 37.0 MB); reading them costs the same.
+    frame.write_parquet(buf, compression="zstd", compression_level=1)
     return buf.getvalue()
+
+
+#: folders this process has swept of killed writers' temporary files
+_SWEPT: set[Path] = set()
+
+
+def _sweep_once(folder: Path) -> None:
+    """`sweep_temp_files` on a shared folder once per process: `sources/` holds an entry per
+    input (a fleet's thousands), and listing it for every run stored made the fleet quadratic."""
+    if folder not in _SWEPT:
+        sweep_temp_files(folder)
+        _SWEPT.add(folder)
