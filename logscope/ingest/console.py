@@ -285,10 +285,11 @@ def _split_cr(frame: pl.DataFrame, bar_seen: bool) -> tuple[pl.DataFrame, bool]:
     if not has_cr.any():
         return frame, bar_seen
     # Most such lines are a Ray prefix and a tqdm bar: all noise, told by one regex pass.
-    lines = frame.filter(has_cr)
-    quiet = lines.select(_all_noise(pl.col("raw"))).to_series()
-    split = (
-        lines.filter(~quiet)
+    bar = pl.col("raw").str.contains("Training Progress", literal=True)
+    lines = frame.filter(has_cr).with_columns(quiet=_all_noise(pl.col("raw")), bar=bar)
+    split = (  # one query: a small chunk pays polars' fixed cost per query, not per row
+        lines.lazy()
+        .filter(~pl.col("quiet"))
         .with_columns(pl.col("raw").str.split("\r"))
         .with_columns(
             sub=pl.int_ranges(0, pl.col("raw").list.len(), dtype=pl.Int64),
@@ -296,15 +297,16 @@ def _split_cr(frame: pl.DataFrame, bar_seen: bool) -> tuple[pl.DataFrame, bool]:
         )
         .explode(["raw", "sub"])
         .with_columns(last=pl.col("sub") == pl.col("n") - 1)
-        .select(frame.columns)
+        .select(*frame.columns, noise=_noise(pl.col("raw")), bar=bar)
+        .collect()
     )
-    noise = split.select(_noise(pl.col("raw"))).to_series()
+    noise = split.get_column("noise")
     if not bar_seen:
-        bar = pl.col("raw").str.contains("Training Progress", literal=True).any()
         bar_seen = bool(
-            lines.filter(quiet).select(bar).item() or split.filter(noise).select(bar).item()
+            (lines.get_column("quiet") & lines.get_column("bar")).any()
+            or (noise & split.get_column("bar")).any()
         )
-    kept = split.filter(~noise)
+    kept = split.filter(~noise).select(frame.columns)
     rows = frame.filter(~has_cr)
     if kept.height:
         rows = pl.concat([rows, kept]).sort(["ln", "sub"])
@@ -340,14 +342,8 @@ def _drop(segments: pl.DataFrame) -> pl.Series:
     """Noise among segments (of lines that were not split on `\\r`, only those without `step:`
     are tested; the split ones are clean of it already)."""
     raw = pl.col("raw")
-    maybe = segments.select(
-        (pl.col("sub") == 0) & pl.col("last") & ~raw.str.contains("step:", literal=True)
-    ).to_series()
-    drop = pl.Series("drop", [False] * segments.height, dtype=pl.Boolean)
-    if maybe.any():
-        idx = maybe.arg_true()
-        drop = drop.scatter(idx, segments.select("raw").gather(idx).select(_noise(raw)).to_series())
-    return drop
+    maybe = (pl.col("sub") == 0) & pl.col("last") & ~raw.str.contains("step:", literal=True)
+    return segments.select(drop=maybe & _noise(raw)).to_series()
 
 
 HEAD_RE = re.compile(vt.HEAD)
