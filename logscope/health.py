@@ -342,7 +342,8 @@ def values_by_step(run: Run, concept: str, since: int | None = None) -> dict[int
     if since is not None:
         start = int(np.searchsorted(s, since))
         s, v = s[start:], v[start:]
-    return {int(a): float(b) for a, b in zip(s, v, strict=True) if math.isfinite(b)}
+    keep = np.isfinite(v)
+    return dict(zip(s[keep].tolist(), v[keep].tolist(), strict=True))
 
 
 def judge(
