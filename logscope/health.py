@@ -19,11 +19,12 @@ import fnmatch
 import itertools
 import math
 from collections.abc import Callable, Collection
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from logscope import metric_registry
 from logscope.aliases import VALIDATION_PREFIXES, resolve
+from logscope.model import HealthRow
 from logscope.sources import cite
 from logscope.verl_version import VerlVersion
 
@@ -56,8 +57,6 @@ VERDICTS: tuple[str, ...] = (
 
 #: Point-in-time judgements use the median of this many last logged training steps.
 RECENT_STEPS = 5
-#: Runs with at most this many training steps get the health table printed.
-SHORT_RUN_STEPS = 10
 #: The health table reads the last this many training steps (a metric logged only earlier is
 #: "not logged" there).
 TABLE_STEPS = 50
@@ -372,26 +371,6 @@ def judge(
 
 
 # ---- the health table ------------------------------------------------------------------------
-@dataclass(frozen=True)
-class HealthRow:
-    """One line of the health table: a key metric at the last training step, and its verdict."""
-
-    key: str
-    label: str
-    metric: str | None
-    step: int | None
-    value: float | None
-    display: str
-    healthy: str
-    verdict: str
-    note: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        from logscope.model import jsonable
-
-        return jsonable(asdict(self))
-
-
 def num(x: float | None) -> str:
     """A value for the table: 3 significant digits, scientific for tiny or huge ones."""
     if x is None or not math.isfinite(x):

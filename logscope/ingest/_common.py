@@ -12,7 +12,7 @@ from typing import Any
 
 import polars as pl
 
-from logscope.model import METRICS_SCHEMA, empty_metrics
+from logscope.schemas import METRICS_SCHEMA, empty_metrics
 from logscope.verl_config import set_path
 
 NAN = float("nan")

@@ -17,7 +17,8 @@ import polars as pl
 
 from logscope.exceptions import IngestError
 from logscope.ingest._common import content_hash, metrics_frame, to_float, version_and_algorithm
-from logscope.model import METRICS_SCHEMA, ParseStats, Run, Source
+from logscope.model import ParseStats, Run, Source
+from logscope.schemas import METRICS_SCHEMA
 
 KIND = "verl-jsonl"
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1

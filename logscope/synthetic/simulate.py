@@ -17,7 +17,8 @@ import polars as pl
 from scipy.signal import lfilter
 from scipy.special import ndtr
 
-from logscope.model import METRICS_SCHEMA, ConfigSegment, Event, Run, Source
+from logscope.model import ConfigSegment, Event, Run, Source
+from logscope.schemas import METRICS_SCHEMA
 from logscope.synthetic import families as _fam
 from logscope.synthetic import pathologies as _path
 from logscope.synthetic.config import (
