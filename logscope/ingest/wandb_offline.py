@@ -146,9 +146,11 @@ class _Damage:
         self.notes: list[str] = []
         self.truncated = False
 
-    def note(self, text: str) -> None:
+    def bad_record(self, note: str) -> None:
+        """Count a record that could not be read; the first five notes say why."""
+        self.bad_records += 1
         if len(self.notes) < 5:
-            self.notes.append(text)
+            self.notes.append(note)
 
 
 def check_header(data: bytes, path: Path) -> None:
@@ -186,8 +188,7 @@ def iter_payloads(data: bytes, damage: _Damage, progress: Any = None) -> Any:
             pos += left
             continue
         if length > left - _HEADER or rtype not in _SEED:
-            damage.bad_records += 1
-            damage.note(f"bad record header at byte {pos}; resumed at the next block")
+            damage.bad_record(f"bad record header at byte {pos}; resumed at the next block")
             pending = None
             pos += left
             continue
@@ -197,8 +198,7 @@ def iter_payloads(data: bytes, damage: _Damage, progress: Any = None) -> Any:
             break
         payload = data[start : start + length]
         if crc32(payload, _SEED[rtype]) != crc:
-            damage.bad_records += 1
-            damage.note(f"bad CRC in record at byte {pos}; resumed at the next block")
+            damage.bad_record(f"bad CRC in record at byte {pos}; resumed at the next block")
             pending = None
             pos += left
             continue
@@ -394,8 +394,7 @@ def _read_file(path: Path, progress: Any = None) -> Run:
         try:
             record = Record.FromString(payload)
         except Exception:
-            damage.bad_records += 1
-            damage.note(f"record {records}: not a W&B Record protobuf; skipped")
+            damage.bad_record(f"record {records}: not a W&B Record protobuf; skipped")
             continue
         kind = record.WhichOneof("record_type")
         if kind == "history":
