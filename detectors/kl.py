@@ -10,7 +10,6 @@ from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
-from scipy.stats import binom, median_abs_deviation, norm
 
 from logscope import verl_config
 from logscope.advice import SEED_GRPO, SEED_PPO, advise, current_value
@@ -26,7 +25,7 @@ from logscope.words import plural
 from ._changes import Change, Recurrence, domain, level_shifts, recurring, spike_changes
 from ._common import by_step, halve_advice, scale_advice
 from ._series import Series, running_median, stretches
-from ._stats import fmt, sig
+from ._stats import binom_cdf, fmt, mad_normal, sig
 
 #: the GRPO article's calibration step (×0.7 / ×1.5 per round), applied in the direction the
 #: mechanics give: a larger KL coefficient pulls the policy back toward the reference.
@@ -40,7 +39,7 @@ ON_POLICY_NEGATIVE_SHARE = 0.2
 NEAR_ZERO_ENTROPY = 0.02
 COLLAPSE_FALL = 0.8
 #: a Gaussian's 99th percentile of |x| in σ: heavy tails raise a series' own 99th percentile above it
-Z99 = float(norm.ppf(0.995))
+Z99 = 2.5758293035489004  # scipy.special.ndtri(0.995)
 
 
 def _lr_share(run: Run, steps: np.ndarray) -> np.ndarray | None:
@@ -153,7 +152,7 @@ def _shift(
     if len(elsewhere) < 5:
         return None
     centre = float(np.median(elsewhere))
-    scale = max(float(median_abs_deviation(elsewhere, scale="normal")), floor, 1e-12)
+    scale = max(mad_normal(elsewhere), floor, 1e-12)
     return _Shift(lb, la, (la - lb - centre) / scale, scale)
 
 
@@ -926,7 +925,7 @@ class PPOKLTooLow(Detector, code="LS103", name="ppo-kl-too-low"):
             k = int(in_window[j + need] - in_window[j])
             lo = max(0, i - max(need, 50))
             rate = float(before[i] - before[lo]) / (i - lo) if i - lo >= 5 else 0.0
-            if rate > 0 and k <= rate * need / 4 and binom.cdf(k, need, rate) < 1e-3:
+            if rate > 0 and k <= rate * need / 4 and binom_cdf(k, need, rate) < 1e-3:
                 # extend while the print rate stays at most a quarter of the earlier one
                 count = in_window[j + 1 :] - in_window[j]
                 ok = count <= rate / 4 * np.arange(1, len(count) + 1)

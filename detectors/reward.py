@@ -7,7 +7,6 @@ import math
 from typing import Any
 
 import numpy as np
-from scipy.stats import kendalltau
 
 from logscope import verl_config
 from logscope.advice import SEED_GRPO, SEED_PPO, advise, current_value
@@ -773,6 +772,8 @@ class ValidationDrop(Detector, code="LS203", name="validation-drop"):
         # downward trend over many validations) is enough at 3/4 of that.
         trend_p = 1.0
         if len(ya) >= 8:
+            from scipy.stats import kendalltau  # on use: rare, and scipy.stats costs ~1.5 s
+
             tau, trend_p = kendalltau(xa, ya)
             trend_p = float(trend_p) if tau < 0 else 1.0
         steady = trend_p < 0.01 and drop >= 0.75 * self.min_drop_sigma * sigma

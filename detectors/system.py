@@ -7,8 +7,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy.optimize import minimize_scalar
-from scipy.stats import chi2
 
 from logscope.advice import SEED_GRPO, SEED_PPO, advise, current_value
 from logscope.aliases import name_of, resolve
@@ -20,6 +18,7 @@ from logscope.verl_config import RO, model_size_b, n_gpus
 from logscope.words import plural
 
 from ._common import gpu_memory_advice, gpu_memory_bound
+from ._fits import minimize_bounded
 from ._series import Series, bin_width, binned, noise_floor, regular_grid, running_median
 from ._stats import (
     autocorrelation,
@@ -213,13 +212,13 @@ def _leak_fit(
             return 0.0, solve(0.0, at)[0]
         step = math.log(_WARMUP_TAUS[1] / _WARMUP_TAUS[0])
         cap = 10 * yy + 1.0  # in place of inf (no rising ramp) for the line search
-        res = minimize_scalar(
+        x, fx = minimize_bounded(
             lambda lt: min(solve(math.exp(lt), at)[0], cap),
-            bounds=(math.log(tau) - step, math.log(tau) + step),
-            method="bounded",
-            options={"xatol": 1e-3},
+            math.log(tau) - step,
+            math.log(tau) + step,
+            xatol=1e-3,
         )
-        best = (math.exp(float(res.x)), float(res.fun))
+        best = (math.exp(float(x)), float(fx))
         return best if best[1] < solve(tau, at)[0] else (tau, solve(tau, at)[0])
 
     warm = demeaned(1.0 - np.exp(-t[:, None] / _WARMUP_TAUS[None, :]))
@@ -415,7 +414,9 @@ class MemoryLeak(Detector, code="LS301", name="memory-leak"):
         rho = _ar1(fit.resid)
         var = float(fit.rss) / max(1, n - 4 - period) * (1 + rho) / (1 - rho)
         gain = (fit.rss_no_ramp - fit.rss) / max(var, 1e-12)
-        if chi2.sf(gain, 2) >= self.trend_p:
+        from scipy.special import chdtrc  # scipy.stats.chi2.sf's function, ~1.5 s lighter
+
+        if chdtrc(2, max(gain, 0.0)) >= self.trend_p:  # χ²(2) tail
             return None
         adj = fit.adjusted
         # a ramp, not one jump: the ramp must beat the best single level shift
