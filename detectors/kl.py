@@ -23,7 +23,7 @@ from logscope.verl_config import ACT
 from logscope.words import plural
 
 from ._changes import Change, Recurrence, domain, level_shifts, recurring, spike_changes
-from ._common import by_step, halve_advice, scale_advice
+from ._common import halve_advice, per_concept, scale_advice
 from ._series import Series, running_median, stretches
 from ._stats import binom_cdf, fmt, mad_normal, sig
 
@@ -354,18 +354,14 @@ class KLJump(Detector, code="LS101", name="kl-jump"):
     min_gap_steps: int = param(50, ge=1)
 
     def detect(self, run: Run) -> list[Finding]:
-        findings: list[Finding] = []
-        for concept in self.concepts:
-            s = Series.load(run, concept, min_points=self.min_points)
-            if s is None:
-                findings.extend(self._short(run, concept))
-                continue
-            if concept == "ppo_kl" and _on_policy(run, s):
-                continue  # noise around 0: no update size to jump
-            # ppo_kl sits near 0 and can be negative: a log scale only when it is positive
-            log_scale = concept != "ppo_kl" or float(np.mean(s.values > 0)) >= 0.9
-            findings.extend(self._detect_series(run, s, concept, log_scale))
-        return by_step(findings)
+        return per_concept(run, self.concepts, self.min_points, self._series, self._short)
+
+    def _series(self, run: Run, s: Series, concept: str) -> list[Finding]:
+        if concept == "ppo_kl" and _on_policy(run, s):
+            return []  # noise around 0: no update size to jump
+        # ppo_kl sits near 0 and can be negative: a log scale only when it is positive
+        log_scale = concept != "ppo_kl" or float(np.mean(s.values > 0)) >= 0.9
+        return self._detect_series(run, s, concept, log_scale)
 
     def _detect_series(self, run: Run, s: Series, concept: str, log_scale: bool) -> list[Finding]:
         # warm-up is a segment of its own, not compared with what follows: KL to the reference
