@@ -184,12 +184,12 @@ def _reason(exc: IngestError, path: str | Path) -> str:
     return text[len(prefix) :] if text.startswith(prefix) and exc.path == str(path) else text
 
 
-# Heavy modules detectors import on first use (ruptures pulls in scipy.stats: ~0.7 s; scipy.ndimage
-# ~0.25 s). They are imported in a helper thread while the log is read: the reader spends its
-# time in polars, which releases the GIL.
+# Heavy modules detectors import on first use (scipy.ndimage ~0.25 s; the detectors load ruptures'
+# compiled core alone, without the package and the scipy.stats it imports). They are imported in a
+# helper thread while the log is read: the reader spends its time in polars, which releases the GIL.
 # Not the redactor's patterns (detect-secrets and the requests stack it loads, ~0.25 s CPU): most
 # logs hold no text that needs them (`redact` imports them for the first one that does).
-DETECTOR_IMPORTS = ("ruptures", "scipy.ndimage")
+DETECTOR_IMPORTS = ("scipy.ndimage",)
 
 
 def _import_in_background(modules: Sequence[str]) -> None:
