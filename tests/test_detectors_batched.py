@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from logscope.detectors._series import moving_average, moving_averages
 from logscope.detectors.reward import RewardSawtooth
 

@@ -12,8 +12,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import ruptures as rpt
-from scipy import optimize, special, stats
-
 from logscope.detectors import kl
 from logscope.detectors._fits import minimize_bounded
 from logscope.detectors._stats import (
@@ -24,6 +22,7 @@ from logscope.detectors._stats import (
     mad_normal,
     theil_sen,
 )
+from scipy import optimize, special, stats
 
 ROOT = Path(__file__).resolve().parent.parent
 RNG = np.random.default_rng(20261202)
