@@ -84,7 +84,8 @@ def transitions(
     if n < 2 * min_size:
         return []
     xb, size = bin_medians(x, max_points)
-    sigma_b = max(noise_sigma(xb), sigma_floor / math.sqrt(size))
+    noise_b = noise_sigma(xb)
+    sigma_b = max(noise_b, sigma_floor / math.sqrt(size))
     bkps = changepoints_sigma(xb, sigma_b, penalty_scale, min_size)
     if not bkps:
         return []
@@ -110,7 +111,7 @@ def transitions(
             j += 1
         episodes.append((k, j))
         k = j + 1
-    sigma = max(noise_sigma(x), sigma_floor) or 1.0
+    sigma = max(noise_b if size == 1 else noise_sigma(x), sigma_floor) or 1.0  # xb is x
     out: list[Transition] = []
     for first, last in episodes:
         a_lo, a_hi = edges[first] * size, edges[first + 1] * size

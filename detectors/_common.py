@@ -12,6 +12,7 @@ import bisect
 import dataclasses
 import math
 import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +21,8 @@ from logscope.advice import SEED_GRPO, SEED_PPO, advise, current_value
 from logscope.model import Advice, Finding, Run
 from logscope.sources import cite
 from logscope.verl_config import ACT, RO
+
+from ._series import Series
 
 ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 RAY_PREFIX_RE = re.compile(
@@ -357,3 +360,19 @@ def clip_and_lr_advice(run: Run, role: str, clip_why: str, lr_why: str) -> list[
 def by_step(findings: list[Finding]) -> list[Finding]:
     """Findings of several metrics in step order (metric name breaks ties)."""
     return sorted(findings, key=lambda f: (f.step or 0, f.metric or ""))
+
+
+def per_concept(
+    run: Run,
+    concepts: Iterable[str],
+    min_points: int,
+    on_series: Callable[[Run, Series, str], list[Finding]],
+    on_short: Callable[[Run, str], list[Finding]],
+) -> list[Finding]:
+    """Findings on each concept, in step order: `on_series` on its series where the run logs
+    it at `min_points` steps or more, `on_short` where it logs it at fewer (or not at all)."""
+    out: list[Finding] = []
+    for concept in concepts:
+        s = Series.load(run, concept, min_points=min_points)
+        out.extend(on_short(run, concept) if s is None else on_series(run, s, concept))
+    return by_step(out)

@@ -162,18 +162,19 @@ def odd_width(window: int, n: int) -> int:
 
 def moving_average(values: np.ndarray, window: int) -> np.ndarray:
     """Centered moving average; the edges average over the points available."""
+    return moving_averages(values, np.array([window]))[0]
+
+
+def moving_averages(values: np.ndarray, windows: np.ndarray) -> np.ndarray:
+    """`moving_average` for each of several windows at once: one row per window."""
     v = np.asarray(values, dtype=np.float64)
     n = len(v)
-    window = max(1, min(int(window), n))
-    if window <= 1 or n == 0:
-        return v.copy()
+    w = np.clip(np.asarray(windows, dtype=np.int64), 1, max(n, 1))[:, None]
     c = np.concatenate([[0.0], np.cumsum(v)])
-    half_lo = window // 2
-    half_hi = window - half_lo
     i = np.arange(n)
-    lo = np.clip(i - half_lo, 0, n)
-    hi = np.clip(i + half_hi, 0, n)
-    return (c[hi] - c[lo]) / (hi - lo)
+    lo = np.clip(i - w // 2, 0, n)
+    hi = np.clip(i + (w - w // 2), 0, n)
+    return np.where(w > 1, (c[hi] - c[lo]) / np.maximum(hi - lo, 1), v)
 
 
 # ---- binning -----------------------------------------------------------------------------------

@@ -7,11 +7,18 @@ on them): callers check lengths through the returned values.
 
 from __future__ import annotations
 
+import importlib.machinery
+import importlib.util
 import math
+from collections.abc import Callable
+from functools import cache
+from pathlib import Path
 
 import numpy as np
 
 MAD_TO_SIGMA = 1.4826
+#: scipy's `median_abs_deviation(..., scale="normal")` divisor, `scipy.special.ndtri(0.75)`
+NORMAL_MAD_SCALE = 0.6744897501960817
 
 
 def robust_sigma(values: np.ndarray) -> float:
@@ -33,9 +40,33 @@ def mad_sigma(values: np.ndarray) -> float:
     return float(MAD_TO_SIGMA * np.median(np.abs(v - np.median(v))))
 
 
+def mad_normal(values: np.ndarray) -> float:
+    """scipy's `median_abs_deviation(values, scale="normal")`: NaN in, NaN out."""
+    v = np.asarray(values, dtype=np.float64)
+    return float(np.median(np.abs(v - np.median(v)))) / NORMAL_MAD_SCALE
+
+
+def binom_cdf(k: np.ndarray | float, n: np.ndarray | int, p: np.ndarray | float) -> np.ndarray:
+    """P(X ≤ k) for X ~ Binomial(n, p): `scipy.stats.binom.cdf` without importing scipy.stats
+    (~1.5 s): the same ufunc, with the support handled as `rv_discrete` does."""
+    from scipy.special import _ufuncs  # where scipy.stats.binom's boost ufuncs live
+
+    k, n = np.floor(k), np.asarray(n)
+    return np.where(k < 0, 0.0, np.where(k >= n, 1.0, _ufuncs._binom_cdf(k, n, p)))
+
+
+def binom_sf(k: np.ndarray | float, n: np.ndarray | int, p: np.ndarray | float) -> np.ndarray:
+    """P(X > k) for X ~ Binomial(n, p): `scipy.stats.binom.sf`, as `binom_cdf` is its cdf."""
+    from scipy.special import _ufuncs
+
+    k, n = np.floor(k), np.asarray(n)
+    return np.where(k < 0, 1.0, np.where(k >= n, 0.0, _ufuncs._binom_sf(k, n, p)))
+
+
 def theil_sen(x: np.ndarray, y: np.ndarray, max_points: int = 400) -> tuple[float, float]:
-    """Theil–Sen slope (median of pairwise slopes) and intercept (median of y − slope·x), by
-    scipy's `theilslopes`; long series are subsampled to `max_points`."""
+    """Theil–Sen slope (median of pairwise slopes) and intercept (median of y − slope·x), as
+    scipy's `theilslopes(y, x, method="joint")` computes them (without its confidence
+    interval, and without importing scipy.stats); long series are subsampled to `max_points`."""
     x = np.asarray(x, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)
     if len(x) < 2:
@@ -45,10 +76,10 @@ def theil_sen(x: np.ndarray, y: np.ndarray, max_points: int = 400) -> tuple[floa
         x, y = x[idx], y[idx]
     if np.ptp(x) == 0:
         return 0.0, float(np.median(y))
-    from scipy.stats import theilslopes  # on use: `logscope compare` reads this module too
-
-    fit = theilslopes(y, x, method="joint")
-    return float(fit.slope), float(fit.intercept)
+    dx = x[:, None] - x
+    rising = dx > 0
+    slope = np.median((y[:, None] - y)[rising] / dx[rising])
+    return float(slope), float(np.median(y - slope * x))
 
 
 def mann_kendall(y: np.ndarray, max_points: int = 400) -> tuple[float, float]:
@@ -96,16 +127,54 @@ def changepoints_sigma(
     """`changepoints` with the noise σ given by the caller (e.g. floored for a rounded series,
     where the MAD of differences is 0). No changepoints when σ ≤ 0 or the series is short.
     """
-    import ruptures as rpt
-
     n = len(x)
     if n < 2 * min_size or sigma <= 0:
         return []
     pen = penalty_scale * sigma * sigma * math.log(n)  # float ** raises on overflow, * gives inf
     if not math.isfinite(pen):
         return []  # noise beyond float range: no level shift can stand out of it
-    algo = rpt.KernelCPD(kernel="linear", min_size=min_size).fit(x.reshape(-1, 1))
-    return [int(b) for b in algo.predict(pen=pen) if b < n]
+    path = _pelt_l2()(np.ascontiguousarray(x, dtype=np.float64).reshape(-1, 1), pen, min_size)
+    bkps, at = [], n
+    while at > 0:  # back along the path, as KernelCPD.predict does
+        at = int(path[at])
+        bkps.append(at)
+    return bkps[-2::-1]
+
+
+_PELT_MODULE = "ruptures.detection._detection.ekcpd"
+
+
+@cache
+def _pelt_l2() -> Callable[[np.ndarray, float, int], np.ndarray]:
+    """ruptures' compiled PELT for `KernelCPD(kernel="linear")` (`ekcpd_pelt_L2`).
+
+    Loaded from its file: `import ruptures` runs the package's `__init__`, which imports
+    scipy.stats, scipy.signal and scipy.spatial (~2 s) for cost models not used here. Falls
+    back to the ordinary import when the file is not where ruptures 1.1 keeps it.
+    """
+    spec = importlib.util.find_spec("ruptures")
+    folder = (
+        Path(spec.submodule_search_locations[0])
+        if spec and spec.submodule_search_locations
+        else None
+    )
+    files = (
+        [
+            folder / "detection" / "_detection" / f"ekcpd{s}"
+            for s in importlib.machinery.EXTENSION_SUFFIXES
+        ]
+        if folder
+        else []
+    )
+    found = next((f for f in files if f.is_file()), None)
+    if found is None:
+        from ruptures.detection._detection.ekcpd import ekcpd_pelt_L2
+
+        return ekcpd_pelt_L2
+    ext = importlib.util.spec_from_file_location(_PELT_MODULE, found)
+    module = importlib.util.module_from_spec(ext)
+    ext.loader.exec_module(module)
+    return module.ekcpd_pelt_L2
 
 
 def fmt(x: float | None, digits: int = 3) -> str:

@@ -10,7 +10,6 @@ from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
-from scipy.stats import binom, median_abs_deviation, norm
 
 from logscope import verl_config
 from logscope.advice import SEED_GRPO, SEED_PPO, advise, current_value
@@ -24,9 +23,9 @@ from logscope.verl_config import ACT
 from logscope.words import plural
 
 from ._changes import Change, Recurrence, domain, level_shifts, recurring, spike_changes
-from ._common import by_step, halve_advice, scale_advice
+from ._common import halve_advice, per_concept, scale_advice
 from ._series import Series, running_median, stretches
-from ._stats import fmt, sig
+from ._stats import binom_cdf, fmt, mad_normal, sig
 
 #: the GRPO article's calibration step (×0.7 / ×1.5 per round), applied in the direction the
 #: mechanics give: a larger KL coefficient pulls the policy back toward the reference.
@@ -40,7 +39,7 @@ ON_POLICY_NEGATIVE_SHARE = 0.2
 NEAR_ZERO_ENTROPY = 0.02
 COLLAPSE_FALL = 0.8
 #: a Gaussian's 99th percentile of |x| in σ: heavy tails raise a series' own 99th percentile above it
-Z99 = float(norm.ppf(0.995))
+Z99 = 2.5758293035489004  # scipy.special.ndtri(0.995)
 
 
 def _lr_share(run: Run, steps: np.ndarray) -> np.ndarray | None:
@@ -153,7 +152,7 @@ def _shift(
     if len(elsewhere) < 5:
         return None
     centre = float(np.median(elsewhere))
-    scale = max(float(median_abs_deviation(elsewhere, scale="normal")), floor, 1e-12)
+    scale = max(mad_normal(elsewhere), floor, 1e-12)
     return _Shift(lb, la, (la - lb - centre) / scale, scale)
 
 
@@ -355,18 +354,14 @@ class KLJump(Detector, code="LS101", name="kl-jump"):
     min_gap_steps: int = param(50, ge=1)
 
     def detect(self, run: Run) -> list[Finding]:
-        findings: list[Finding] = []
-        for concept in self.concepts:
-            s = Series.load(run, concept, min_points=self.min_points)
-            if s is None:
-                findings.extend(self._short(run, concept))
-                continue
-            if concept == "ppo_kl" and _on_policy(run, s):
-                continue  # noise around 0: no update size to jump
-            # ppo_kl sits near 0 and can be negative: a log scale only when it is positive
-            log_scale = concept != "ppo_kl" or float(np.mean(s.values > 0)) >= 0.9
-            findings.extend(self._detect_series(run, s, concept, log_scale))
-        return by_step(findings)
+        return per_concept(run, self.concepts, self.min_points, self._series, self._short)
+
+    def _series(self, run: Run, s: Series, concept: str) -> list[Finding]:
+        if concept == "ppo_kl" and _on_policy(run, s):
+            return []  # noise around 0: no update size to jump
+        # ppo_kl sits near 0 and can be negative: a log scale only when it is positive
+        log_scale = concept != "ppo_kl" or float(np.mean(s.values > 0)) >= 0.9
+        return self._detect_series(run, s, concept, log_scale)
 
     def _detect_series(self, run: Run, s: Series, concept: str, log_scale: bool) -> list[Finding]:
         # warm-up is a segment of its own, not compared with what follows: KL to the reference
@@ -926,7 +921,7 @@ class PPOKLTooLow(Detector, code="LS103", name="ppo-kl-too-low"):
             k = int(in_window[j + need] - in_window[j])
             lo = max(0, i - max(need, 50))
             rate = float(before[i] - before[lo]) / (i - lo) if i - lo >= 5 else 0.0
-            if rate > 0 and k <= rate * need / 4 and binom.cdf(k, need, rate) < 1e-3:
+            if rate > 0 and k <= rate * need / 4 and binom_cdf(k, need, rate) < 1e-3:
                 # extend while the print rate stays at most a quarter of the earlier one
                 count = in_window[j + 1 :] - in_window[j]
                 ok = count <= rate / 4 * np.arange(1, len(count) + 1)

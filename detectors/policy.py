@@ -19,6 +19,7 @@ from logscope.health import (
     RECENT_STEPS,
     REFERENCES,
     Level,
+    Reference,
     clip_ratio_reliable,
     consecutive_jump,
     entropy_summed,
@@ -40,9 +41,14 @@ from ._changes import (
     spike_findings,
     transitions,
 )
-from ._common import by_step, clip_and_lr_advice, grad_clip_advice, halve_advice
+from ._common import (
+    clip_and_lr_advice,
+    grad_clip_advice,
+    halve_advice,
+    per_concept,
+)
 from ._series import Series, odd_width, running_median
-from ._stats import fmt, robust_sigma, sig, theil_sen
+from ._stats import binom_sf, fmt, robust_sigma, sig, theil_sen
 
 
 def responses_per_step(run: Run, s: Series) -> tuple[int | None, str]:
@@ -81,7 +87,7 @@ def count_spikes(
     divided by the median squared Pearson residual over its χ²(1) median, when that is above 1.
     Points within `gap` indices are one spike. Returns (spikes, {"responses_per_step",
     "dispersion"}); a spike's `z` is the normal quantile of its tail probability."""
-    from scipy import stats
+    from scipy import special  # scipy.stats' functions, without its ~1.5 s import
 
     x = np.clip(s.values, 0.0, 1.0)
     n = len(x)
@@ -94,14 +100,15 @@ def count_spikes(
     base = (cum[hi] - cum[lo] - capped) / (hi - lo - 1)
     p0 = np.clip(base, 0.5 / samples, 1 - 0.5 / samples)
     pearson = (x - p0) * np.sqrt(samples / (p0 * (1 - p0)))
-    dispersion = max(1.0, float(np.median(pearson**2)) / float(stats.chi2.median(1)))
+    chi2_median = float(2 * special.gammaincinv(0.5, 0.5))  # χ²(1)'s, as scipy.stats has it
+    dispersion = max(1.0, float(np.median(pearson**2)) / chi2_median)
     eff = max(1, round(samples / dispersion))
-    p = stats.binom.sf(np.round(x * eff) - 1, eff, p0)
+    p = binom_sf(np.round(x * eff) - 1, eff, p0)
     hits = np.nonzero((p * n <= max_p) & (x - base >= min_rise))[0]
     out: list[Change] = []
     for group in np.split(hits, np.nonzero(np.diff(hits) > gap)[0] + 1) if len(hits) else []:
         peak = int(group[np.argmin(p[group])])
-        z = float(stats.norm.isf(max(float(p[peak]), 1e-300)))
+        z = -float(special.ndtri(max(float(p[peak]), 1e-300)))
         first, last = int(group[0]), int(group[-1])
         out.append(Change("spike", first, peak, last, float(base[peak]), float(x[peak]), z, 0.0))
     return out, {"responses_per_step": samples, "dispersion": round(dispersion, 2)}
@@ -223,9 +230,9 @@ def _halving(s: Series, onset: int, half_at: int) -> str:
 
 
 def _p_value(z: float) -> float:
-    from scipy import stats
+    from scipy.special import ndtr
 
-    return float(stats.norm.sf(z))
+    return float(ndtr(-z))
 
 
 def _spike_evidence(s: Series, spikes_found: list[Change], c: Change) -> dict[str, Any]:
@@ -262,6 +269,27 @@ def _at_change(s: Series, c: Change, **evidence: Any) -> dict[str, Any]:
         "end_step": s.step_at(c.end),
         "evidence": _change_evidence(s, c, **evidence),
     }
+
+
+def _low_level(run: Run, concept: str, ref: Reference, inclusive: bool) -> Level | None:
+    """The recent level of `concept` when it is below `ref`'s low alarm (or at it, `inclusive`):
+    what a run too short for the change-based test is judged on."""
+    level = recent_level(run, concept)
+    if level is None or ref.alarm_low is None:
+        return None
+    low = level.value <= ref.alarm_low if inclusive else level.value < ref.alarm_low
+    return level if low else None
+
+
+def _at_short_level(
+    level: Level, ref: Reference, kind: str | None = None, **evidence: Any
+) -> dict[str, Any]:
+    """`_at_level` for a finding on a run too short for the change-based test."""
+    evidence.update(
+        judged_on="recent level (run too short for the change-based test)",
+        range_source=ref.source,
+    )
+    return _at_level(level, kind, **evidence)
 
 
 def _at_level(level: Level, kind: str | None = None, **evidence: Any) -> dict[str, Any]:
@@ -428,9 +456,9 @@ class EntropyCollapse(Detector, code="LS110", name="entropy-collapse"):
 
     def _level(self, run: Run) -> list[Finding]:
         """Too few steps to see a fall: judge the recent level against the reference range."""
-        level = recent_level(run, "entropy")
         ref = REFERENCES["entropy"]
-        if level is None or ref.alarm_low is None or level.value >= ref.alarm_low:
+        level = _low_level(run, "entropy", ref, inclusive=False)
+        if level is None:
             return []
         shown = "0.000 (|x| < 5e-4)" if level.rounded else fmt(level.value)
         n = len(Series.load(run, "entropy") or ())
@@ -443,12 +471,8 @@ class EntropyCollapse(Detector, code="LS110", name="entropy-collapse"):
         return [
             self.finding(
                 message=message,
-                **_at_level(
-                    level,
-                    alarm_below=ref.alarm_low,
-                    healthy_range=list(ref.healthy),
-                    judged_on="recent level (run too short for the change-based test)",
-                    range_source=ref.source,
+                **_at_short_level(
+                    level, ref, alarm_below=ref.alarm_low, healthy_range=list(ref.healthy)
                 ),
                 advice=self._advice(run),
                 references=cite_all(
@@ -614,11 +638,7 @@ class _SpikeDetector(Detector):
     min_gap_steps: int = param(50, ge=1)
 
     def detect(self, run: Run) -> list[Finding]:
-        out: list[Finding] = []
-        for concept in self.concepts:
-            s = Series.load(run, concept, min_points=self.min_points)
-            out.extend(self._short(run, concept) if s is None else self._series(run, s, concept))
-        return by_step(out)
+        return per_concept(run, self.concepts, self.min_points, self._series, self._short)
 
     def _short(self, run: Run, concept: str) -> list[Finding]:
         """Findings on a concept logged at too few steps for `_series`: none by default."""
@@ -1084,9 +1104,9 @@ class ResponseLengthCollapse(Detector, code="LS140", name="response-length-colla
 
     def _level(self, run: Run) -> list[Finding]:
         """Too few steps to see a fall: a mean of a few tokens is a collapse on its own."""
-        level = recent_level(run, "response_length_mean")
         ref = REFERENCES["response_length"]
-        if level is None or ref.alarm_low is None or level.value > ref.alarm_low:
+        level = _low_level(run, "response_length_mean", ref, inclusive=True)
+        if level is None:
             return []
         message = (
             f"{level.metric} is {fmt(level.value)} tokens {level.where()}: the responses are "
@@ -1096,13 +1116,7 @@ class ResponseLengthCollapse(Detector, code="LS140", name="response-length-colla
         return [
             self.finding(
                 message=message,
-                **_at_level(
-                    level,
-                    kind="collapse",
-                    alarm_at_or_below=ref.alarm_low,
-                    judged_on="recent level (run too short for the change-based test)",
-                    range_source=ref.source,
-                ),
+                **_at_short_level(level, ref, "collapse", alarm_at_or_below=ref.alarm_low),
                 advice=[
                     halve_advice(
                         run,

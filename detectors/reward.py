@@ -7,7 +7,6 @@ import math
 from typing import Any
 
 import numpy as np
-from scipy.stats import kendalltau
 
 from logscope import verl_config
 from logscope.advice import SEED_GRPO, SEED_PPO, advise, current_value
@@ -19,7 +18,15 @@ from logscope.sources import cite_all
 from logscope.verl_config import ACT
 
 from ._fits import hinge_fit, isotonic_prefix_fit, line_at, line_rss, poly_prefix_fit
-from ._series import Series, bin_width, binned, moving_average, noise_floor, regular_grid
+from ._series import (
+    Series,
+    bin_width,
+    binned,
+    moving_average,
+    moving_averages,
+    noise_floor,
+    regular_grid,
+)
 from ._stats import fmt, mad_sigma, mann_kendall, theil_sen
 
 KL_COEF_KEYS = (f"{ACT}.kl_loss_coef", "algorithm.kl_ctrl.kl_coef")
@@ -165,10 +172,7 @@ class RewardSawtooth(Detector, code="LS201", name="reward-sawtooth"):
             # coarse periods are fractional: settle the period and start at full resolution
             approx = chosen["period"] * width / raw_width
             grid, vals, width = regular_grid(steps, values, len(steps) + 1)
-            around = [
-                self._score_period(vals, p) for p in range(max(2, int(approx) - 2), int(approx) + 4)
-            ]
-            around = [c for c in around if c is not None]
+            around = self._score_periods(vals, range(max(2, int(approx) - 2), int(approx) + 4))
             if not around:
                 return []
             chosen = max(around, key=lambda c: c["corr"])
@@ -181,8 +185,7 @@ class RewardSawtooth(Detector, code="LS201", name="reward-sawtooth"):
         """The best period in [p_lo, p_max] (in grid points), preferring the fundamental."""
         m = len(vals)
         p_hi = min(int(p_max), (m - 1) // (self.min_cycles + 1))
-        scored = [self._score_period(vals, p) for p in range(p_lo, p_hi + 1)]
-        scored = [c for c in scored if c is not None]
+        scored = self._score_periods(vals, range(p_lo, p_hi + 1))
         if not scored:
             return None
         best = max(scored, key=lambda c: c["corr"])
@@ -192,36 +195,43 @@ class RewardSawtooth(Detector, code="LS201", name="reward-sawtooth"):
                 return cand
         return best
 
-    def _score_period(self, vals: np.ndarray, p: int) -> dict[str, Any] | None:
-        """Best tail correlation of the trend-free residual with itself one period later."""
+    def _score_periods(self, vals: np.ndarray, periods: range) -> list[dict[str, Any]]:
+        """For each period p long enough for `min_cycles` cycles: the best tail correlation of
+        the trend-free residual with itself p points later. All periods at once, one row each;
+        a row's products past its end are 0, so its suffix sums are those of its own length."""
         m = len(vals)
-        resid = vals - moving_average(vals, p)
-        a = resid[:-p] * resid[p:]
-        b = resid[:-p] ** 2
-        c = resid[p:] ** 2
-        sa = np.cumsum(a[::-1])[::-1]
-        sb = np.cumsum(b[::-1])[::-1]
-        sc = np.cumsum(c[::-1])[::-1]
-        min_len = max(self.min_cycles * p, 12)
-        last_start = len(a) - min_len
-        if last_start < 0:
-            return None
-        starts = np.arange(0, last_start + 1)
-        denom = np.sqrt(sb[starts] * sc[starts])
-        corr = np.where(denom > 0, sa[starts] / np.where(denom > 0, denom, 1.0), 0.0)
-        lengths = len(a) - starts
+        p = np.array([q for q in periods if m - q - max(self.min_cycles * q, 12) >= 0], dtype=int)
+        if len(p) == 0:
+            return []
+        rows = p[:, None]
+        j = np.arange(m)
+        inside = j < m - rows  # index j pairs with j + p
+        resid = vals - moving_averages(vals, p)
+        later = np.take_along_axis(resid, np.minimum(j + rows, m - 1), axis=1)
+
+        def suffix_sums(terms: np.ndarray) -> np.ndarray:
+            return np.cumsum(np.where(inside, terms, 0.0)[:, ::-1], axis=1)[:, ::-1]
+
+        sa, sb, sc = suffix_sums(resid * later), suffix_sums(resid**2), suffix_sums(later**2)
+        lengths = m - rows - j
+        valid = lengths >= np.maximum(self.min_cycles * rows, 12)  # starts with a long tail
+        denom = np.sqrt(sb * sc)
+        corr = np.where(denom > 0, sa / np.where(denom > 0, denom, 1.0), 0.0)
         # a tail correlation must clear both the floor and what noise alone reaches there
-        need = np.maximum(self.min_autocorr, self.noise_z / np.sqrt(lengths))
-        margin = corr - need
-        k = int(np.argmax(margin))
-        return {
-            "period": p,
-            "corr": float(corr[k]),
-            "tail_start": int(starts[k]),
-            "significant": bool(margin[k] > 0),
-            "resid": resid,
-            "m": m,
-        }
+        need = np.maximum(self.min_autocorr, self.noise_z / np.sqrt(np.maximum(lengths, 1)))
+        margin = np.where(valid, corr - need, -np.inf)
+        best = np.argmax(margin, axis=1)
+        return [
+            {
+                "period": int(q),
+                "corr": float(corr[r, k]),
+                "tail_start": int(k),
+                "significant": bool(margin[r, k] > 0),
+                "resid": resid[r],
+                "m": m,
+            }
+            for r, (q, k) in enumerate(zip(p, best, strict=True))
+        ]
 
     def _onset(self, vals: np.ndarray, resid: np.ndarray, p: int, tail_start: int) -> int:
         """Where the oscillation starts: a matched filter with the cycle's own shape.
@@ -773,6 +783,8 @@ class ValidationDrop(Detector, code="LS203", name="validation-drop"):
         # downward trend over many validations) is enough at 3/4 of that.
         trend_p = 1.0
         if len(ya) >= 8:
+            from scipy.stats import kendalltau  # on use: rare, and scipy.stats costs ~1.5 s
+
             tau, trend_p = kendalltau(xa, ya)
             trend_p = float(trend_p) if tau < 0 else 1.0
         steady = trend_p < 0.01 and drop >= 0.75 * self.min_drop_sigma * sigma

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 import numpy as np
-from scipy.optimize import minimize_scalar
-from scipy.stats import chi2
 
 from logscope.advice import SEED_GRPO, SEED_PPO, advise, current_value
 from logscope.aliases import name_of, resolve
@@ -20,6 +19,7 @@ from logscope.verl_config import RO, model_size_b, n_gpus
 from logscope.words import plural
 
 from ._common import gpu_memory_advice, gpu_memory_bound
+from ._fits import minimize_bounded
 from ._series import Series, bin_width, binned, noise_floor, regular_grid, running_median
 from ._stats import (
     autocorrelation,
@@ -152,13 +152,19 @@ def _period(steps: np.ndarray, values: np.ndarray, max_period: int = 60) -> tupl
     return period, best
 
 
-def _group_mean(m: np.ndarray, phase: np.ndarray, groups: int) -> np.ndarray:
-    """Mean of the rows of `m` in each phase group, back at every row."""
-    onehot = np.zeros((len(phase), groups))
-    onehot[np.arange(len(phase)), phase] = 1.0
-    counts = np.maximum(onehot.sum(axis=0), 1.0)
-    means = (onehot.T @ m) / counts.reshape((-1,) + (1,) * (m.ndim - 1))
-    return means[phase]
+class _Phases:
+    """Rows in `groups` phase groups (`phase`: each row's group), for the mean of each group."""
+
+    def __init__(self, phase: np.ndarray, groups: int) -> None:
+        self.phase = phase
+        self.onehot = np.zeros((len(phase), groups))
+        self.onehot[np.arange(len(phase)), phase] = 1.0
+        self.counts = np.maximum(self.onehot.sum(axis=0), 1.0)
+
+    def mean(self, m: np.ndarray) -> np.ndarray:
+        """Mean of the rows of `m` in each phase group, back at every row."""
+        means = (self.onehot.T @ m) / self.counts.reshape((-1,) + (1,) * (m.ndim - 1))
+        return means[self.phase]
 
 
 @dataclass
@@ -183,28 +189,35 @@ def _leak_fit(
     if len(candidates) == 0:
         return None
     t = x - x[0]
+    phases = _Phases(phase, groups)
 
     def demeaned(m: np.ndarray) -> np.ndarray:
-        return m - _group_mean(m, phase, groups)
+        return m - phases.mean(m)
 
     yd = demeaned(y)
     yy = float(yd @ yd)
 
+    @cache
+    def ramp_column(at: float) -> np.ndarray:
+        return demeaned(np.maximum(0.0, x - at))
+
+    @cache
     def solve(tau: float, at: float | None) -> tuple[float, float, float]:
         """(rss, warm-up size, ramp rate) for one time constant (0: none) and start (None)."""
         cols = [demeaned(1.0 - np.exp(-t / tau))] if tau > 0 else []
         if at is not None:
-            cols.append(demeaned(np.maximum(0.0, x - at)))
+            cols.append(ramp_column(at))
         if not cols:
             return yy, 0.0, 0.0
-        coef = np.linalg.lstsq(np.column_stack(cols), yd, rcond=None)[0]
+        design = np.column_stack(cols)
+        coef = np.linalg.lstsq(design, yd, rcond=None)[0]
         warm = float(coef[0]) if tau > 0 else 0.0
         rate = float(coef[-1]) if at is not None else 0.0
         if warm < 0:  # a warm-up only rises
             return solve(0.0, at)
         if at is not None and rate <= 0:
             return math.inf, warm, rate
-        fitted = np.column_stack(cols) @ coef
+        fitted = design @ coef
         return float(((yd - fitted) ** 2).sum()), warm, rate
 
     def refined(tau: float, at: float | None) -> tuple[float, float]:
@@ -213,13 +226,13 @@ def _leak_fit(
             return 0.0, solve(0.0, at)[0]
         step = math.log(_WARMUP_TAUS[1] / _WARMUP_TAUS[0])
         cap = 10 * yy + 1.0  # in place of inf (no rising ramp) for the line search
-        res = minimize_scalar(
+        x, fx = minimize_bounded(
             lambda lt: min(solve(math.exp(lt), at)[0], cap),
-            bounds=(math.log(tau) - step, math.log(tau) + step),
-            method="bounded",
-            options={"xatol": 1e-3},
+            math.log(tau) - step,
+            math.log(tau) + step,
+            xatol=1e-3,
         )
-        best = (math.exp(float(res.x)), float(res.fun))
+        best = (math.exp(float(x)), float(fx))
         return best if best[1] < solve(tau, at)[0] else (tau, solve(tau, at)[0])
 
     warm = demeaned(1.0 - np.exp(-t[:, None] / _WARMUP_TAUS[None, :]))
@@ -253,7 +266,7 @@ def _leak_fit(
     rss_no_ramp = min(yy, refined(tau0, None)[1])
     warm_part = warm_size * (1.0 - np.exp(-t / tau)) if tau > 0 else np.zeros(len(x))
     trend = warm_part + rate * np.maximum(0.0, x - at)
-    pattern = _group_mean(y - trend, phase, groups)
+    pattern = phases.mean(y - trend)
     resid = y - trend - pattern
     pattern = pattern - pattern.mean()
     return _LeakFit(
@@ -415,7 +428,9 @@ class MemoryLeak(Detector, code="LS301", name="memory-leak"):
         rho = _ar1(fit.resid)
         var = float(fit.rss) / max(1, n - 4 - period) * (1 + rho) / (1 - rho)
         gain = (fit.rss_no_ramp - fit.rss) / max(var, 1e-12)
-        if chi2.sf(gain, 2) >= self.trend_p:
+        from scipy.special import chdtrc  # scipy.stats.chi2.sf's function, ~1.5 s lighter
+
+        if chdtrc(2, max(gain, 0.0)) >= self.trend_p:  # χ²(2) tail
             return None
         adj = fit.adjusted
         # a ramp, not one jump: the ramp must beat the best single level shift

@@ -9,14 +9,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from logscope.detector import Detector
 from logscope.exceptions import IngestError
-from logscope.health import health_table
 from logscope.incidents import group_incidents
 from logscope.model import SEVERITY_RANK, Finding, Run, jsonable
 from logscope.report import Report, Skipped
 
 if TYPE_CHECKING:
+    from logscope.detector import Detector
     from logscope.ingest import Sniffed
     from logscope.store import Store
 
@@ -65,6 +64,8 @@ def analyze_run(
 
         detectors = for_input(run.source.path).detectors(only, skip)
     findings, skipped, errors = run_detectors(run, detectors)
+    from logscope.health import health_table  # on use: a cached report needs no registry
+
     incidents = group_incidents(findings, run.n_steps)
     try:
         health = health_table(run)
@@ -110,11 +111,12 @@ def analyze_paths(
     selection and settings are kept in the store too, so a second analysis reads them back
     instead of running the detectors again (and does not import them).
     """
-    from logscope.frameworks import assign, get
     from logscope.ingest import check_source
     from logscope.store import Store
 
     if framework is not None:
+        from logscope.frameworks import get
+
         get(framework)  # ValueError naming the known ones
 
     if paths:
@@ -131,9 +133,7 @@ def analyze_paths(
         cached = _cached_reports(store, key, skey, path) if key and skey else None
         full = not only and not skip  # the fleet tables hold full analyses only
         if cached is not None:
-            if framework is not None:
-                for report in cached:
-                    assign(report.run, framework)
+            _force_framework([report.run for report in cached], framework)
             reports.extend(cached)
             if full:
                 _restore_tables(store, cached, settings.fingerprint())
@@ -155,9 +155,7 @@ def analyze_paths(
         except IngestError as exc:
             reports.append(Report.unreadable(str(path), _reason(exc, path)))
             continue
-        if framework is not None:
-            for run in runs:
-                assign(run, framework)
+        _force_framework(runs, framework)
         try:
             found = [analyze_run(run, detectors) for run in runs]
         finally:
@@ -172,6 +170,15 @@ def analyze_paths(
                 for run, data in zip(runs, entry["reports"], strict=True):
                     store.put_tables(data, run, settings.fingerprint())
     return reports
+
+
+def _force_framework(runs: Sequence[Run], framework: str | None) -> None:
+    """Read `runs` through the profile of `framework` (None: keep theirs)."""
+    if framework is not None:
+        from logscope.frameworks import assign
+
+        for run in runs:
+            assign(run, framework)
 
 
 def _restore_tables(store: Store, reports: list[Report], settings: str) -> None:
@@ -189,12 +196,12 @@ def _reason(exc: IngestError, path: str | Path) -> str:
     return text[len(prefix) :] if text.startswith(prefix) and exc.path == str(path) else text
 
 
-# Heavy modules detectors import on first use (ruptures pulls in scipy.stats: ~0.7 s; scipy.ndimage
-# ~0.25 s). They are imported in a helper thread while the log is read: the reader spends its
-# time in polars, which releases the GIL.
+# Heavy modules detectors import on first use (scipy.ndimage ~0.25 s; the detectors load ruptures'
+# compiled core alone, without the package and the scipy.stats it imports). They are imported in a
+# helper thread while the log is read: the reader spends its time in polars, which releases the GIL.
 # Not the redactor's patterns (detect-secrets and the requests stack it loads, ~0.25 s CPU): most
 # logs hold no text that needs them (`redact` imports them for the first one that does).
-DETECTOR_IMPORTS = ("ruptures", "scipy.ndimage")
+DETECTOR_IMPORTS = ("scipy.ndimage",)
 
 
 def _import_in_background(modules: Sequence[str]) -> None:

@@ -14,7 +14,6 @@ import numbers
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar, TypeVar, dataclass_transform
 
-from logscope.aliases import resolve
 from logscope.exceptions import BadDetectorParameters
 from logscope.model import Finding, Run, Severity
 
@@ -150,6 +149,7 @@ class Detector(ABC):
 
     def skip_reason(self, run: Run) -> str | None:
         """Why this detector cannot run on `run` (None when it can)."""
+        from logscope.aliases import resolve  # on use: a cached report needs no registry
         from logscope.frameworks import profile_of
 
         profile = profile_of(run)

@@ -19,11 +19,12 @@ import fnmatch
 import itertools
 import math
 from collections.abc import Callable, Collection
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from logscope import metric_registry
 from logscope.aliases import VALIDATION_PREFIXES, resolve
+from logscope.model import HealthRow
 from logscope.sources import cite
 from logscope.verl_version import VerlVersion
 
@@ -56,78 +57,39 @@ VERDICTS: tuple[str, ...] = (
 
 #: Point-in-time judgements use the median of this many last logged training steps.
 RECENT_STEPS = 5
-#: Runs with at most this many training steps get the health table printed.
-SHORT_RUN_STEPS = 10
 #: The health table reads the last this many training steps (a metric logged only earlier is
 #: "not logged" there).
 TABLE_STEPS = 50
 #: Steps up to this number are warm-up (an untrained critic, optimizer state still empty).
 WARMUP_STEPS = 5
 
-Range = tuple[float | None, float | None]
+Range = metric_registry.Range
 
 
 @dataclass(frozen=True)
-class Reference:
-    """One row of the reference table: a concept's healthy range and what to do beyond it."""
-
-    key: str
-    label: str
-    concept: str  # a key of logscope.aliases.ALIASES
-    unit: str
-    healthy: Range = (None, None)
-    by_algorithm: dict[str, Range] = field(default_factory=dict)
-    alarm_low: float | None = None  # below: a finding from one step
-    alarm_high: float | None = None  # above: a finding from one step
-    rule: str = ""
-    source: str = ""
+class Reference(metric_registry.ReferenceData):
+    """One row of the reference table (`metric_registry.ReferenceData`), its source cited."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "source", cite(self.source))
 
-    def healthy_range(self, algorithm: str | None = None) -> Range:
-        return self.by_algorithm.get(algorithm or "", self.healthy)
-
 
 #: the registry's [[reference]] rows (`logscope/data/metrics.toml`)
 REFERENCES: dict[str, Reference] = {
-    r.key: Reference(
-        r.key,
-        r.label,
-        r.concept,
-        r.unit,
-        healthy=r.healthy,
-        by_algorithm=dict(r.by_algorithm),
-        alarm_low=r.alarm_low,
-        alarm_high=r.alarm_high,
-        rule=r.rule,
-        source=r.source,
-    )
-    for r in metric_registry.load().references
+    r.key: Reference(**asdict(r)) for r in metric_registry.load().references
 }
 
 
 @dataclass(frozen=True)
-class Trap:
-    """A value that does not mean what it says: metrics matching `pattern` (fnmatch) when
-    `when` holds get `verdict` instead of a range judgement."""
-
-    pattern: str
-    when: str  # a key of _CONDITIONS
-    verdict: str
-    meaning: str
-    source: str
-    note: str = ""  # the meaning in a few words, for the health table
+class Trap(metric_registry.TrapData):
+    """A value that does not mean what it says (`metric_registry.TrapData`), its source cited."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "source", cite(self.source))
 
 
 #: the registry's [[trap]] rows; `when` is a key of _CONDITIONS
-TRAPS: tuple[Trap, ...] = tuple(
-    Trap(t.pattern, t.when, t.verdict, t.meaning, t.source, t.note)
-    for t in metric_registry.load().traps
-)
+TRAPS: tuple[Trap, ...] = tuple(Trap(**asdict(t)) for t in metric_registry.load().traps)
 
 _CONDITIONS: dict[str, Callable[[float, float | None], bool]] = {
     "== 0": lambda v, res: v == 0,
@@ -373,26 +335,6 @@ def judge(
 
 
 # ---- the health table ------------------------------------------------------------------------
-@dataclass(frozen=True)
-class HealthRow:
-    """One line of the health table: a key metric at the last training step, and its verdict."""
-
-    key: str
-    label: str
-    metric: str | None
-    step: int | None
-    value: float | None
-    display: str
-    healthy: str
-    verdict: str
-    note: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        from logscope.model import jsonable
-
-        return jsonable(asdict(self))
-
-
 def num(x: float | None) -> str:
     """A value for the table: 3 significant digits, scientific for tiny or huge ones."""
     if x is None or not math.isfinite(x):

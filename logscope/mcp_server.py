@@ -438,6 +438,7 @@ def _has_query() -> bool:
 # ---- schemas ----------------------------------------------------------------------------------
 _STR = {"type": "string"}
 _STRS = {"type": "array", "items": {"type": "string"}}
+_ARRAY = {"type": "array"}
 _SEVERITY = {"type": "string", "enum": ["info", "warning", "error", "critical", "never"]}
 _READ_ONLY = {"readOnlyHint": True, "idempotentHint": True, "openWorldHint": False}
 
@@ -469,7 +470,6 @@ class ToolSpec:
     run: Callable[[Context, dict[str, Any]], ToolResult]
 
 
-_DESC = {"type": "string"}
 TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "analyze",
@@ -507,17 +507,17 @@ TOOLS: tuple[ToolSpec, ...] = (
                 "logscope.fleet-verdict/1",
             ],
             {
-                "status": {**_DESC, "description": "verdicts: healthy|warning|broken|crashed"},
+                "status": {**_STR, "description": "verdicts: healthy|warning|broken|crashed"},
                 "run": {"type": "object", "description": "report: the run summary"},
                 "summary": {"type": "object", "description": "worst severity, counts"},
                 "findings": {
-                    "type": "array",
+                    **_ARRAY,
                     "description": "report: code, name, severity, "
                     "step, message, evidence, advice (parameter, current, suggested, "
                     "override)",
                 },
-                "incidents": {"type": "array", "description": "findings grouped in time"},
-                "top_findings": {"type": "array", "description": "verdict: the top 3"},
+                "incidents": {**_ARRAY, "description": "findings grouped in time"},
+                "top_findings": {**_ARRAY, "description": "verdict: the top 3"},
                 "runs": {"description": "fleet: triage rows, worst first"},
             },
             "A report, a fleet, or their verdicts (the `schema` field says which).",
@@ -542,10 +542,10 @@ TOOLS: tuple[ToolSpec, ...] = (
         _out(
             ["logscope.explain/1"],
             {
-                "kind": {"type": "string", "enum": ["metric", "runs"]},
-                "meaning": {"type": "string"},
-                "healthy": {"type": "array"},
-                "runs": {"type": "array", "description": "kind=runs: per run, groups of metrics"},
+                "kind": {**_STR, "enum": ["metric", "runs"]},
+                "meaning": _STR,
+                "healthy": _ARRAY,
+                "runs": {**_ARRAY, "description": "kind=runs: per run, groups of metrics"},
             },
             "A metric's registry entry (kind=metric) or a run's metrics (kind=runs).",
         ),
@@ -576,8 +576,8 @@ TOOLS: tuple[ToolSpec, ...] = (
         _out(
             ["logscope.report/1"],
             {
-                "findings": {"type": "array"},
-                "reports": {"type": "array", "description": "several reports"},
+                "findings": _ARRAY,
+                "reports": {**_ARRAY, "description": "several reports"},
             },
             "The check report (lint findings with advice and overrides).",
         ),
@@ -599,10 +599,10 @@ TOOLS: tuple[ToolSpec, ...] = (
         _out(
             ["logscope.compare/1"],
             {
-                "runs": {"type": "array"},
-                "key_metrics": {"type": "array"},
-                "divergence": {"type": "array"},
-                "config_diff": {"type": "array"},
+                "runs": _ARRAY,
+                "key_metrics": _ARRAY,
+                "divergence": _ARRAY,
+                "config_diff": _ARRAY,
             },
             "Key-metric rows with deltas, divergence per run, config diff.",
         ),
@@ -629,7 +629,7 @@ TOOLS: tuple[ToolSpec, ...] = (
             [TAIL_STATUS_SCHEMA],
             {
                 "log": {"type": "object"},
-                "alerts": {"type": "array"},
+                "alerts": _ARRAY,
                 "alerts_count": {"type": "integer"},
                 "stalled": {"type": "boolean"},
                 "last_alerted_step": {"type": ["integer", "null"]},
@@ -659,8 +659,8 @@ QUERY_TOOL = ToolSpec(
     _out(
         ["logscope.query/1"],
         {
-            "columns": {"type": "array", "items": {"type": "string"}},
-            "rows": {"type": "array", "items": {"type": "object"}},
+            "columns": _STRS,
+            "rows": {**_ARRAY, "items": {"type": "object"}},
             "truncated": {"type": "boolean"},
             "total_rows": {"type": "integer"},
         },

@@ -70,30 +70,36 @@ class MetricEntry:
 
 @dataclass(frozen=True)
 class ReferenceData:
-    """A judged healthy range (`logscope.health.Reference` is built from it)."""
+    """A judged healthy range of a concept and what to do beyond it (`logscope.health.Reference`
+    is it with its source cited)."""
 
     key: str
     label: str
-    concept: str
+    concept: str  # a key of logscope.aliases.ALIASES
     unit: str
     healthy: Range = (None, None)
     by_algorithm: dict[str, Range] = field(default_factory=dict)
-    alarm_low: float | None = None
-    alarm_high: float | None = None
+    alarm_low: float | None = None  # below: a finding from one step
+    alarm_high: float | None = None  # above: a finding from one step
     rule: str = ""
     source: str = ""
+
+    def healthy_range(self, algorithm: str | None = None) -> Range:
+        return self.by_algorithm.get(algorithm or "", self.healthy)
 
 
 @dataclass(frozen=True)
 class TrapData:
-    """A value that does not mean what it says (`logscope.health.Trap` is built from it)."""
+    """A value that does not mean what it says: metrics matching `pattern` (fnmatch) when `when`
+    holds get `verdict` instead of a range judgement (`logscope.health.Trap` is it with its
+    source cited)."""
 
     pattern: str
-    when: str
+    when: str  # a key of logscope.health._CONDITIONS
     verdict: str
     meaning: str
     source: str
-    note: str = ""
+    note: str = ""  # the meaning in a few words, for the health table
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Core objects: Run (what was read), Finding/Advice (what was found), Incident, Report.
+"""Core objects: Run (what was read), Finding/Advice (what was found), Incident, HealthRow.
 
 Readers build `Run`s; detectors turn a `Run` into `Finding`s; `logscope.report.Report` is what
 every renderer shows. See DESIGN.md.
@@ -10,28 +10,15 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-import polars as pl
-
 if TYPE_CHECKING:
     import numpy as np
+    import polars as pl
 
 Severity = Literal["info", "warning", "error", "critical"]
 SEVERITIES: tuple[Severity, ...] = ("info", "warning", "error", "critical")
 SEVERITY_RANK: dict[str, int] = {s: i for i, s in enumerate(SEVERITIES)}
 #: the code prefix of the config-lint diagnoses (detectors/config_*.py)
 CONFIG_CODE_PREFIX = "LS5"
-
-METRICS_SCHEMA: dict[str, pl.DataType] = {
-    "step": pl.Int64,
-    "metric": pl.Utf8,
-    "value": pl.Float64,
-    "wall_time": pl.Float64,
-}
-
-
-def empty_metrics() -> pl.DataFrame:
-    """An empty long metrics frame with the canonical schema."""
-    return pl.DataFrame(schema=METRICS_SCHEMA)
 
 
 def severity_at_least(severity: str, threshold: str) -> bool:
@@ -110,6 +97,12 @@ class ParseStats:
         )
 
 
+def _empty_metrics() -> pl.DataFrame:
+    from logscope.schemas import empty_metrics  # on use: a cached report needs no polars
+
+    return empty_metrics()
+
+
 @dataclass
 class Run:
     """One training run as read from one source.
@@ -124,7 +117,7 @@ class Run:
     source: Source
     meta: dict[str, Any] = field(default_factory=dict)
     config_segments: list[ConfigSegment] = field(default_factory=list)
-    metrics: pl.DataFrame = field(default_factory=empty_metrics)
+    metrics: pl.DataFrame = field(default_factory=_empty_metrics)
     events: list[Event] = field(default_factory=list)
     parse_stats: ParseStats = field(default_factory=ParseStats)
 
@@ -193,6 +186,7 @@ class Run:
     def wall_times(self) -> tuple[np.ndarray, np.ndarray]:
         """(steps, wall_time) for steps that carry a wall time (empty when none)."""
         import numpy as np  # imported on use: a cached `analyze` never needs it
+        import polars as pl
 
         if self.metrics.height == 0:
             return np.array([], dtype=np.int64), np.array([], dtype=np.float64)
@@ -206,6 +200,8 @@ class Run:
 
     def wide(self) -> pl.DataFrame:
         """One row per step, one column per metric (for display and export)."""
+        import polars as pl
+
         if self.metrics.height == 0:
             return pl.DataFrame({"step": pl.Series([], dtype=pl.Int64)})
         return self.metrics.pivot(on="metric", index="step", values="value").sort("step")
@@ -398,6 +394,24 @@ class Incident:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Incident:
         return cls(**data)
+
+
+@dataclass(frozen=True)
+class HealthRow:
+    """One line of the health table: a key metric at the last training step, and its verdict."""
+
+    key: str
+    label: str
+    metric: str | None
+    step: int | None
+    value: float | None
+    display: str
+    healthy: str
+    verdict: str
+    note: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return _jsonable(asdict(self))
 
 
 def _jsonable(value: Any) -> Any:

@@ -193,28 +193,42 @@ Redactor = tuple[frozenset[str] | None, Callable[[str], str]]  # (hints it needs
 
 
 @cache
-def _redactors() -> tuple[Redactor, ...]:
-    """Project patterns, then every detect-secrets plugin pattern, then the key-name rule."""
-    from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
-
+def _project_redactors() -> tuple[Redactor, ...]:
+    """The project's patterns (no detect-secrets import)."""
     subs: list[Redactor] = []
     for pattern, label, group, needs in _PROJECT:
         compiled = re.compile(pattern, re.DOTALL)
         sub = _group_sub(compiled, label, group) if group else _whole_sub(compiled, label)
         subs.append((frozenset(needs), sub))
+    return tuple(subs)
+
+
+@cache
+def _plugin_redactors() -> tuple[Redactor, ...]:
+    """Every detect-secrets plugin pattern (importing detect-secrets costs ~0.3 s CPU: only for
+    a text holding a hint one of them needs)."""
+    from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
+
+    subs: list[Redactor] = []
     for secret_type, plugin in sorted(get_mapping_from_secret_type_to_class().items()):
         if plugin.__name__ in _SKIPPED_PLUGINS:
             continue
         label = _LABELS.get(plugin.__name__, secret_type)
-        needs = _PLUGIN_NEEDS.get(plugin.__name__)  # a plugin added later runs on every text
+        needs = _PLUGIN_NEEDS.get(plugin.__name__)  # one added later: whenever plugins run
         for compiled in getattr(plugin, "denylist", ()) or ():
             if compiled.groups and plugin.__name__ in _GROUP_IS_SECRET:
                 sub = _group_sub(compiled, label, 1)
             else:
                 sub = _whole_sub(compiled, label)
             subs.append((None if needs is None else frozenset(needs), sub))
-    subs.append((frozenset({"kw"}), _secret_values))
     return tuple(subs)
+
+
+def _redactors(hints: set[str] | None = None) -> tuple[Redactor, ...]:
+    """Project patterns, then detect-secrets' plugin patterns, then the key-name rule; with
+    `hints`, the plugins only when one of them needs one of the hints."""
+    plugins = _plugin_redactors() if hints is None or hints & _PLUGIN_HINTS else ()
+    return (*_project_redactors(), *plugins, (frozenset({"kw"}), _secret_values))
 
 
 def says_secret(name: str) -> bool:
@@ -330,6 +344,8 @@ _PLUGIN_NEEDS: dict[str, tuple[str, ...]] = {
     "TelegramBotTokenDetector": ("telegram",),
     "TwilioKeyDetector": ("twilio",),
 }
+#: the hints some detect-secrets plugin needs (a test checks every plugin is in `_PLUGIN_NEEDS`)
+_PLUGIN_HINTS = frozenset(h for needs in _PLUGIN_NEEDS.values() for h in needs)
 
 
 def _hints(text: str) -> set[str]:
@@ -351,7 +367,7 @@ def redact(text: str) -> str:
     found = _hints(text) if text else None
     if not found:
         return text
-    for needs, sub in _redactors():
+    for needs, sub in _redactors(found):
         if needs is None or not needs.isdisjoint(found):
             text = sub(text)
     return text

@@ -12,8 +12,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from logscope import __version__
-from logscope.health import SHORT_RUN_STEPS, HealthRow
-from logscope.model import SEVERITIES, SEVERITY_RANK, Finding, Incident, Run, jsonable
+from logscope.model import SEVERITIES, SEVERITY_RANK, Finding, HealthRow, Incident, Run, jsonable
 from logscope.present import (
     HTML_STYLE,
     fmt_value,
@@ -25,6 +24,8 @@ from logscope.present import (
 )
 
 SCHEMA = "logscope.report/1"
+#: Runs with at most this many training steps get the health table printed.
+SHORT_RUN_STEPS = 10
 UNREADABLE = "unreadable"  # the source kind of an input that could not be read
 
 

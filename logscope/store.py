@@ -6,6 +6,7 @@ Layout (Hive-style, so DuckDB/Spark/Trino or polars can scan a fleet of runs in 
     <root>/runs/run_id=<id>/run.json          source, meta, config segments, events, parse stats
     <root>/runs/run_id=<id>/findings.parquet  the run's findings, one row each (`FINDINGS_SCHEMA`)
     <root>/runs/run_id=<id>/summary.parquet   the run's row of the `runs` table (`RUNS_SCHEMA`)
+    <root>/runs/run_id=<id>/tables.json       the settings and sizes the two tables were written with
     <root>/sources/<source key>.json          which runs a source (file or folder) produced
 
 findings.parquet and summary.parquet are written by `logscope analyze` with every detector its
@@ -24,6 +25,11 @@ a temporary file (`.<name>.<host>.<pid>.*.tmp`), which readers never look at and
 sweep. A damaged entry (unreadable Parquet, bad JSON) reads as absent, so `load()` parses the
 source again and rewrites it; that is also why the store writes without fsync (a power cut can
 only damage entries, which are then rebuilt).
+
+A cached `analyze` only shows a stored report, so that path reads JSON and file sizes, never
+Parquet, and does not import polars (~0.3 s): run.json and tables.json record the size of each
+Parquet file written before them, and a file of another size, or without Parquet's closing
+magic bytes, is damage.
 """
 
 from __future__ import annotations
@@ -38,29 +44,33 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import polars as pl
 import xxhash
 
 from logscope import __version__
 from logscope.atomic import sweep_temp_files, write_atomic
 from logscope.model import (
-    METRICS_SCHEMA,
     ConfigSegment,
     Event,
     ParseStats,
     Run,
     Source,
     SummarizedRun,
-    empty_metrics,
     jsonable,
 )
 
 if TYPE_CHECKING:
+    import polars as pl
+
     from logscope.ingest import Sniffed
 
 # Bump when readers change what they produce, so old cache entries are not reused.
-# 2: pasted-text grammar (decorations, headless records, W&B summary); 3: secrets redacted at ingest
-FORMAT_VERSION = "3"
+# 2: pasted-text grammar (decorations, headless records, W&B summary); 3: secrets redacted at ingest;
+# 4: run.json records the size of metrics.parquet
+FORMAT_VERSION = "4"
+#: the schemas of findings.parquet and summary.parquet (`schemas.tables_digest()`, pinned by a test)
+TABLES_FORMAT = "f89cf51930ca"
+#: what reading a damaged JSON entry raises (it then reads as absent and is rebuilt)
+JSON_DAMAGE = (OSError, ValueError, KeyError, TypeError, AttributeError)
 _HASH_CHUNK = 1 << 22
 
 
@@ -106,18 +116,6 @@ def source_key(path: str | Path) -> str | None:
     return digest.hexdigest()
 
 
-#: what reading a damaged entry raises (it then reads as absent and is rebuilt)
-DAMAGE = (
-    OSError,
-    ValueError,
-    KeyError,
-    TypeError,
-    AttributeError,
-    pl.exceptions.PolarsError,
-    pl.exceptions.PanicException,  # a BaseException: polars' Rust side gave up on the bytes
-)
-
-
 def _json_object(path: Path) -> dict[str, Any] | None:
     """The JSON object in `path`; None when it is missing, unreadable or not an object."""
     try:
@@ -144,7 +142,7 @@ def run_to_json(run: Run) -> dict[str, Any]:
     }
 
 
-def run_from_json(data: dict[str, Any], metrics: pl.DataFrame) -> Run:
+def run_from_json(data: dict[str, Any], metrics: pl.DataFrame | None) -> Run:
     return Run(
         id=data["id"],
         source=Source(**data["source"]),
@@ -176,6 +174,10 @@ class StoredRun(SummarizedRun):
     def metrics(self) -> pl.DataFrame:
         frame = self.__dict__.get("_metrics")
         if frame is None:
+            import polars as pl
+
+            from logscope.schemas import METRICS_SCHEMA
+
             frame = pl.read_parquet(self.__dict__["_metrics_path"])
             if dict(frame.schema) != METRICS_SCHEMA:
                 raise ValueError(f"{self.__dict__['_metrics_path']}: unexpected schema")
@@ -217,7 +219,8 @@ class Store:
         sweep_temp_files(folder)
         buf = _parquet_bytes(run.metrics)
         write_atomic(folder / "metrics.parquet", buf, durable=False)
-        payload = json.dumps(run_to_json(run), allow_nan=False).encode()
+        entry = {**run_to_json(run), "metrics_bytes": len(buf)}
+        payload = json.dumps(entry, allow_nan=False).encode()
         write_atomic(folder / "run.json", payload, durable=False)
 
     def put_source(self, key: str, path: str, runs: list[Run]) -> None:
@@ -232,6 +235,10 @@ class Store:
     # ---- reading ------------------------------------------------------------------------
     def get_run(self, run_id: str) -> Run | None:
         """A stored run, or None when absent or damaged (a damaged entry is rebuilt later)."""
+        import polars as pl
+
+        from logscope.schemas import DAMAGE, METRICS_SCHEMA
+
         folder = self.run_dir(run_id)
         try:
             data = json.loads((folder / "run.json").read_text(encoding="utf-8"))
@@ -245,15 +252,13 @@ class Store:
     def get_lazy_run(self, run_id: str, summary: dict[str, Any] | None = None) -> Run | None:
         """A stored run whose metrics are read on first use (see `StoredRun`); None when absent."""
         folder = self.run_dir(run_id)
-        if not (folder / "metrics.parquet").is_file():
-            return None
         try:
             data = json.loads((folder / "run.json").read_text(encoding="utf-8"))
-            plain = run_from_json(data, empty_metrics())
-            # The footer only (cheap): a truncated or foreign file is damage, rebuilt by load().
-            if dict(pl.read_parquet_schema(folder / "metrics.parquet")) != METRICS_SCHEMA:
+            # a truncated or foreign file is damage, rebuilt by load()
+            if not _parquet_intact(folder / "metrics.parquet", data["metrics_bytes"]):
                 return None
-        except DAMAGE:
+            plain = run_from_json(data, None)
+        except JSON_DAMAGE:
             return None
         fields = {f.name: getattr(plain, f.name) for f in dataclasses.fields(Run)}
         del fields["metrics"]
@@ -299,6 +304,8 @@ class Store:
 
     def scan_metrics(self) -> pl.LazyFrame:
         """Every run's metrics as one lazy frame with a `run_id` column (Hive partitioning)."""
+        import polars as pl
+
         return pl.scan_parquet(
             self.runs_dir / "run_id=*" / "metrics.parquet", hive_partitioning=True
         )
@@ -395,10 +402,13 @@ class Store:
 
     # ---- the fleet tables ------------------------------------------------------------------
     def put_tables(self, report: dict[str, Any], run: Run, settings: str) -> None:
-        """Write a report's findings.parquet and summary.parquet beside its run's metrics.
+        """Write a report's findings.parquet and summary.parquet beside its run's metrics, then
+        tables.json (their settings and sizes: it says the tables are there).
 
         Only for a stored run (its run.json is there); a failure to write is ignored (the
         tables are rebuilt from the cached analysis next time)."""
+        import polars as pl
+
         folder = self.run_dir(run.id)
         if not (folder / "run.json").is_file():
             return
@@ -406,9 +416,13 @@ class Store:
             findings = _parquet_bytes(findings_frame(report, settings))
             row = _parquet_bytes(runs_frame(report, run, settings))
             write_atomic(folder / FINDINGS_FILE, findings, durable=False)
-            write_atomic(
-                folder / SUMMARY_FILE, row, durable=False
-            )  # last: the row says the findings are there
+            write_atomic(folder / SUMMARY_FILE, row, durable=False)
+            marker = {
+                "format": TABLES_FORMAT,
+                "settings": settings,
+                "bytes": {FINDINGS_FILE: len(findings), SUMMARY_FILE: len(row)},
+            }
+            write_atomic(folder / TABLES_FILE, json.dumps(marker).encode(), durable=False)
         except (OSError, ValueError, TypeError, KeyError, pl.exceptions.PolarsError):
             pass
 
@@ -416,14 +430,17 @@ class Store:
         """The settings fingerprint of a run's stored tables; None when either is missing,
         damaged or of another schema (then they are written again)."""
         folder = self.run_dir(run_id)
+        marker = _json_object(folder / TABLES_FILE)
         try:
-            if dict(pl.read_parquet_schema(folder / FINDINGS_FILE)) != FINDINGS_SCHEMA:
+            if marker is None or marker["format"] != TABLES_FORMAT:
                 return None
-            if dict(pl.read_parquet_schema(folder / SUMMARY_FILE)) != RUNS_SCHEMA:
+            sizes = marker["bytes"]
+            if not all(
+                _parquet_intact(folder / n, sizes[n]) for n in (FINDINGS_FILE, SUMMARY_FILE)
+            ):
                 return None
-            column = pl.read_parquet(folder / SUMMARY_FILE, columns=["settings"])["settings"]
-            return column.item() if len(column) == 1 else None
-        except DAMAGE:
+            return str(marker["settings"])
+        except JSON_DAMAGE:
             return None
 
     # ---- cached analysis results ----------------------------------------------------------
@@ -476,58 +493,15 @@ def _status_digest(path: str | Path, source: str | None) -> str | None:
 # ---- the fleet tables: findings and runs as Parquet beside the metrics ------------------------
 FINDINGS_FILE = "findings.parquet"
 SUMMARY_FILE = "summary.parquet"
-
-#: one row per finding: the report schema's finding fields (docs/report.schema.json), with
-#: `evidence` and `advice` as JSON text (their values have any type), plus where it belongs
-FINDINGS_SCHEMA: dict[str, pl.DataType] = {
-    "run_id": pl.Utf8(),
-    "position": pl.Int64(),  # index in the report's findings (incidents list these)
-    "code": pl.Utf8(),
-    "name": pl.Utf8(),
-    "severity": pl.Utf8(),
-    "title": pl.Utf8(),
-    "message": pl.Utf8(),
-    "metric": pl.Utf8(),
-    "step": pl.Int64(),
-    "end_step": pl.Int64(),
-    "evidence": pl.Utf8(),  # JSON object
-    "advice": pl.Utf8(),  # JSON array of advice objects
-    "references": pl.List(pl.Utf8()),
-    "incident": pl.Utf8(),  # id of the incident holding it (null: none)
-    "settings": pl.Utf8(),  # fingerprint of the settings that made it (`Settings.fingerprint`)
-}
-
-_UTC = pl.Datetime("us", "UTC")
-#: the run's row of the `runs` table
-RUNS_SCHEMA: dict[str, pl.DataType] = {
-    "run_id": pl.Utf8(),
-    "source_kind": pl.Utf8(),
-    "source_path": pl.Utf8(),
-    "project": pl.Utf8(),
-    "experiment": pl.Utf8(),
-    "algorithm": pl.Utf8(),
-    "framework": pl.Utf8(),
-    "verl_version": pl.Utf8(),
-    "n_steps": pl.Int64(),
-    "first_step": pl.Int64(),
-    "last_step": pl.Int64(),
-    "wall_time_s": pl.Float64(),
-    "n_gpus": pl.Int64(),
-    "worst_severity": pl.Utf8(),  # null: no finding
-    "findings": pl.Int64(),
-    "diagnoses": pl.List(pl.Utf8()),  # finding names, worst first, each once
-    "first_incident_step": pl.Int64(),
-    "config_segments": pl.Int64(),
-    "config": pl.Utf8(),  # JSON: the resolved config in force at the last step
-    "source_modified_at": _UTC,  # the input's modification time (a folder: its newest file)
-    "analysed_at": _UTC,
-    "settings": pl.Utf8(),
-    "logscope_version": pl.Utf8(),
-}
+TABLES_FILE = "tables.json"
 
 
 def findings_frame(report: dict[str, Any], settings: str) -> pl.DataFrame:
     """The findings of a report (`Report.to_dict`) as `FINDINGS_SCHEMA` rows."""
+    import polars as pl
+
+    from logscope.schemas import FINDINGS_SCHEMA
+
     run_id = report["run"]["id"]
     incident_of = {k: inc["id"] for inc in report.get("incidents", []) for k in inc["findings"]}
     rows = [
@@ -555,7 +529,10 @@ def runs_frame(
     import datetime as dt
     import time
 
+    import polars as pl
+
     from logscope.model import CONFIG_CODE_PREFIX, SEVERITY_RANK
+    from logscope.schemas import RUNS_SCHEMA
     from logscope.verl_config import n_gpus
 
     summary, meta = report["run"], report["run"]["meta"]
@@ -614,6 +591,19 @@ def _modified(path: str) -> float | None:
         return max((f.stat().st_mtime for f in _iter_files(p)), default=None)
     except OSError:
         return None
+
+
+def _parquet_intact(path: Path, size: int) -> bool:
+    """Whether a Parquet file is there with the size it was written with and Parquet's closing
+    magic bytes (what damage looks like without reading it: it is read only when used)."""
+    try:
+        with open(path, "rb") as fh:
+            if os.fstat(fh.fileno()).st_size != size or size < 8:
+                return False
+            fh.seek(-4, os.SEEK_END)
+            return fh.read(4) == b"PAR1"
+    except OSError:
+        return False
 
 
 def _parquet_bytes(frame: pl.DataFrame) -> bytes:

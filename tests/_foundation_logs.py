@@ -13,7 +13,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from logscope.model import METRICS_SCHEMA, ConfigSegment, Event, Run, Source
+from logscope.model import ConfigSegment, Event, Run, Source
+from logscope.schemas import METRICS_SCHEMA
 
 STEP_RE = re.compile(r"step:(\d+) - ")
 

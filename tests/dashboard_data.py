@@ -17,7 +17,8 @@ import numpy as np
 import polars as pl
 
 from logscope.ingest import load
-from logscope.model import METRICS_SCHEMA, ConfigSegment, Run, Source
+from logscope.model import ConfigSegment, Run, Source
+from logscope.schemas import METRICS_SCHEMA
 from logscope.store import Store
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from logscope.model import METRICS_SCHEMA, ConfigSegment, Run, Source
+from logscope.model import ConfigSegment, Run, Source
+from logscope.schemas import METRICS_SCHEMA
 
 
 def make_run(

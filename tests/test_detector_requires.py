@@ -7,7 +7,8 @@ import polars as pl
 from logscope.detectors.registry import find
 
 from logscope.analyze import analyze_run
-from logscope.model import METRICS_SCHEMA, Run, Source
+from logscope.model import Run, Source
+from logscope.schemas import METRICS_SCHEMA
 
 
 def run_with(*metrics: str) -> Run:

@@ -26,7 +26,8 @@ from typer.testing import CliRunner
 from logscope.cli import app
 from logscope.cli.query import run_query
 from logscope.ingest import load
-from logscope.store import FINDINGS_SCHEMA, RUNS_SCHEMA, Store
+from logscope.schemas import FINDINGS_SCHEMA, RUNS_SCHEMA
+from logscope.store import Store
 from logscope.synthetic import Injection, simulate, write_console_log
 
 ROOT = Path(__file__).resolve().parents[1]

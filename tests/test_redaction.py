@@ -214,6 +214,38 @@ def test_hint_selection_on_real_text(secret_log: Path) -> None:
         assert redact(text) == _redact_all(text), text
 
 
+def test_every_detect_secrets_plugin_has_its_hints() -> None:
+    """A plugin without hints would be run only when another plugin's hint loads them all: a
+    detect-secrets release with a new plugin fails here until its hints are listed."""
+    from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
+
+    names = {p.__name__ for p in get_mapping_from_secret_type_to_class().values()}
+    listed = set(redact_module._PLUGIN_NEEDS) | set(redact_module._SKIPPED_PLUGINS)
+    assert names <= listed, sorted(names - listed)
+
+
+def test_a_project_hint_alone_does_not_load_detect_secrets() -> None:
+    """`logger: ['console', 'wandb']` holds the W&B hint, which only a project pattern needs:
+    the ~0.3 s detect-secrets import is not paid for it (and an API key is still found)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from logscope.redact import redact\n"
+        "assert redact(\"trainer.logger: ['console', 'wandb']\") == \"trainer.logger: ['console', 'wandb']\"\n"
+        "print('detect_secrets' in sys.modules)\n"
+        f"print(redact('WANDB_API_KEY={'a1' * 20}'))\n"
+        "print('detect_secrets' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    before, shown, after = out.stdout.splitlines()
+    assert before == "False"
+    assert "a1a1" not in shown and "W&B API key" in shown
+    assert after == "True"  # a `key=` hint: detect-secrets' keyword plugins need it
+
+
 def test_config_keys_stay_and_values_go() -> None:
     config = {
         "data": {"prompt_key": "prompt", "max_prompt_length": 512},

@@ -65,6 +65,56 @@ def test_second_analysis_reuses_findings_and_gives_the_same_report(
     assert run.summary() == first[0].run.summary()
 
 
+def test_a_cached_analyze_imports_neither_polars_nor_the_detectors(tmp_path, log_file) -> None:
+    """A re-analysis of an unchanged file only shows the stored report: it reads JSON and file
+    sizes, so it pays for no polars, numpy or detector import (the ≤ 0.4 s small-run target)."""
+    import subprocess
+    import sys
+
+    store, out = tmp_path / "store", tmp_path / "report.json"
+    args = ["analyze", str(log_file), "-f", "json", "-o", str(out), "--store", str(store)]
+    args += ["--fail-on", "never"]
+    first = subprocess.run([sys.executable, "-m", "logscope", *args], capture_output=True)
+    assert first.returncode == 0, first.stderr
+    report = out.read_bytes()
+    code = (
+        "import runpy, sys\n"
+        f"sys.argv = ['logscope', *{args!r}]\n"
+        "try:\n    runpy.run_module('logscope', run_name='__main__')\n"
+        "except SystemExit:\n    pass\n"
+        "heavy = ('polars', 'numpy', 'pyarrow', 'logscope.detectors', 'logscope.metric_registry')\n"
+        "print(sorted(m for m in sys.modules if m in heavy))\n"
+    )
+    second = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert second.returncode == 0, second.stderr
+    assert second.stdout.strip() == "[]"
+    assert out.read_bytes() == report
+
+
+def test_tables_format_is_the_digest_of_the_table_schemas() -> None:
+    """The cached path checks the fleet tables by tables.json, without reading their schema: a
+    schema change must come with a new TABLES_FORMAT, or old tables would pass as current."""
+    from logscope.schemas import tables_digest
+    from logscope.store import TABLES_FORMAT
+
+    assert TABLES_FORMAT == tables_digest()
+
+
+def test_a_foreign_metrics_file_behind_cached_findings_is_damage(tmp_path, log_file) -> None:
+    """Another (valid) Parquet file in place of a run's metrics has another size: the cached
+    run reads as damaged and the source is read again."""
+    import polars as pl
+
+    store = Store(tmp_path / "store")
+    (first,) = analyze_paths([log_file], store_dir=store.root)
+    metrics = store.run_dir(first.run.id) / "metrics.parquet"
+    pl.DataFrame({"x": [1.0, 2.0]}).write_parquet(metrics)
+    assert store.get_lazy_run(first.run.id) is None
+    (again,) = analyze_paths([log_file], store_dir=store.root)
+    assert again.run.metrics.height == first.run.metrics.height
+    assert store.get_lazy_run(first.run.id) is not None  # rewritten
+
+
 def test_selection_and_code_changes_are_new_entries(tmp_path, log_file) -> None:
     store_dir = tmp_path / "store"
     everything = analyze_paths([log_file], store_dir=store_dir)

@@ -16,7 +16,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from logscope.model import METRICS_SCHEMA, Run
+from logscope.model import Run
+from logscope.schemas import METRICS_SCHEMA
 from logscope.synthetic import (
     PATHOLOGIES,
     VERSIONS,

@@ -51,6 +51,9 @@ def analyze(
     ],
     format: FormatOption = OutputFormat.rich,
     output: OutputOption = None,
+    details: Annotated[
+        bool, typer.Option("--details", help="With many runs: each run's report after the table.")
+    ] = False,
     fail_on: FailOnOption = FailOn.error,
     only: OnlyOption = None,
     skip: SkipOption = None,
@@ -65,9 +68,6 @@ def analyze(
             "--jobs", "-j", min=1, help="Runs analysed at once (default: the machine's cores)."
         ),
     ] = None,
-    details: Annotated[
-        bool, typer.Option("--details", help="With many runs: each run's report after the table.")
-    ] = False,
     executor: Annotated[
         Executor,
         typer.Option(

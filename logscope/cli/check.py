@@ -12,6 +12,7 @@ from logscope.cli.common import (
     ConfigOption,
     FailOn,
     FailOnOption,
+    FormatOption,
     OutputFormat,
     OutputOption,
     emit_reports,
@@ -38,9 +39,7 @@ def check(
             show_default=False,
         ),
     ] = None,
-    format: Annotated[
-        OutputFormat, typer.Option("--format", "-f", help="Output format.")
-    ] = OutputFormat.rich,
+    format: FormatOption = OutputFormat.rich,
     output: OutputOption = None,
     fail_on: FailOnOption = FailOn.error,
     fix: Annotated[

@@ -104,8 +104,7 @@ def _duckdb() -> Any:
 
 def connect(root: Path, exclude: frozenset[Path] = frozenset()) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection with the store's views (`exclude`: files to leave out)."""
-    from logscope.model import METRICS_SCHEMA
-    from logscope.store import FINDINGS_SCHEMA, RUNS_SCHEMA
+    from logscope.schemas import FINDINGS_SCHEMA, METRICS_SCHEMA, RUNS_SCHEMA
 
     duckdb = _duckdb()
     con = duckdb.connect(":memory:")
@@ -169,7 +168,7 @@ def _damaged_files(root: Path) -> set[Path]:
     """The store's Parquet files whose footer cannot be read."""
     import polars as pl
 
-    from logscope.store import DAMAGE
+    from logscope.schemas import DAMAGE
 
     bad = set()
     for name in VIEW_FILES.values():

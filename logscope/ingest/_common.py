@@ -8,11 +8,14 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import polars as pl
 
-from logscope.model import METRICS_SCHEMA, empty_metrics
+from logscope.exceptions import IngestError
+from logscope.model import Run, Source
+from logscope.schemas import METRICS_SCHEMA, empty_metrics
 from logscope.verl_config import set_path
 
 NAN = float("nan")
@@ -36,6 +39,19 @@ def content_hash(*chunks: bytes | str) -> str:
         digest.update(chunk.encode("utf-8", "surrogateescape") if isinstance(chunk, str) else chunk)
         digest.update(b"\0")
     return digest.hexdigest()
+
+
+def read_bytes(path: Path) -> bytes:
+    """The bytes of `path` as stored; IngestError naming it when it cannot be read."""
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise IngestError(str(path), f"cannot read: {exc.strerror or exc}") from exc
+
+
+def new_run(kind: str, path: Path, raw: bytes | str) -> Run:
+    """An empty Run of `kind` for `path`, its id from what it is read from (`content_hash`)."""
+    return Run(id=content_hash(kind, raw), source=Source(kind, str(path)))
 
 
 def to_float(value: Any) -> float | None:

@@ -23,11 +23,11 @@ from pathlib import Path
 from typing import Any
 
 from logscope.exceptions import IngestError
-from logscope.ingest._common import content_hash, metrics_frame, to_float
+from logscope.ingest._common import metrics_frame, new_run, read_bytes, to_float
 from logscope.ingest.files import GZIP_MAGIC, read_head
 from logscope.ingest.verl_events import classify
 from logscope.ingest.verl_text import segments, split_prefix, strip_ansi, strip_tail
-from logscope.model import Event, ParseStats, Run, Source
+from logscope.model import Event, ParseStats, Run
 
 #: how much of a file the sniffs look at: startup output (configs, model loading) comes first
 SNIFF_BYTES = 1 << 20
@@ -70,10 +70,7 @@ def head_lines(path: Path, needle: str) -> Iterator[tuple[str, str]]:
 def read_text(path: Path) -> tuple[bytes, str, bool]:
     """(bytes as stored, decoded text, whether a .gz ended early) of a plain or gzip log; of a
     truncated .gz, what decoded before the damage. IngestError when unreadable."""
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise IngestError(str(path), f"cannot read: {exc.strerror or exc}") from exc
+    raw = read_bytes(path)
     if not raw.startswith(GZIP_MAGIC):
         return raw, raw.decode("utf-8", "replace"), False
     parts: list[bytes] = []
@@ -197,13 +194,15 @@ class Columns:
             self.events.append(Event(line_no, step, kind, text[:2000]))
 
 
-def open_run(kind: str, path: Path) -> tuple[Run, str]:
-    """A new Run for `path` (its id from the bytes as stored) and the text to parse."""
+def open_run(kind: str, path: Path | str) -> tuple[Run, str, Columns]:
+    """A new Run for `path` (its id from the bytes as stored), the text to parse, and the
+    empty Columns to collect its values in (for `build_run`)."""
+    path = Path(path)
     raw, text, damaged = read_text(path)
-    run = Run(id=content_hash(kind, raw), source=Source(kind, str(path)))
+    run = new_run(kind, path, raw)
     if damaged:
         run.parse_stats.notes.append("the .gz file ends early: read as far as it decoded")
-    return run, text
+    return run, text, Columns()
 
 
 def build_run(run: Run, columns: Columns, framework: str, *, expected: str) -> list[Run]:

@@ -51,10 +51,8 @@ def table_row(line: str) -> dict[str, float] | None:
 
 
 def read(path: Path, *, progress: Any = None) -> list[Run]:
-    path = Path(path)
-    run, text = fw.open_run(KIND, path)
+    run, text, cols = fw.open_run(KIND, path)
     stats = run.parse_stats
-    cols = fw.Columns()
     base: int | None = None  # first W&B step of the commit being read
     last = -1  # last W&B step committed
     step: int | None = None  # W&B step of the table being read

@@ -27,10 +27,10 @@ from pathlib import Path
 from typing import Any
 
 from logscope.exceptions import IngestError
-from logscope.ingest._common import NAN, content_hash, metrics_frame
+from logscope.ingest._common import NAN, metrics_frame, new_run, read_bytes
 from logscope.ingest._hf import EVAL_PREFIXES, SUMMARY_KEYS, TRAINER_KEYS, framework_meta, kind_of
 from logscope.ingest.files import read_head
-from logscope.model import Event, Run, Source
+from logscope.model import Event, Run
 
 KIND = "hf-trainer-log"
 FRAMEWORK = "trl"
@@ -180,10 +180,7 @@ def sniff(path: Path) -> bool:
 
 
 def _read_text(path: Path) -> tuple[bytes, str]:
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise IngestError(str(path), f"cannot read: {exc.strerror or exc}") from exc
+    raw = read_bytes(path)
     from logscope.ingest.files import GZIP_MAGIC
 
     if raw[:2] == GZIP_MAGIC:
@@ -247,7 +244,7 @@ def read(path: Path, *, progress: Any = None) -> list[Run]:
 
     path = Path(path)
     raw, text = _read_text(path)
-    run = Run(id=content_hash(KIND, raw), source=Source(KIND, str(path)))
+    run = new_run(KIND, path, raw)
     stats = run.parse_stats
     steps_of = _Steps()
     steps: list[int] = []

@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from logscope.exceptions import IngestError
-from logscope.ingest._common import content_hash, metrics_frame, to_float
+from logscope.ingest._common import metrics_frame, new_run, read_bytes, to_float
 from logscope.ingest._hf import framework_meta, kind_of
 from logscope.ingest.files import read_head
-from logscope.model import Run, Source
+from logscope.model import Run
 
 KIND = "hf-trainer-state"
 FRAMEWORK = "trl"
@@ -180,11 +180,8 @@ def read(path: Path, *, progress: Any = None) -> list[Run]:
     file = latest_state(path) if path.is_dir() else path
     if file is None:
         raise IngestError(str(path), f"no {STATE_NAME} in it or in checkpoint-*/ below it")
-    try:
-        raw = file.read_bytes()
-    except OSError as exc:
-        raise IngestError(str(file), f"cannot read: {exc.strerror or exc}") from exc
-    run = Run(id=content_hash(KIND, raw), source=Source(KIND, str(file)))
+    raw = read_bytes(file)
+    run = new_run(KIND, file, raw)
     stats = run.parse_stats
     state, entries = _entries(raw, stats)
     run.metrics = metrics_frame(*_columns(entries, stats))

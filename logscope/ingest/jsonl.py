@@ -16,8 +16,15 @@ from typing import Any
 import polars as pl
 
 from logscope.exceptions import IngestError
-from logscope.ingest._common import content_hash, metrics_frame, to_float, version_and_algorithm
-from logscope.model import METRICS_SCHEMA, ParseStats, Run, Source
+from logscope.ingest._common import (
+    metrics_frame,
+    new_run,
+    read_bytes,
+    to_float,
+    version_and_algorithm,
+)
+from logscope.model import ParseStats, Run
+from logscope.schemas import METRICS_SCHEMA
 
 KIND = "verl-jsonl"
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
@@ -172,11 +179,8 @@ def _per_line(
 
 def read(path: Path, *, progress: Any = None) -> list[Run]:
     path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise IngestError(str(path), f"cannot read: {exc.strerror or exc}") from exc
-    run = Run(id=content_hash(KIND, raw), source=Source(KIND, str(path)))
+    raw = read_bytes(path)
+    run = new_run(KIND, path, raw)
     stats = run.parse_stats
     ends_in_newline = raw.endswith(b"\n")
     body_end = raw.rfind(b"\n") + 1

@@ -33,69 +33,55 @@ SECTIONS = {
     "Validation Timing": "timing/validation",
 }
 SECTION_RE = re.compile(r"^[^\w\s]+\s+(" + "|".join(SECTIONS) + r"):$")
-#: (section, printed label) → (logged key, scale); a timing label not listed is the timer's name
-LABELS: dict[tuple[str, str], tuple[str, float]] = {
-    ("train", "Loss"): ("train/loss", 1.0),
-    ("train", "Draft Loss"): ("train/draft_loss", 1.0),
-    ("train", "Generation KL Error"): ("train/gen_kl_error", 1.0),
-    ("train", "Avg Reward"): ("train/reward", 1.0),
-    ("train", "Avg Filtered Reward"): ("train/filtered_reward", 1.0),
-    ("train", "Avg Total Reward"): ("train/reward", 1.0),
-    ("train", "Mean Generation Length"): ("train/mean_gen_tokens_per_sample", 1.0),
-    # async GRPO (grpo.py:5323-5330) and PPO (ppo.py:1928-1942) blocks
-    ("train", "Buffer Size"): ("train/buffer_size", 1.0),
-    ("train", "Avg Trajectory Age"): ("train/avg_trajectory_age", 1.0),
-    ("train", "Policy Loss"): ("train/loss", 1.0),
-    ("train", "Critic Loss"): ("train/critic/loss", 1.0),
-    ("train", "Critic Grad Norm"): ("train/critic/grad_norm", 1.0),
-    ("train", "Critic LR"): ("train/critic/lr", 1.0),
-    ("train", "Critic Clip Frac"): ("train/critic/vf_clipfrac", 1.0),
-    ("timing/train", "Total step time"): ("timing/train/total_step_time", 1.0),
-    ("performance", "Mean Total Tokens per Sample"): ("train/mean_total_tokens_per_sample", 1.0),
-    ("performance", "Average Token Imbalance"): ("performance/average_token_imbalance", 0.01),
-    ("performance", "Training Worker Idle Time Ratio"): (
-        "performance/training_worker_idle_time_ratio",
-        0.01,
-    ),
-    ("performance", "E2E (Samples/sec/gpu)"): ("performance/samples_per_sec_per_gpu", 1.0),
-    ("performance", "E2E (Tokens/sec/gpu)"): ("performance/tokens_per_sec_per_gpu", 1.0),
-    ("performance", "Policy Training (Tokens/sec/gpu)"): (
-        "performance/policy_training_tokens_per_sec_per_gpu",
-        1.0,
-    ),
-    ("performance", "Policy and Reference Logprobs (Tokens/sec/gpu)"): (
-        "performance/policy_and_reference_logprobs_tokens_per_sec_per_gpu",
-        1.0,
-    ),
-    ("performance", "Training Worker Group (Tokens/sec/gpu)"): (
-        "performance/training_worker_group_tokens_per_sec_per_gpu",
-        1.0,
-    ),
-    ("performance", "Generation Worker Group (Tokens/sec/gpu)"): (
-        "performance/generation_tokens_per_sec_per_gpu",
-        1.0,
-    ),
-    ("performance", "E2E (Samples/sec)"): ("performance/samples_per_sec", 1.0),
-    ("performance", "E2E (Tokens/sec)"): ("performance/tokens_per_sec", 1.0),
-    ("performance", "Training Worker Group (Tokens/sec)"): (
-        "performance/training_worker_group_tokens_per_sec",
-        1.0,
-    ),
-    ("performance", "Generation Worker Group (Tokens/sec)"): (
-        "performance/generation_tokens_per_sec",
-        1.0,
-    ),
-    ("performance", "Training Model Floating Point Utilization"): (
-        "performance/train_fp_utilization",
-        0.01,
-    ),
-    ("validation", "Accuracy"): ("validation/accuracy", 1.0),
-    ("validation", "Average response length"): ("validation/avg_length", 1.0),
-    ("validation", "Samples processed"): ("", 1.0),  # printed, not logged
-    ("timing/validation", "Total validation time"): (
-        "timing/validation/total_validation_time",
-        1.0,
-    ),
+#: section → printed label → the key it is logged under ("": printed, not logged); a timing
+#: label not listed is the timer's name
+LABELS: dict[str, dict[str, str]] = {
+    "train": {
+        "Loss": "train/loss",
+        "Draft Loss": "train/draft_loss",
+        "Generation KL Error": "train/gen_kl_error",
+        "Avg Reward": "train/reward",
+        "Avg Filtered Reward": "train/filtered_reward",
+        "Avg Total Reward": "train/reward",
+        "Mean Generation Length": "train/mean_gen_tokens_per_sample",
+        # async GRPO (grpo.py:5323-5330) and PPO (ppo.py:1928-1942) blocks
+        "Buffer Size": "train/buffer_size",
+        "Avg Trajectory Age": "train/avg_trajectory_age",
+        "Policy Loss": "train/loss",
+        "Critic Loss": "train/critic/loss",
+        "Critic Grad Norm": "train/critic/grad_norm",
+        "Critic LR": "train/critic/lr",
+        "Critic Clip Frac": "train/critic/vf_clipfrac",
+    },
+    "timing/train": {"Total step time": "timing/train/total_step_time"},
+    "performance": {
+        "Mean Total Tokens per Sample": "train/mean_total_tokens_per_sample",
+        "Average Token Imbalance": "performance/average_token_imbalance",
+        "Training Worker Idle Time Ratio": "performance/training_worker_idle_time_ratio",
+        "E2E (Samples/sec/gpu)": "performance/samples_per_sec_per_gpu",
+        "E2E (Tokens/sec/gpu)": "performance/tokens_per_sec_per_gpu",
+        "Policy Training (Tokens/sec/gpu)": "performance/policy_training_tokens_per_sec_per_gpu",
+        "Policy and Reference Logprobs (Tokens/sec/gpu)": "performance/policy_and_reference_logprobs_tokens_per_sec_per_gpu",
+        "Training Worker Group (Tokens/sec/gpu)": "performance/training_worker_group_tokens_per_sec_per_gpu",
+        "Generation Worker Group (Tokens/sec/gpu)": "performance/generation_tokens_per_sec_per_gpu",
+        "E2E (Samples/sec)": "performance/samples_per_sec",
+        "E2E (Tokens/sec)": "performance/tokens_per_sec",
+        "Training Worker Group (Tokens/sec)": "performance/training_worker_group_tokens_per_sec",
+        "Generation Worker Group (Tokens/sec)": "performance/generation_tokens_per_sec",
+        "Training Model Floating Point Utilization": "performance/train_fp_utilization",
+    },
+    "validation": {
+        "Accuracy": "validation/accuracy",
+        "Average response length": "validation/avg_length",
+        "Samples processed": "",  # printed, not logged
+    },
+    "timing/validation": {"Total validation time": "timing/validation/total_validation_time"},
+}
+#: the keys whose bullet is printed in % (logged as the fraction)
+PERCENT = {
+    "performance/average_token_imbalance",
+    "performance/training_worker_idle_time_ratio",
+    "performance/train_fp_utilization",
 }
 HEADER_RE = re.compile(r"^={5,} (Epoch|Step) ([0-9]+)/([0-9]+) ={5,}$")
 BULLET_RE = re.compile(r"^\s*(?:•|-)\s+(.+?):\s+(\S+)")
@@ -110,10 +96,12 @@ def _key(section: str, label: str) -> tuple[str, float] | None:
     """(logged key, scale) of a bullet; None when the label has no logged key."""
     if section == "performance" and label == "Training FLOPS":
         return ("performance/train_flops_per_gpu", 1.0)  # the per-rank number in parentheses
-    known = LABELS.get((section, label))
-    if known is None and section.startswith("timing/"):
-        known = (f"{section}/{label}", 1.0)  # `  • policy_training: 1.23s (45.6%)`
-    return known if known is not None and known[0] else None
+    key = LABELS[section].get(label)
+    if key is None and section.startswith("timing/"):
+        key = f"{section}/{label}"  # `  • policy_training: 1.23s (45.6%)`
+    if not key:
+        return None
+    return key, 0.01 if key in PERCENT else 1.0
 
 
 def _number(key: str, token: str, rest: str) -> float | None:
@@ -124,10 +112,8 @@ def _number(key: str, token: str, rest: str) -> float | None:
 
 
 def read(path: Path, *, progress: Any = None) -> list[Run]:
-    path = Path(path)
-    run, text = fw.open_run(KIND, path)
+    run, text, cols = fw.open_run(KIND, path)
     stats = run.parse_stats
-    cols = fw.Columns()
     step, in_epoch, offset, last_n = 0, 0, 0, 0
     section: str | None = None
     unknown: set[str] = set()
@@ -151,7 +137,7 @@ def read(path: Path, *, progress: Any = None) -> list[Run]:
             label, token = b.group(1), b.group(2)
             key = _key(section, label)
             if key is None:
-                if (section, label) not in LABELS and fw.number(token.rstrip("s")) is not None:
+                if label not in LABELS[section] and fw.number(token.rstrip("s")) is not None:
                     unknown.add(f"{section}: {label}")
                 continue
             value = _number(key[0], token, line[b.end() :])

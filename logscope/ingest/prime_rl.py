@@ -30,9 +30,11 @@ KIND = "prime-rl-console"
 DESCRIPTION = "prime-rl trainer console log (Step N | 1.2s | Loss x | Entropy y | … lines)"
 FRAMEWORK = "prime-rl"
 
-STEP_RE = re.compile(r"(?:^|\s)Step ([0-9]+) \| *([^|]*?) *\| Loss (\S+) \| Entropy (\S+)(.*)$")
-STEP_START_RE = re.compile(r"(?:^|\s)Step [0-9]+ \| ")
-ORCHESTRATOR_RE = re.compile(r"(?:^|\s)Step [0-9]+ \| *[^|]*? *\| Reward ")
+#: how the trainer's and the orchestrator's step lines start (`Step N |`, N in group 1)
+_STEP = r"(?:^|\s)Step ([0-9]+) \|"
+STEP_RE = re.compile(_STEP + r" *([^|]*?) *\| Loss (\S+) \| Entropy (\S+)(.*)$")
+STEP_START_RE = re.compile(_STEP + " ")
+ORCHESTRATOR_RE = re.compile(_STEP + r" *[^|]*? *\| Reward ")
 DROPPED_RE = re.compile(r"Dropping ([0-9]+) non-finite value\(s\) from \S+?: (.*)$")
 
 #: console label → (W&B key, unit suffix that follows the number)
@@ -105,10 +107,8 @@ def dropped_keys(line: str) -> tuple[int, list[str]] | None:
 
 
 def read(path: Path, *, progress: Any = None) -> list[Run]:
-    path = Path(path)
-    run, text = fw.open_run(KIND, path)
+    run, text, cols = fw.open_run(KIND, path)
     stats = run.parse_stats
-    cols = fw.Columns()
     step: int | None = None
     orchestrator_lines = unnamed = 0
     for line_no, line in fw.lines(text, progress, stats):

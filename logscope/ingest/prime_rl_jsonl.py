@@ -118,9 +118,8 @@ def dropped_from_log(log: Path) -> tuple[list[tuple[int, str]], int]:
 
 def read(path: Path, *, progress: Any = None) -> list[Run]:
     path = Path(path)
-    run, text = fw.open_run(KIND, path)
+    run, text, cols = fw.open_run(KIND, path)
     stats = run.parse_stats
-    cols = fw.Columns()
     all_lines = text.split("\n")
     for line_no, line in enumerate(all_lines, 1):
         if not line.strip():

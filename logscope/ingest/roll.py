@@ -40,10 +40,8 @@ def _record(body: str) -> tuple[int, dict[str, float]] | None:
 
 
 def read(path: Path, *, progress: Any = None) -> list[Run]:
-    path = Path(path)
-    run, text = fw.open_run(KIND, path)
+    run, text, cols = fw.open_run(KIND, path)
     stats = run.parse_stats
-    cols = fw.Columns()
     step: int | None = None
     for line_no, line in fw.lines(text, progress, stats):
         at = line.find("metrics_tag: ")

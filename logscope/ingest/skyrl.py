@@ -35,10 +35,8 @@ def sniff(path: Path) -> bool:
 
 
 def read(path: Path, *, progress: Any = None) -> list[Run]:
-    path = Path(path)
-    run, text = fw.open_run(KIND, path)
+    run, text, cols = fw.open_run(KIND, path)
     stats = run.parse_stats
-    cols = fw.Columns()
     step: int | None = None  # the step whose block is being read
     block: list[str] = []
     start = 0

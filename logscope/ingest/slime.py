@@ -60,11 +60,9 @@ def steps_per_rollout(records: list[tuple[str, int]]) -> tuple[int, str]:
 
 
 def read(path: Path, *, progress: Any = None) -> list[Run]:
-    path = Path(path)
-    run, text = fw.open_run(KIND, path)
+    run, text, cols = fw.open_run(KIND, path)
     stats = run.parse_stats
     records: list[tuple[str, int, dict[str, float]]] = []
-    cols = fw.Columns()
     train_step: int | None = None
     for line_no, line in fw.lines(text, progress, stats):
         m = LINE_RE.search(line) if ": {" in line else None

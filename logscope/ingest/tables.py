@@ -17,7 +17,8 @@ import polars as pl
 
 from logscope.exceptions import IngestError
 from logscope.ingest._common import content_hash, metrics_frame, to_float, version_and_algorithm
-from logscope.model import METRICS_SCHEMA, Run, Source, empty_metrics
+from logscope.model import Run, Source
+from logscope.schemas import METRICS_SCHEMA, empty_metrics
 
 KIND = "table"
 DESCRIPTION = "CSV or JSONL table with a step column (step, _step, Step, global_step)"

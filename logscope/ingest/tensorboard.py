@@ -31,6 +31,7 @@ from logscope.ingest._common import (
     metrics_frame,
     nest_dotted,
     new_hasher,
+    read_bytes,
     version_and_algorithm,
 )
 from logscope.model import ConfigSegment, Run, Source
@@ -141,10 +142,7 @@ def _records(
     path: Path, masked_crc: Callable[[bytes], int], damage: _Damage, digest: Any
 ) -> list[bytes]:
     """Payloads of the TFRecord file at `path`, stopping at the first untrustworthy length."""
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise IngestError(str(path), f"cannot read: {exc.strerror or exc}") from exc
+    data = read_bytes(path)
     digest.update(data)
     out: list[bytes] = []
     pos, end = 0, len(data)

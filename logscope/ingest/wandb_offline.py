@@ -25,9 +25,10 @@ from typing import Any
 
 from logscope.exceptions import IngestError
 from logscope.ingest._common import (
-    content_hash,
     meta_from_config,
     metrics_frame,
+    new_run,
+    read_bytes,
     to_float,
     version_and_algorithm,
 )
@@ -51,60 +52,47 @@ SUMMARY_TAIL = 256  # summary records read for the run summary (see _summary)
 
 # ---- minimal Record schema ------------------------------------------------------------------
 
-# (name, number, type, label, message type) for the fields read; numbers from wandb_internal.proto
-_STRING, _INT64, _INT32, _BOOL, _MSG, _BYTES = 9, 3, 5, 8, 11, 12
-_OPT, _REP = 1, 3
-_MESSAGES: dict[str, list[tuple[str, int, int, int, str | None]]] = {
-    "Timestamp": [("seconds", 1, _INT64, _OPT, None), ("nanos", 2, _INT32, _OPT, None)],
-    "Item": [
-        ("key", 1, _STRING, _OPT, None),
-        ("nested_key", 2, _STRING, _REP, None),
-        ("value_json", 16, _STRING, _OPT, None),
-    ],
-    "HistoryStep": [("num", 1, _INT64, _OPT, None)],
-    "HistoryRecord": [("item", 1, _MSG, _REP, "Item"), ("step", 2, _MSG, _OPT, "HistoryStep")],
-    "ItemsRecord": [("update", 1, _MSG, _REP, "Item"), ("remove", 2, _MSG, _REP, "Item")],
-    "OutputRecord": [
-        ("output_type", 1, _INT32, _OPT, None),
-        ("timestamp", 2, _MSG, _OPT, "Timestamp"),
-        ("line", 3, _STRING, _OPT, None),
-    ],
-    "RunRecord": [
-        ("run_id", 1, _STRING, _OPT, None),
-        ("entity", 2, _STRING, _OPT, None),
-        ("project", 3, _STRING, _OPT, None),
-        ("config", 4, _MSG, _OPT, "ItemsRecord"),
-        ("summary", 5, _MSG, _OPT, "ItemsRecord"),
-        ("run_group", 6, _STRING, _OPT, None),
-        ("job_type", 7, _STRING, _OPT, None),
-        ("display_name", 8, _STRING, _OPT, None),
-        ("tags", 10, _STRING, _REP, None),
-        ("host", 13, _STRING, _OPT, None),
-        ("starting_step", 14, _INT64, _OPT, None),
-        ("start_time", 17, _MSG, _OPT, "Timestamp"),
-        ("resumed", 18, _BOOL, _OPT, None),
-    ],
-    "ExitRecord": [
-        ("exit_code", 1, _INT32, _OPT, None),
-        ("runtime", 2, _INT32, _OPT, None),
-        ("not_complete", 3, _BOOL, _OPT, None),
-    ],
-    "VersionInfo": [("producer", 1, _STRING, _OPT, None), ("min_consumer", 2, _STRING, _OPT, None)],
-    "HeaderRecord": [("version_info", 1, _MSG, _OPT, "VersionInfo")],
-    "Empty": [],
-    "Record": [
-        ("num", 1, _INT64, _OPT, None),
-        ("history", 2, _MSG, _OPT, "HistoryRecord"),
-        ("summary", 3, _BYTES, _OPT, None),  # raw: merged once at the end (see _summary)
-        ("output", 4, _MSG, _OPT, "OutputRecord"),
-        ("config", 5, _MSG, _OPT, "ItemsRecord"),
-        ("output_raw", 13, _MSG, _OPT, "OutputRecord"),
-        ("run", 17, _MSG, _OPT, "RunRecord"),
-        ("exit", 18, _MSG, _OPT, "ExitRecord"),
-        ("final", 20, _MSG, _OPT, "Empty"),
-        ("header", 21, _MSG, _OPT, "HeaderRecord"),
-        ("footer", 22, _MSG, _OPT, "Empty"),
-    ],
+# The fields read, as wandb_internal.proto declares them: `[repeated] type name = number`, a
+# capitalised type being a message of this schema
+_MESSAGES: dict[str, tuple[str, ...]] = {
+    "Timestamp": ("int64 seconds = 1", "int32 nanos = 2"),
+    "Item": ("string key = 1", "repeated string nested_key = 2", "string value_json = 16"),
+    "HistoryStep": ("int64 num = 1",),
+    "HistoryRecord": ("repeated Item item = 1", "HistoryStep step = 2"),
+    "ItemsRecord": ("repeated Item update = 1", "repeated Item remove = 2"),
+    "OutputRecord": ("int32 output_type = 1", "Timestamp timestamp = 2", "string line = 3"),
+    "RunRecord": (
+        "string run_id = 1",
+        "string entity = 2",
+        "string project = 3",
+        "ItemsRecord config = 4",
+        "ItemsRecord summary = 5",
+        "string run_group = 6",
+        "string job_type = 7",
+        "string display_name = 8",
+        "repeated string tags = 10",
+        "string host = 13",
+        "int64 starting_step = 14",
+        "Timestamp start_time = 17",
+        "bool resumed = 18",
+    ),
+    "ExitRecord": ("int32 exit_code = 1", "int32 runtime = 2", "bool not_complete = 3"),
+    "VersionInfo": ("string producer = 1", "string min_consumer = 2"),
+    "HeaderRecord": ("VersionInfo version_info = 1",),
+    "Empty": (),
+    "Record": (
+        "int64 num = 1",
+        "HistoryRecord history = 2",
+        "bytes summary = 3",  # raw: merged once at the end (see _summary)
+        "OutputRecord output = 4",
+        "ItemsRecord config = 5",
+        "OutputRecord output_raw = 13",
+        "RunRecord run = 17",
+        "ExitRecord exit = 18",
+        "Empty final = 20",
+        "HeaderRecord header = 21",
+        "Empty footer = 22",
+    ),
 }
 _ONEOF = {"history", "summary", "output", "config", "output_raw", "run", "exit", "final",
           "header", "footer"}  # fmt: skip
@@ -116,6 +104,8 @@ def _record_class() -> Any:
     """The `Record` message class of the minimal schema (built once)."""
     from google.protobuf import descriptor_pb2, descriptor_pool
 
+    Field = descriptor_pb2.FieldDescriptorProto
+
     file = descriptor_pb2.FileDescriptorProto(
         name="logscope_wandb_min.proto", package=_PACKAGE, syntax="proto3"
     )
@@ -123,10 +113,15 @@ def _record_class() -> Any:
         message = file.message_type.add(name=name)
         if name == "Record":
             message.oneof_decl.add(name="record_type")
-        for fname, number, ftype, label, type_name in fields:
-            field = message.field.add(name=fname, number=number, type=ftype, label=label)
-            if type_name:
-                field.type_name = f".{_PACKAGE}.{type_name}"
+        for spec in fields:
+            *repeated, ftype, fname, _, number = spec.split()
+            field = message.field.add(name=fname, number=int(number))
+            field.label = Field.LABEL_REPEATED if repeated else Field.LABEL_OPTIONAL
+            if ftype[0].isupper():
+                field.type = Field.TYPE_MESSAGE
+                field.type_name = f".{_PACKAGE}.{ftype}"
+            else:
+                field.type = Field.Type.Value(f"TYPE_{ftype.upper()}")
             if name == "Record" and fname in _ONEOF:
                 field.oneof_index = 0
     pool = descriptor_pool.DescriptorPool()
@@ -151,9 +146,11 @@ class _Damage:
         self.notes: list[str] = []
         self.truncated = False
 
-    def note(self, text: str) -> None:
+    def bad_record(self, note: str) -> None:
+        """Count a record that could not be read; the first five notes say why."""
+        self.bad_records += 1
         if len(self.notes) < 5:
-            self.notes.append(text)
+            self.notes.append(note)
 
 
 def check_header(data: bytes, path: Path) -> None:
@@ -191,8 +188,7 @@ def iter_payloads(data: bytes, damage: _Damage, progress: Any = None) -> Any:
             pos += left
             continue
         if length > left - _HEADER or rtype not in _SEED:
-            damage.bad_records += 1
-            damage.note(f"bad record header at byte {pos}; resumed at the next block")
+            damage.bad_record(f"bad record header at byte {pos}; resumed at the next block")
             pending = None
             pos += left
             continue
@@ -202,8 +198,7 @@ def iter_payloads(data: bytes, damage: _Damage, progress: Any = None) -> Any:
             break
         payload = data[start : start + length]
         if crc32(payload, _SEED[rtype]) != crc:
-            damage.bad_records += 1
-            damage.note(f"bad CRC in record at byte {pos}; resumed at the next block")
+            damage.bad_record(f"bad CRC in record at byte {pos}; resumed at the next block")
             pending = None
             pos += left
             continue
@@ -379,10 +374,7 @@ def _history_row(history: Any) -> tuple[int | None, float | None, list[str], lis
 
 
 def _read_file(path: Path, progress: Any = None) -> Run:
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise IngestError(str(path), f"cannot read: {exc.strerror or exc}") from exc
+    data = read_bytes(path)
     check_header(data, path)
     Record = _record_class()
     damage = _Damage()
@@ -402,8 +394,7 @@ def _read_file(path: Path, progress: Any = None) -> Run:
         try:
             record = Record.FromString(payload)
         except Exception:
-            damage.bad_records += 1
-            damage.note(f"record {records}: not a W&B Record protobuf; skipped")
+            damage.bad_record(f"record {records}: not a W&B Record protobuf; skipped")
             continue
         kind = record.WhichOneof("record_type")
         if kind == "history":
@@ -442,7 +433,7 @@ def _read_file(path: Path, progress: Any = None) -> Run:
         elif kind == "header":
             meta["wandb_version"] = record.header.version_info.producer.split("+")[0]
     console.close(last_step)
-    run = Run(id=content_hash(KIND, data), source=Source(KIND, str(path)))
+    run = new_run(KIND, path, data)
     run.metrics = metrics_frame(steps, names, values, walls)
     config.pop("_wandb", None)
     first = int(min(steps)) if steps else 0

@@ -17,7 +17,8 @@ import polars as pl
 from scipy.signal import lfilter
 from scipy.special import ndtr
 
-from logscope.model import METRICS_SCHEMA, ConfigSegment, Event, Run, Source
+from logscope.model import ConfigSegment, Event, Run, Source
+from logscope.schemas import METRICS_SCHEMA
 from logscope.synthetic import families as _fam
 from logscope.synthetic import pathologies as _path
 from logscope.synthetic.config import (
@@ -904,7 +905,6 @@ def _build(s: _Sim, truth: list[Injection], seed: int) -> SimRun:
     ]
     if s.restart is not None:
         segments.append((s.restart["resume_step"], s.restart["config"]))
-    events = sorted(s.events, key=lambda e: e[0])
     return SimRun(
         algorithm=s.algorithm,
         version=s.version,
@@ -913,7 +913,7 @@ def _build(s: _Sim, truth: list[Injection], seed: int) -> SimRun:
         metrics=metrics,
         truth=truth,
         config_segments=segments,
-        events=events,
+        events=sorted(s.events, key=lambda e: e[0]),
         noise=s.noise,
         metric_order=names,
         details=s.details,
