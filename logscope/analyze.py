@@ -138,7 +138,7 @@ def analyze_paths(
             if full:
                 _restore_tables(store, cached, settings.fingerprint())
             continue
-        if not built:
+        if not built and _long_input(path):
             _import_in_background(DETECTOR_IMPORTS)
         detectors = built.get(settings.fingerprint())
         if detectors is None:
@@ -196,12 +196,22 @@ def _reason(exc: IngestError, path: str | Path) -> str:
     return text[len(prefix) :] if text.startswith(prefix) and exc.path == str(path) else text
 
 
-# Heavy modules detectors import on first use (scipy.ndimage ~0.25 s; the detectors load ruptures'
-# compiled core alone, without the package and the scipy.stats it imports). They are imported in a
-# helper thread while the log is read: the reader spends its time in polars, which releases the GIL.
+# Heavy modules detectors import on first use on long runs (scipy.ndimage, ~0.5 s CPU: the bin
+# medians of series longer than 2,000 points, running medians wider than numpy's; the detectors
+# load ruptures' compiled core alone, without the package and the scipy.stats it imports). For an
+# input of LONG_INPUT_BYTES or more they are imported in a helper thread while the log is read:
+# the reader spends its time in polars, which releases the GIL. A short run needs none of them.
 # Not the redactor's patterns (detect-secrets and the requests stack it loads, ~0.25 s CPU): most
 # logs hold no text that needs them (`redact` imports them for the first one that does).
 DETECTOR_IMPORTS = ("scipy.ndimage",)
+LONG_INPUT_BYTES = 4 << 20  # a verl console log of ~2,000 steps
+
+
+def _long_input(path: str | Path) -> bool:
+    try:
+        return Path(path).stat().st_size >= LONG_INPUT_BYTES
+    except OSError:  # a URI or a missing path (a folder stats as small: no prefetch)
+        return False
 
 
 def _import_in_background(modules: Sequence[str]) -> None:

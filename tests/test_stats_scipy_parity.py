@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import ruptures as rpt
-from logscope.detectors import kl
+from logscope.detectors import kl, policy
 from logscope.detectors._fits import minimize_bounded
 from logscope.detectors._stats import (
     NORMAL_MAD_SCALE,
@@ -30,6 +30,7 @@ RNG = np.random.default_rng(20261202)
 
 def test_constants_are_scipys() -> None:
     assert kl.Z99 == stats.norm.ppf(0.995)
+    assert policy.CHI2_1_MEDIAN == stats.chi2.median(1)
     assert NORMAL_MAD_SCALE == special.ndtri(0.75)
     assert 2 * special.gammaincinv(0.5, 0.5) == stats.chi2.median(1)
     z = np.array([-3.0, 0.0, 1.5, 8.0, 40.0])
@@ -144,3 +145,27 @@ def test_detectors_import_neither_scipy_stats_nor_optimize_nor_ruptures() -> Non
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
     )
     assert out.stdout.split() == ["['ruptures.detection._detection.ekcpd']"]
+
+
+@pytest.mark.parametrize("kind", ["heavy-tailed", "rounded", "huge", "with inf"])
+def test_running_median_matches_scipys_median_filter(kind: str) -> None:
+    """numpy's windows give exactly scipy.ndimage.median_filter(mode="nearest"), shrunk or not."""
+    from logscope.detectors._series import running_median
+    from scipy.ndimage import median_filter
+
+    rng = np.random.default_rng(7)
+    for _ in range(300):
+        n, width, shrink = (
+            int(rng.integers(1, 300)),
+            int(rng.integers(2, 60)),
+            bool(rng.integers(2)),
+        )
+        v = {
+            "heavy-tailed": rng.standard_t(2, n),
+            "rounded": np.round(rng.normal(size=n), 1),
+            "huge": rng.normal(size=n) * 1e300,
+            "with inf": np.where(rng.random(n) < 0.1, np.inf, rng.normal(size=n)),
+        }[kind]
+        size = min(width | 1, n | 1) if shrink else width | 1
+        expected = median_filter(v, size=size, mode="nearest")
+        assert np.array_equal(running_median(v, width, shrink=shrink), expected)
