@@ -139,7 +139,7 @@ def analyze_paths(
                 _restore_tables(store, cached, settings.fingerprint())
             continue
         if not built and _long_input(path):
-            _import_in_background(DETECTOR_IMPORTS)
+            prefetch_detector_imports()
         detectors = built.get(settings.fingerprint())
         if detectors is None:
             detectors = built[settings.fingerprint()] = settings.detectors(only, skip)
@@ -214,9 +214,11 @@ def _long_input(path: str | Path) -> bool:
         return False
 
 
-def _import_in_background(modules: Sequence[str]) -> None:
+def prefetch_detector_imports() -> None:
+    """Import `DETECTOR_IMPORTS` in a helper thread (a long run, a fleet's pool worker)."""
+
     def work() -> None:
-        for name in modules:
+        for name in DETECTOR_IMPORTS:
             with contextlib.suppress(Exception):  # a detector that needs it reports the error
                 importlib.import_module(name)
 

@@ -111,13 +111,11 @@ def analyze_inputs(
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
-    from logscope.blas import single_threaded
-
     options = _for_workers(options)
     # forkserver, not fork: the parent's polars thread pool would deadlock a forked child
     context = multiprocessing.get_context("forkserver")
     workers = min(jobs, len(entries))
-    with ProcessPoolExecutor(workers, mp_context=context, initializer=single_threaded) as pool:
+    with ProcessPoolExecutor(workers, mp_context=context, initializer=_worker_start) as pool:
         futures = {pool.submit(_analyze_to_send, e, options): n for n, e in enumerate(entries)}
         for finished, future in enumerate(as_completed(futures), 1):
             n = futures[future]
@@ -179,6 +177,16 @@ def _on_ray(
 #: below both, starting worker processes (each imports logscope: ~1.5 s) costs more than it saves
 POOL_MIN_ENTRIES = 16
 POOL_MIN_BYTES = 50_000_000
+
+
+def _worker_start() -> None:
+    """A pool worker: one BLAS thread, and the detectors' heavy imports made while it starts
+    (paid once per worker, so every run it analyses uses scipy's faster filters)."""
+    from logscope.analyze import prefetch_detector_imports
+    from logscope.blas import single_threaded
+
+    single_threaded()
+    prefetch_detector_imports()
 
 
 def _worth_a_pool(entries: Sequence[Input]) -> bool:
