@@ -58,6 +58,18 @@ def _step_ends(data: bytes) -> list[int]:
     return ends
 
 
+def _tail_from(src: Path, tmp_path: Path, steps: int) -> tuple[bytes, list[int], Path, TailSession]:
+    """A live copy of `src` holding its first `steps` step lines, and a tail session that has
+    read it (its first cycle): (the log's bytes, its step ends, the live file, the session)."""
+    data = src.read_bytes()
+    ends = _step_ends(data)
+    live = tmp_path / "live.log"
+    live.write_bytes(data[: ends[steps - 1]])
+    session = TailSession(live, TailOptions(from_start=True))
+    session.cycle()
+    return data, ends, live, session
+
+
 def _keys(report) -> list:
     return sorted((f.name, f.metric, f.step, f.end_step, f.severity) for f in report.findings)
 
@@ -65,12 +77,7 @@ def _keys(report) -> list:
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_tail_ends_with_analyzes_findings(case: str, tmp_path: Path) -> None:
     src = _log(tmp_path, case, CASES[case])
-    data = src.read_bytes()
-    ends = _step_ends(data)
-    live = tmp_path / "live.log"
-    live.write_bytes(data[: ends[HISTORY - 1]])
-    session = TailSession(live, TailOptions(from_start=True))
-    session.cycle()
+    data, ends, live, session = _tail_from(src, tmp_path, HISTORY)
     for end in [*ends[HISTORY + 4 :: 5], len(data)]:
         with live.open("ab") as fh:
             fh.write(data[live.stat().st_size : end])
@@ -89,12 +96,7 @@ def test_tail_ends_with_analyzes_findings(case: str, tmp_path: Path) -> None:
 
 def test_a_spike_is_alerted_by_the_window_pass_of_its_cycle(tmp_path: Path) -> None:
     src = _log(tmp_path, "spike", [Injection("grad-norm-spike", 900)], steps=1000)
-    data = src.read_bytes()
-    ends = _step_ends(data)
-    live = tmp_path / "live.log"
-    live.write_bytes(data[: ends[849]])
-    session = TailSession(live, TailOptions(from_start=True))
-    session.cycle()
+    data, ends, live, session = _tail_from(src, tmp_path, 850)
     assert session.passes["full"] == 1
     arrived = None
     for k in range(850, len(ends)):
@@ -119,12 +121,7 @@ def test_a_new_config_segment_gets_a_full_pass(tmp_path: Path) -> None:
     """A restart that prints its config again: the window cannot tell config changes, the
     whole run is analysed on that cycle."""
     src = _log(tmp_path, "restart", [Injection("kl-coef-changed-midrun", 600)])
-    data = src.read_bytes()
-    ends = _step_ends(data)
-    live = tmp_path / "live.log"
-    live.write_bytes(data[: ends[HISTORY - 1]])
-    session = TailSession(live, TailOptions(from_start=True))
-    session.cycle()
+    data, ends, live, session = _tail_from(src, tmp_path, HISTORY)
     segments = []
     for end in [*ends[HISTORY::10], len(data)]:
         with live.open("ab") as fh:
