@@ -29,6 +29,8 @@ from ._series import (
 )
 from ._stats import fmt, mad_sigma, mann_kendall, theil_sen
 
+#: matrix cells the sawtooth period scores compute at once (rows of periods × grid points)
+_SCORE_CELLS = 1 << 18
 KL_COEF_KEYS = (f"{ACT}.kl_loss_coef", "algorithm.kl_ctrl.kl_coef")
 
 
@@ -197,12 +199,22 @@ class RewardSawtooth(Detector, code="LS201", name="reward-sawtooth"):
 
     def _score_periods(self, vals: np.ndarray, periods: range) -> list[dict[str, Any]]:
         """For each period p long enough for `min_cycles` cycles: the best tail correlation of
-        the trend-free residual with itself p points later. All periods at once, one row each;
-        a row's products past its end are 0, so its suffix sums are those of its own length."""
+        the trend-free residual with itself p points later. Periods are scored in batches, one
+        row each; a row's products past its end are 0, so its suffix sums are those of its own
+        length."""
         m = len(vals)
         p = np.array([q for q in periods if m - q - max(self.min_cycles * q, 12) >= 0], dtype=int)
-        if len(p) == 0:
-            return []
+        # rows are independent: a batch stays small enough to live in cache on a long grid
+        per_batch = max(1, _SCORE_CELLS // max(m, 1))
+        return [
+            scored
+            for at in range(0, len(p), per_batch)
+            for scored in self._score_rows(vals, p[at : at + per_batch])
+        ]
+
+    def _score_rows(self, vals: np.ndarray, p: np.ndarray) -> list[dict[str, Any]]:
+        """`_score_periods` for the periods `p`, one row each."""
+        m = len(vals)
         rows = p[:, None]
         j = np.arange(m)
         inside = j < m - rows  # index j pairs with j + p

@@ -133,28 +133,48 @@ class Run:
     def _series_index(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         """{metric: (steps, values)} sorted by step, built once per metrics frame.
 
-        One group-by over the long frame (rows keep their order inside a group) is several times
-        faster than partitioning it into per-metric frames.
+        One stable sort of the names' category codes (a radix sort while they fit 16 bits) puts
+        the rows in metric order, each metric's rows in their own order; a metric whose rows a
+        reader appended out of step order is reordered in that permutation. Each series is then
+        a slice of two arrays gathered once: about a third of the memory a group-by into lists
+        touches, which on a long run is most of the cost.
         """
         import numpy as np  # imported on use: a cached `analyze` never needs it
+        import polars as pl
 
         cached = self.__dict__.get("_series_cache")
         if cached is not None and cached[0] is self.metrics:
             return cached[1]
         index: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-        if self.metrics.height:
-            grouped = self.metrics.group_by("metric").agg("step", "value")
-            step_lists = grouped.get_column("step")
-            value_lists = grouped.get_column("value")
-            for i, name in enumerate(grouped.get_column("metric").to_list()):
-                steps = step_lists[i].to_numpy()
-                values = value_lists[i].to_numpy()
-                if len(steps) > 1 and bool(np.any(np.diff(steps) < 0)):
-                    order = np.argsort(steps, kind="stable")
-                    steps, values = steps[order], values[order]
-                steps.flags.writeable = False  # shared by every caller: no in-place edits
-                values.flags.writeable = False
-                index[name] = (steps, values)
+        frame = self.metrics
+        if frame.get_column("metric").null_count():
+            frame = frame.drop_nulls("metric")
+        if frame.height:
+            names = frame.get_column("metric")
+            codes = names.cast(pl.Categorical).to_physical()
+            if codes.max() < 1 << 16:
+                codes = codes.cast(pl.UInt16)
+            code_array = codes.to_numpy()
+            order = np.argsort(code_array, kind="stable")
+            counts = np.bincount(code_array)
+            counts = counts[counts > 0]
+            ends = np.cumsum(counts)
+            starts = ends - counts
+            first_names = names.gather(order[starts]).to_list()
+            steps_all = frame.get_column("step").to_numpy()[order]
+            bounds = list(zip(starts.tolist(), ends.tolist(), strict=True))
+            for a, b in bounds:  # rows a reader appended out of step order: reorder in place
+                steps = steps_all[a:b]
+                if b - a > 1 and bool(np.any(steps[1:] < steps[:-1])):
+                    by_step = np.argsort(steps, kind="stable")
+                    steps[:] = steps[by_step]
+                    order[a:b] = order[a:b][by_step]
+            values_all = frame.get_column("value").to_numpy()[order]
+            del order
+            steps_all.flags.writeable = False  # shared by every caller: no in-place edits
+            values_all.flags.writeable = False
+            for name, (a, b) in zip(first_names, bounds, strict=True):
+                index[name] = (steps_all[a:b], values_all[a:b])
         self.__dict__["_series_cache"] = (self.metrics, index)
         return index
 
@@ -439,6 +459,10 @@ def _unique_sorted(values: np.ndarray) -> np.ndarray:
     low, high = int(values.min()), int(values.max())
     if high - low > 4 * len(values) + 1024:
         return np.unique(values)
+    if low >= 0:  # index by the steps themselves: no shifted copy of a long column
+        seen = np.zeros(high + 1, dtype=bool)
+        seen[values] = True
+        return np.flatnonzero(seen[low:]).astype(np.int64) + low
     seen = np.zeros(high - low + 1, dtype=bool)
     seen[values - low] = True
     return np.flatnonzero(seen).astype(np.int64) + low

@@ -47,6 +47,28 @@ def test_sawtooth_found_at_its_start(seed, n, algorithm, magnitude):
     check_advice(f)
 
 
+def test_sawtooth_period_scores_do_not_depend_on_how_many_rows_are_batched(monkeypatch):
+    """Periods are scored in batches of rows (bounded memory on long grids): one row at a time
+    and all at once give the same floats, so the same findings."""
+    import logscope.detectors.reward as reward
+
+    run, _ = sim_run("reward-sawtooth", 600, "grpo", 3, magnitude=1.0)
+    vals = np.asarray(run.series("critic/score/mean")[1], dtype=np.float64)
+    scored = {}
+    for cells in (1, 1 << 30):
+        monkeypatch.setattr(reward, "_SCORE_CELLS", cells)
+        scored[cells] = RewardSawtooth()._score_periods(vals, range(2, 40))
+        scored[cells, "finding"] = [f.to_dict() for f in RewardSawtooth().detect(run)]
+    one, many = scored[1], scored[1 << 30]
+    assert len(one) == len(many) > 30
+    for a, b in zip(one, many, strict=True):
+        assert {k: v for k, v in a.items() if k != "resid"} == {
+            k: v for k, v in b.items() if k != "resid"
+        }
+        assert np.array_equal(a["resid"], b["resid"])
+    assert scored[1, "finding"] == scored[1 << 30, "finding"] != []
+
+
 def test_sawtooth_median_step_error_within_5():
     errors = []
     for seed, n, algorithm, magnitude in CASES:

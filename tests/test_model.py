@@ -1,9 +1,11 @@
-"""Run's derived views: the sorted step list and its cache."""
+"""Run's derived views: the sorted step list, the per-metric series and their caches."""
 
 from __future__ import annotations
 
 import numpy as np
 import polars as pl
+from hypothesis import given
+from hypothesis import strategies as st
 
 from logscope.model import Run, Source
 
@@ -55,3 +57,48 @@ def test_advice_that_changes_nothing_is_not_advice():
     noop = [advice(True, True), advice(True, "True"), advice(1, 1.0), advice("vllm", "vllm")]
     finding = Finding("LS100", "x", "warning", "t", "m", advice=noop + kept)
     assert finding.advice == kept
+
+
+rows = st.lists(
+    st.tuples(
+        st.integers(-5, 40),
+        st.sampled_from(["actor/kl", "critic/score", "x", "é/ü", None]),
+        st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.none()),
+    ),
+    max_size=60,
+)
+
+
+@given(rows)
+def test_series_are_each_metrics_rows_in_step_order_as_a_plain_filter_and_stable_sort_gives(
+    data: list[tuple[int, str | None, float | None]],
+) -> None:
+    """The index (one sort of category codes, out-of-order metrics reordered in place) equals
+    the obvious per-metric filter + stable sort, for rows in any order, repeated steps, NaN,
+    null values and null names (which belong to no metric)."""
+    frame = pl.DataFrame(
+        {
+            "step": [r[0] for r in data],
+            "metric": [r[1] for r in data],
+            "value": [r[2] for r in data],
+            "wall_time": [None] * len(data),
+        },
+        schema={
+            "step": pl.Int64,
+            "metric": pl.String,
+            "value": pl.Float64,
+            "wall_time": pl.Float64,
+        },
+    )
+    run = Run(id="r", source=Source("test", "<mem>"), metrics=frame)
+    names = sorted({r[1] for r in data if r[1] is not None})
+    assert run.metric_names == names
+    for name in names:
+        mine = [(s, v) for s, m, v in data if m == name]
+        mine.sort(key=lambda r: r[0])  # stable: a repeated step keeps its rows' order
+        steps, values = run.series(name)
+        assert steps.tolist() == [s for s, _ in mine]
+        want = np.array([np.nan if v is None else v for _, v in mine], dtype=np.float64)
+        assert np.array_equal(values, want, equal_nan=True)
+        assert not steps.flags.writeable and not values.flags.writeable
+    assert run.series("absent")[0].size == 0
