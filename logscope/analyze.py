@@ -28,21 +28,61 @@ def run_detectors(
     """Findings of every applicable detector, the skipped ones with reasons, and failures.
 
     A detector that raises is a bug; it is reported in `errors` rather than stopping the rest.
+    On a long run the detectors run in threads (`detector_threads`); the outcome is the same,
+    in the same order.
     """
+    threads = detector_threads(run)
+    if threads > 1:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(threads, thread_name_prefix="logscope-detect") as pool:
+            outcomes = list(pool.map(lambda det: _run_detector(run, det), detectors))
+    else:
+        outcomes = [_run_detector(run, det) for det in detectors]
     findings: list[Finding] = []
     skipped: list[Skipped] = []
     errors: list[str] = []
-    for det in detectors:
-        reason = det.skip_reason(run)
-        if reason:
-            skipped.append(Skipped(det.code, det.name, reason))
-            continue
-        try:
-            findings.extend(det.detect(run))
-        except Exception as exc:
-            errors.append(f"{det.code} {det.name} failed: {type(exc).__name__}: {exc}")
+    for found, skip, error in outcomes:
+        findings.extend(found)
+        skipped.extend(skip)
+        errors.extend(error)
     findings.sort(key=_finding_order)
     return findings, skipped, errors
+
+
+def _run_detector(run: Run, det: Detector) -> tuple[list[Finding], list[Skipped], list[str]]:
+    """One detector's (findings, [skipped], [error])."""
+    reason = det.skip_reason(run)
+    if reason:
+        return [], [Skipped(det.code, det.name, reason)], []
+    try:
+        return det.detect(run), [], []
+    except Exception as exc:
+        return [], [], [f"{det.code} {det.name} failed: {type(exc).__name__}: {exc}"]
+
+
+# From this many metric rows (~15,000 steps of a verl log) detectors run in threads: their time
+# is then in numpy, which releases the GIL, so a second core takes ~30 % off (0.64 → 0.44 s at
+# 100,000 steps). Below it, the threads' cost is more than they save (and a fleet's workers
+# already fill the cores). Detectors share only caches that any of them may fill (the run's
+# series index, its log lines), each written whole.
+THREADED_ROWS = 1_000_000
+DETECTOR_THREADS = 2
+
+
+def detector_threads(run: Run) -> int:
+    """How many threads `run_detectors` uses for `run` (1: none)."""
+    if run.metrics.height < THREADED_ROWS:
+        return 1
+    return max(1, min(DETECTOR_THREADS, _cores()))
+
+
+def _cores() -> int:
+    """The cores this process may run on."""
+    import os
+
+    affinity = getattr(os, "sched_getaffinity", None)  # Linux; elsewhere every core counts
+    return len(affinity(0)) if affinity else (os.cpu_count() or 1)
 
 
 def _finding_order(f: Finding) -> tuple[int, float, str]:
