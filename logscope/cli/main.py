@@ -115,5 +115,8 @@ def _root(
 
 
 def main() -> None:
-    """Console-script entry point."""
+    """Console-script entry point: one BLAS thread (`logscope.blas`), then the command."""
+    from logscope.blas import single_threaded
+
+    single_threaded()
     app()
