@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from logscope import gc_hold
 from logscope.exceptions import IngestError
 from logscope.incidents import group_incidents
 from logscope.model import SEVERITY_RANK, Finding, Run, jsonable
@@ -196,6 +197,7 @@ def analyze_paths(
             reports.append(Report.unreadable(str(path), _reason(exc, path)))
             continue
         _force_framework(runs, framework)
+        gc_hold.loaded()  # the detectors and the reader are imported
         try:
             found = [analyze_run(run, detectors) for run in runs]
         finally:

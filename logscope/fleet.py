@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from logscope import gc_hold
 from logscope.model import SEVERITY_RANK
 from logscope.report import Report
 
@@ -99,6 +100,7 @@ def analyze_inputs(
     the one Ray finds, else a local instance). An entry that cannot be read is an unreadable
     Report, never the end of the command. `done(finished, total)` is called as entries finish."""
     if executor == "ray":
+        gc_hold.loaded()
         return _on_ray(entries, _for_workers(options), ray_address, done)
     jobs = jobs or os.cpu_count() or 1
     results: list[list[Report]] = [[] for _ in entries]
@@ -112,6 +114,7 @@ def analyze_inputs(
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
     options = _for_workers(options)
+    gc_hold.loaded()  # this process only gathers the workers' reports from here on
     # forkserver, not fork: the parent's polars thread pool would deadlock a forked child
     context = multiprocessing.get_context("forkserver")
     workers = min(jobs, len(entries))

@@ -110,9 +110,10 @@ def analyze(
 
     A pasted excerpt: pbpaste | logscope analyze -
     """
-    from logscope import fleet, settings
+    from logscope import fleet, gc_hold, settings
 
-    with user_errors(), settings.using(config):
+    # no garbage collection until the pipeline's code is loaded (logscope.gc_hold)
+    with gc_hold.held(), user_errors(), settings.using(config):
         if output is not None and any(same_file(output, Path(p)) for p in paths):
             raise LogscopeError(f"--output {output} is one of the inputs; refusing to overwrite it")
         entries, passed = fleet.inputs([p for p in paths if p != STDIN])

