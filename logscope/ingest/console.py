@@ -20,6 +20,7 @@ from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
+from typing import Any, TypeVar
 
 import numpy as np
 import polars as pl
@@ -31,6 +32,8 @@ from logscope.ingest.console_parser import PROGRESS_DONE, ConsoleParser
 from logscope.ingest.console_run import FastPart, looks_like_verl
 from logscope.ingest.files import ByteChunks, read_head
 from logscope.model import Run, Source
+
+T = TypeVar("T")
 
 __all__ = ["DESCRIPTION", "KIND", "ConsoleParser", "read", "read_text", "sniff"]
 
@@ -114,6 +117,8 @@ def _read_bulk(p: Path, progress: Progress | None) -> Run:
     # The items of a chunk are read in a worker thread (polars and _items.c release the GIL) while
     # the next chunk is split and classified; at most one is in flight.
     with chunks, ThreadPoolExecutor(max_workers=1) as pool:
+        # one chunk: nothing to overlap, so no thread to start
+        submit = _done_now if chunks.one_chunk else pool.submit
         queue: deque[tuple[pl.DataFrame, Future[tuple[pl.DataFrame, list[str]]], bool]] = deque()
         for data, end in chunks:
             line_no, steps, data = _chunk(data, end, line_no, parser, fast)
@@ -122,7 +127,7 @@ def _read_bulk(p: Path, progress: Progress | None) -> Run:
                 need_three = (
                     fast.counts.not_three_decimals + parser.counts.not_three_decimals
                 ) == 0
-                job = pool.submit(console_items.items, steps, data, need_three)
+                job = submit(console_items.items, steps, data, need_three)
                 queue.append((steps, job, need_three))
             while len(queue) > 1:
                 _add_items(*queue.popleft(), fast, parser)
@@ -141,6 +146,16 @@ def _read_bulk(p: Path, progress: Progress | None) -> Run:
     return parser.to_run(
         Source(KIND, str(p)), run_id, ended_mid_line=bool(tail), fast=fast, final=True
     )
+
+
+def _done_now(fn: Callable[..., T], *args: Any) -> Future[T]:
+    """`fn(*args)` run now, as a finished Future (what `ThreadPoolExecutor.submit` returns)."""
+    job: Future[T] = Future()
+    try:
+        job.set_result(fn(*args))
+    except Exception as exc:
+        job.set_exception(exc)
+    return job
 
 
 def read_text(text: str, source: str = "<text>") -> Run:

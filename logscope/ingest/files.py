@@ -47,17 +47,22 @@ def _new_hash() -> Any:
 
 
 class _Hash:
-    """Content hash (xxh3-64, 16 hex digits), updated in a helper thread (it releases the GIL)."""
+    """Content hash (xxh3-64, 16 hex digits), updated in a helper thread (it releases the GIL)
+    unless `inline` (a small file: its hash takes less than starting a thread)."""
 
-    def __init__(self) -> None:
+    def __init__(self, inline: bool = False) -> None:
         self._hash = _new_hash()
-        self._pool = ThreadPoolExecutor(max_workers=1)
+        self._pool = None if inline else ThreadPoolExecutor(max_workers=1)
 
     def update(self, data: bytes | memoryview) -> None:
-        self._pool.submit(self._hash.update, data)
+        if self._pool is None:
+            self._hash.update(data)
+        else:
+            self._pool.submit(self._hash.update, data)
 
     def hexdigest(self) -> str:
-        self._pool.shutdown(wait=True)
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
         return str(self._hash.hexdigest())
 
 
@@ -93,8 +98,9 @@ class ByteChunks:
         self.chunk_size = chunk_size
         self.total = os.path.getsize(self.path)
         self._file = open(self.path, "rb")  # noqa: SIM115 - closed in close()
-        self._hash = _Hash()
         self.gzipped = self._file.peek(2)[:2] == GZIP_MAGIC
+        self.one_chunk = not self.gzipped and self.total <= chunk_size  # nothing to overlap
+        self._hash = _Hash(inline=self.one_chunk)
         self.tail = b""
         self.damaged = False
         self._done = 0
