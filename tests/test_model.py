@@ -8,24 +8,25 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from logscope.model import Run, Source
+from logscope.schemas import METRICS_SCHEMA
+
+
+def _run_of(rows: list[tuple[int, str | None, float | None]]) -> Run:
+    """A run of (step, metric, value) rows, in the order given."""
+    metrics = pl.DataFrame(
+        {
+            "step": [r[0] for r in rows],
+            "metric": [r[1] for r in rows],
+            "value": [r[2] for r in rows],
+            "wall_time": [None] * len(rows),
+        },
+        schema=METRICS_SCHEMA,
+    )
+    return Run(id="r", source=Source("test", "<mem>"), metrics=metrics)
 
 
 def _run(steps: list[int]) -> Run:
-    metrics = pl.DataFrame(
-        {
-            "step": steps,
-            "metric": ["a"] * len(steps),
-            "value": [1.0] * len(steps),
-            "wall_time": [None] * len(steps),
-        },
-        schema={
-            "step": pl.Int64,
-            "metric": pl.String,
-            "value": pl.Float64,
-            "wall_time": pl.Float64,
-        },
-    )
-    return Run(id="r", source=Source("test", "<mem>"), metrics=metrics)
+    return _run_of([(step, "a", 1.0) for step in steps])
 
 
 def test_steps_are_sorted_and_distinct_for_dense_sparse_and_negative_steps() -> None:
@@ -76,21 +77,7 @@ def test_series_are_each_metrics_rows_in_step_order_as_a_plain_filter_and_stable
     """The index (one sort of category codes, out-of-order metrics reordered in place) equals
     the obvious per-metric filter + stable sort, for rows in any order, repeated steps, NaN,
     null values and null names (which belong to no metric)."""
-    frame = pl.DataFrame(
-        {
-            "step": [r[0] for r in data],
-            "metric": [r[1] for r in data],
-            "value": [r[2] for r in data],
-            "wall_time": [None] * len(data),
-        },
-        schema={
-            "step": pl.Int64,
-            "metric": pl.String,
-            "value": pl.Float64,
-            "wall_time": pl.Float64,
-        },
-    )
-    run = Run(id="r", source=Source("test", "<mem>"), metrics=frame)
+    run = _run_of(data)
     names = sorted({r[1] for r in data if r[1] is not None})
     assert run.metric_names == names
     for name in names:
