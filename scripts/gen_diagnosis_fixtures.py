@@ -212,10 +212,15 @@ def simulated_log(code: str, recipe: Simulated) -> str:
         version=recipe.version,
         config=recipe.config or None,
     )
-    metrics = sim.metrics.filter(read_metrics(code, recipe)).with_columns(
-        pl.col("value").map_elements(rounded, return_dtype=pl.Float64)
-    )
-    sim = dataclasses.replace(sim, metrics=metrics)
+
+    def printed(frame: pl.DataFrame) -> pl.DataFrame:
+        return frame.filter(read_metrics(code, recipe)).with_columns(
+            pl.col("value").map_elements(rounded, return_dtype=pl.Float64)
+        )
+
+    # the values printed before a restart too: every number in the log is rounded
+    superseded = None if sim.superseded is None else printed(sim.superseded)
+    sim = dataclasses.replace(sim, metrics=printed(sim.metrics), superseded=superseded)
     with tempfile.TemporaryDirectory() as tmp:
         path = write_console_log(
             sim, Path(tmp) / "run.log", tqdm=False, config_dump=recipe.config_dump
