@@ -207,3 +207,37 @@ def test_the_ray_executor_gives_the_fleet_summary_of_the_pool(
     assert ray_fleet["summary"] == pool_fleet["summary"]
     assert ray_fleet["runs"] == pool_fleet["runs"]
     assert (tmp_path / "ray-store" / "runs").is_dir()  # the tasks wrote the store
+
+
+def test_a_narrow_terminal_keeps_run_names_readable_and_says_what_it_left_out(
+    tmp_path: Path,
+) -> None:
+    """At 80 columns the triage table drops columns in DROPPED_FIRST order (saying which)
+    instead of folding run names into slivers; a wide terminal shows every column with values."""
+    from rich.console import Console
+
+    from logscope.cli.render import NAME_FLOOR, render_fleet
+
+    for i, inject in enumerate(([Injection("kl-jump", 60)], [Injection("nan-loss", 70)], [])):
+        name = f"exp{i}_a-rather-long-run-name-as-people-give-them-seed{i}.log"
+        write_console_log(simulate(100, "grpo", seed=i, inject=inject), tmp_path / name)
+    reports = analyze_paths(sorted(tmp_path.glob("*.log")), store_dir=tmp_path / "store")
+
+    narrow = Console(width=80, record=True, force_terminal=False)
+    render_fleet(reports, narrow)
+    text = narrow.export_text()
+    assert max(len(line) for line in text.splitlines()) <= 80
+    name_cells = [line.split("│")[1].strip() for line in text.splitlines() if line.startswith("│")]
+    name = "exp0_a-rather-long-run-name-as-people-give-them-seed0.log"
+    assert any(cell.startswith(name[:NAME_FLOOR]) for cell in name_cells), name_cells
+    assert "Not shown at this width: framework" in text
+    assert "kl-jump" in text and "non-finite-metric" in text
+
+    wide = Console(width=220, record=True, force_terminal=False)
+    render_fleet(reports, wide)
+    text = wide.export_text()
+    assert "Not shown" not in text
+    header = next(line for line in text.splitlines() if "diagnoses" in line)
+    for column in ("run", "framework", "steps", "last", "worst", "first incident"):
+        assert column in header
+    assert name in text

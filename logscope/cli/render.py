@@ -214,14 +214,29 @@ def render_fleet(
     from logscope import fleet
 
     view = fleet.overview(reports, passed)
+    shown, left_out = _fitting_columns(view.cells, console.width)
     table = Table(title=Text(view.headline), title_justify="left")
-    for column in fleet.COLUMNS:
-        table.add_column(column, overflow="fold", no_wrap=column in ("worst", "steps"))
+    for n in shown:
+        column = fleet.COLUMNS[n]
+        table.add_column(
+            column,
+            overflow="fold",
+            no_wrap=column in ("worst", "steps"),
+            min_width=_column_floor(view.cells, n),
+        )
     at = fleet.COLUMNS.index("worst")
     for cells in view.cells:
         style = SEVERITY_STYLE.get(cells[at], "")
-        table.add_row(*(Text(c, style=style if n == at else "") for n, c in enumerate(cells)))
+        table.add_row(*(Text(cells[n], style=style if n == at else "") for n in shown))
     console.print(table)
+    if left_out:
+        console.print(
+            Text(
+                f"Not shown at this width: {', '.join(left_out)} (a wider terminal, "
+                "--format markdown or json show every column).",
+                style="dim",
+            )
+        )
     for line in passed[:PASSED_SHOWN]:
         console.print(Text(f"passed over: {line}", style="dim"))
     if len(passed) > PASSED_SHOWN:
@@ -231,3 +246,36 @@ def render_fleet(
             render_report(report, console)
     else:
         console.print(Text("Each run's report: add --details.", style="dim"))
+
+
+# On a narrow terminal the triage table keeps the columns a reader needs first; these go first,
+# in this order, while the table would not fit (a crash cause is also among the diagnoses). A
+# column no run has a value for is never shown.
+DROPPED_FIRST = ("framework", "last", "GPU-h after", "first incident", "crash")
+#: characters a line the run and diagnoses columns keep before the table drops a column
+NAME_FLOOR = 20
+
+
+def _column_floor(cells: list[list[str]], n: int) -> int:
+    """The width column `n` keeps: its longest cell, at most NAME_FLOOR for the long ones."""
+    from logscope import fleet
+
+    longest = max([len(row[n]) for row in cells] + [len(fleet.COLUMNS[n].split()[0])])
+    return min(longest, NAME_FLOOR)
+
+
+def _fitting_columns(cells: list[list[str]], width: int) -> tuple[list[int], list[str]]:
+    """(indexes of the columns to show, names of those left out for want of `width`)."""
+    from logscope import fleet
+
+    shown = [n for n in range(len(fleet.COLUMNS)) if any(row[n] for row in cells)]
+    left_out: list[str] = []
+    for name in DROPPED_FIRST:
+        need = sum(_column_floor(cells, n) + 3 for n in shown) + 1  # a cell's padding and rule
+        n = fleet.COLUMNS.index(name)
+        if need <= width:
+            break
+        if n in shown:
+            shown.remove(n)
+            left_out.append(name)
+    return shown, left_out
