@@ -176,12 +176,35 @@ def step_span(step: int | None, end_step: int | None) -> str:
     return f"step {step}"
 
 
+#: characters an evidence value takes in a one-line view before it is summarised (JSON,
+#: Markdown and HTML keep every value whole)
+EVIDENCE_VALUE_CHARS = 80
+
+
 def evidence_text(
     evidence: dict[str, Any], digits: int = 6, missing: str = UNKNOWN, limit: int | None = None
 ) -> str:
-    """`key=value, …` of a finding's evidence (the first `limit` entries)."""
+    """`key=value, …` of a finding's evidence (the first `limit` entries); a long nested value
+    as a summary (`{5 entries: a, b, …}`, `[3 items: …]`)."""
     items = list(evidence.items())[:limit]
-    return ", ".join(f"{k}={fmt_value(v, digits, missing)}" for k, v in items)
+    return ", ".join(f"{k}={_evidence_value(v, digits, missing)}" for k, v in items)
+
+
+def _evidence_value(value: Any, digits: int, missing: str) -> str:
+    text = fmt_value(value, digits, missing)
+    if len(text) <= EVIDENCE_VALUE_CHARS or not isinstance(value, dict | list | tuple):
+        return text
+    if isinstance(value, dict):
+        head, kind, brackets = [str(k) for k in value], "entries", "{}"
+    else:
+        head, kind, brackets = [fmt_value(v, digits, missing) for v in value], "items", "[]"
+    shown = ""
+    for part in head:
+        if len(shown) + len(part) > EVIDENCE_VALUE_CHARS - 20:
+            shown += ", …"
+            break
+        shown += (", " if shown else "") + part
+    return f"{brackets[0]}{len(value)} {kind}: {shown}{brackets[1]}"
 
 
 def overrides(advice: Iterable[Any]) -> list[str]:
