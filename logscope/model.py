@@ -459,7 +459,7 @@ def _unique_sorted(values: np.ndarray) -> np.ndarray:
     low, high = int(values.min()), int(values.max())
     if high - low > 4 * len(values) + 1024:
         return np.unique(values)
-    if low >= 0:  # index by the steps themselves: no shifted copy of a long column
+    if 0 <= low and high <= 4 * len(values) + 1024:  # indexed by the steps: no shifted copy
         seen = np.zeros(high + 1, dtype=bool)
         seen[values] = True
         return np.flatnonzero(seen[low:]).astype(np.int64) + low

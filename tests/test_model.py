@@ -30,7 +30,7 @@ def _run(steps: list[int]) -> Run:
 
 
 def test_steps_are_sorted_and_distinct_for_dense_sparse_and_negative_steps() -> None:
-    for steps in ([5, 3, 3, 1, 4], [0, 10**15, 7, 7], [-3, 2, -3, 0], []):
+    for steps in ([5, 3, 3, 1, 4], [0, 10**15, 7, 7], [-3, 2, -3, 0], [10**12 + 3, 10**12], []):
         run = _run(steps)
         assert run.steps.tolist() == sorted(set(steps))
         assert run.n_steps == len(set(steps))
