@@ -57,3 +57,23 @@ def test_the_cli_collects_again_once_the_pipeline_is_loaded(tmp_path, monkeypatc
     assert result.exit_code == 0, result.output
     assert seen == [(False, True)]  # held while loading, then frozen and collecting
     assert gc.isenabled() and gc.get_freeze_count() == 0
+
+
+def test_the_console_entry_point_leaves_shutdown_nothing_to_walk_again(tmp_path) -> None:
+    """After the command, `main()` freezes what is alive: interpreter shutdown does not walk
+    it again (what an `atexit` handler, which runs before that, sees)."""
+    import subprocess
+    import sys
+
+    child = (
+        "import atexit, gc, sys\n"
+        "atexit.register(lambda: print('frozen at exit:', gc.get_freeze_count()))\n"
+        f"sys.argv = ['logscope', 'analyze', {str(LOG)!r}, '--store', {str(tmp_path)!r},\n"
+        "            '--format', 'json', '--fail-on', 'never']\n"
+        "from logscope.cli.main import main\n"
+        "main()\n"
+    )
+    out = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    frozen = int(out.stdout.strip().splitlines()[-1].split(":")[1])
+    assert frozen > 10_000  # the modules, the run, the report: everything the command left
