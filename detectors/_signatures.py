@@ -83,15 +83,27 @@ PROMPT_LONG_RE = re.compile(r"Prompt length (\d+) is longer than (\d+)")
 CHUNKED_PREFILL_RE = re.compile(
     r"max_num_batched_tokens(?: \(?(\d+)\)?)? is smaller than max_model_len(?: \(?(\d+)\)?)?"
 )
+# A CUDA fault other than out-of-memory (that is cuda-oom): PyTorch's `CUDA error: …` and the
+# fixed text it prints after one, the C++ check that raised it, cuBLAS/cuDNN statuses.
+CUDA_ERROR_RE = re.compile(
+    r"CUDA error: (?!(?i:out of memory))(?P<what>[^.\n]+)|CUDA kernel errors might be asynchronously"
+    r"|c10_cuda_check_implementation|device-side assert(?:ion)? triggered"
+    r"|an illegal memory access was encountered|CUDA_ERROR_ILLEGAL_ADDRESS"
+    r"|CUBLAS_STATUS_(?!SUCCESS)\w+|CUDNN_STATUS_(?!SUCCESS)\w+"
+)
 DEVICE_MISMATCH_RE = re.compile(r"Expected all tensors to be on the same device")
 # The shell's report of a process killed by a signal (`bash: line 3: 4242 Killed  python3 …`).
+# Also Python's `Fatal Python error: Aborted`, absl's `*** SIGABRT received at time=…` and C++'s
+# `terminate called after throwing an instance of 'c10::Error'` (std::terminate aborts).
 KILLED_RE = re.compile(
     r"^(?:.*\b\d+ )?(Killed|Segmentation fault|Aborted|Bus error)(?: \(core dumped\))?(?:\s{2,}\S.*)?$"
-    r"|^(Fatal Python error): "
+    r"|^Fatal Python error: (Aborted|Segmentation fault|Bus error|\w[\w ]*)"
+    r"|^\*\*\* (SIG[A-Z]+) received at time="
+    r"|^(terminate called after throwing an instance of '[^']+')"
 )
 
 # Literals every match of a pattern contains (a cheap pre-filter for long logs).
-CUDA_OOM_KEYS = ("out of memory", "OutOfMemoryError", "OUT_OF_MEMORY")
+CUDA_OOM_KEYS = ("ut of memory", "OutOfMemoryError", "OUT_OF_MEMORY")
 HOST_OOM_KEYS = ("memory pressure", "OutOfMemoryError", "running low on memory", "ut of memory")
 RAY_REGISTER_KEYS = ("register worker",)
 VLLM_INSPECT_KEYS = ("failed to be inspected",)
@@ -124,8 +136,25 @@ TP_WORLD_KEYS = ("is not divisible by infer_", "tensor parallel size should be")
 KV_CACHE_KEYS = ("No available memory for the cache blocks",)
 PROMPT_LONG_KEYS = ("Prompt length",)
 CHUNKED_PREFILL_KEYS = ("max_num_batched_tokens",)
+CUDA_ERROR_KEYS = (
+    "CUDA error: ",
+    "CUDA kernel errors",
+    "c10_cuda_check",
+    "device-side assert",
+    "illegal memory access",
+    "CUDA_ERROR_ILLEGAL",
+    "_STATUS_",
+)
 DEVICE_MISMATCH_KEYS = ("Expected all tensors to be on the same device",)
-KILLED_KEYS = ("Killed", "Segmentation fault", "Aborted", "Bus error", "Fatal Python error")
+KILLED_KEYS = (
+    "Killed",
+    "Segmentation fault",
+    "Aborted",
+    "Bus error",
+    "Fatal Python error",
+    " received at time=",
+    "terminate called after",
+)
 BATCH_KEYS = ("batch_size", "equal chunk")
 GRAD_NORM_KEYS = ("grad_norm is not finite",)
 GRAD_NORM_RE = re.compile(r"WARN: (?:rank (\d+) )?grad_norm is not finite: (\S+)")
@@ -271,6 +300,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "ray-worker-registration-failed",
         "Ray workers could not register with the raylet",
     ),
+    Signature("cuda-error", CUDA_ERROR_RE, CUDA_ERROR_KEYS, None, "a CUDA error on the GPU"),
     Signature(
         "vllm-engine",
         VLLM_ENGINE_RE,

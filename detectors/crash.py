@@ -13,11 +13,27 @@ from logscope.words import plural
 
 from ._common import LogLine, env_advice, quote
 from ._crash_story import CrashStory, crash_story
-from ._signatures import KILLED_RE, SIGNATURE_BY_KIND, TP_WORLD_RE, ints_of
+from ._signatures import CUDA_ERROR_RE, KILLED_RE, SIGNATURE_BY_KIND, TP_WORLD_RE, ints_of
 
-SIGNALS = {"Killed": "SIGKILL", "Segmentation fault": "SIGSEGV", "Aborted": "SIGABRT"}
+SIGNALS = {
+    "Killed": "SIGKILL",
+    "Segmentation fault": "SIGSEGV",
+    "Aborted": "SIGABRT",
+    "Bus error": "SIGBUS",
+}
+# What each signal usually means in a training job (the shell and Python name it for us).
+SIGNAL_HINTS = {
+    "SIGKILL": " A bare SIGKILL is usually the Linux OOM killer (host memory, see "
+    "host-oom-worker-killed) or the job scheduler.",
+    "SIGABRT": " A SIGABRT is a native abort: a failed check in C++ code (PyTorch, NCCL, CUDA, "
+    "the rollout engine) or an uncaught C++ exception; the failing worker's own log "
+    "(or the lines before this one) names it.",
+    "SIGSEGV": " A SIGSEGV is a crash in native code (a CUDA kernel, an extension built for "
+    "another torch or CUDA version); the failing worker's own log names the library.",
+}
 # Kinds whose message is worth quoting after the signature's own wording.
-QUOTED_KINDS = ("vllm-engine", "hydra", "tp-world", "sglang", "device-mismatch")
+QUOTED_KINDS = ("vllm-engine", "hydra", "tp-world", "sglang", "device-mismatch", "cuda-error")
+WATCHDOG = "watchdog thread terminated with exception"
 RAY_LOGS = "/tmp/ray/session_latest/logs"
 
 #: Ray tracebacks (`RayTaskError(...)`) and where each worker's log is.
@@ -30,8 +46,13 @@ class RunCrashed(Detector, code="LS017", name="run-crashed"):
     What it detects:
         A log that ends in an error after its last training step: a Python traceback, a Ray
         `RayTaskError(...)` chain or `Unhandled error`, Hydra's `Error executing job with
-        overrides`, an actor or worker death, a fatal Ray/vLLM/SGLang/NCCL/OOM signature, or
-        the shell's `Killed` / `Segmentation fault (core dumped)` / `Fatal Python error:`. It
+        overrides`, an actor or worker death, a fatal Ray/vLLM/SGLang/NCCL/OOM signature, a
+        CUDA error (`CUDA error: an illegal memory access was encountered`, `device-side assert
+        triggered`, a cuBLAS/cuDNN status, also when only NCCL's watchdog thread or PyTorch's
+        C++ check `c10_cuda_check_implementation` reports it), or a process that died without
+        a Python traceback: the shell's `Killed` / `Segmentation fault (core dumped)`, `Fatal
+        Python error: Aborted`, `*** SIGABRT received`, C++'s `terminate called after
+        throwing`. It
         fires also when a specific diagnosis (cuda-oom, hydra-config-error, …) explains the
         error, and names it. The message gives the phase (from the Ray task headers and the
         frames of the final traceback, innermost first: initialisation, rollout, old/ref
@@ -60,8 +81,12 @@ class RunCrashed(Detector, code="LS017", name="run-crashed"):
         (`rollout world_size: 2 is not divisible by infer_tp: 4`) →
         `actor_rollout_ref.rollout.tensor_model_parallel_size` = the largest divisor of the GPU
         count not above the current value; an SGLang scheduler crash → another SGLang version,
-        or overlap scheduling / CUDA graphs off through `engine_kwargs.sglang`; a bare SIGKILL →
-        the kernel log (OOM killer); a cause not in the log → `HYDRA_FULL_ERROR=1` and the
+        or overlap scheduling / CUDA graphs off through `engine_kwargs.sglang`; a CUDA error →
+        `CUDA_LAUNCH_BLOCKING=1` for a rerun that names the failing kernel (CUDA reports faults
+        late, at another call), and in the rollout `actor_rollout_ref.rollout.enforce_eager=True`
+        (no CUDA graphs; verl's FAQ sends illegal memory accesses in the rollout to vLLM's
+        troubleshooting); a bare SIGKILL → the kernel log (OOM killer); a SIGABRT → the failing
+        worker's log (a native abort); a cause not in the log → `HYDRA_FULL_ERROR=1` and the
         workers' logs under /tmp/ray/session_latest/logs.
 
     Known false positives:
@@ -71,7 +96,8 @@ class RunCrashed(Detector, code="LS017", name="run-crashed"):
     References:
         ray:ray-observability/user-guides/debug-apps/debug-failures (Ray tracebacks, worker
         logs); verl:utils/config.py (config checks, raised inside the TaskRunner before verl
-        0.9).
+        0.9); pytorch:notes/cuda#asynchronous-execution (CUDA_LAUNCH_BLOCKING);
+        verl:docs/faq/faq#illegal-memory-access.
     """
 
     title = "Run crashed"
@@ -130,6 +156,8 @@ class RunCrashed(Detector, code="LS017", name="run-crashed"):
             missing = story.missing or "no exception line is in the excerpt"
             return f"the cause is not in the log ({missing})", [_full_error_advice()]
         text = sig.cause
+        if story.kind == "cuda-error":
+            text += _cuda_detail(story)
         if exc and story.kind in QUOTED_KINDS:
             text += f": {exc}"
         if sig.finding:
@@ -139,6 +167,8 @@ class RunCrashed(Detector, code="LS017", name="run-crashed"):
             advice = [_tp_advice(run, story.kinds["tp-world"].text)]
         elif story.kind == "sglang":
             advice = _sglang_advice(story)
+        elif story.kind == "cuda-error":
+            advice = _cuda_advice(run, story)
         if story.cause is None and story.missing:
             text += f"; its exception is not in the log ({story.missing})"
             advice.append(_full_error_advice())
@@ -168,15 +198,8 @@ class RunCrashed(Detector, code="LS017", name="run-crashed"):
 
     def _killed(self, run: Run, story: CrashStory) -> Finding:
         line = story.kinds["killed"]
-        m = KILLED_RE.search(line.text)
-        what = next((g for g in m.groups() if g), "Killed") if m else "Killed"
-        signal = SIGNALS.get(what, what)
-        hint = (
-            " A bare SIGKILL is usually the Linux OOM killer (host memory, see "
-            "host-oom-worker-killed) or the job scheduler."
-            if signal == "SIGKILL"
-            else ""
-        )
+        what, signal = _signal_of(line.text)
+        hint = SIGNAL_HINTS.get(signal, "")
         advice = [
             env_advice(
                 "dmesg",
@@ -189,7 +212,7 @@ class RunCrashed(Detector, code="LS017", name="run-crashed"):
         return self.finding(
             message=(
                 f"The run crashed {_when(run, line.step)}: the process died ({what}) without a "
-                f"traceback at line {line.line_no}.{hint}"
+                f"Python traceback at line {line.line_no}.{hint}"
             ),
             step=line.step,
             evidence={
@@ -205,6 +228,77 @@ class RunCrashed(Detector, code="LS017", name="run-crashed"):
             advice=advice if signal == "SIGKILL" else [],
             references=cite_all([RAY_DEBUG_DOC]),
         )
+
+
+def _signal_of(text: str) -> tuple[str, str]:
+    """(what the line says, the signal it means) for a `killed` line."""
+    m = KILLED_RE.search(text)
+    what = next((g for g in m.groups() if g), "Killed") if m else "Killed"
+    if what.startswith("terminate called"):
+        return what, "SIGABRT"  # std::terminate calls abort()
+    if text.startswith("Fatal Python error"):
+        return f"Fatal Python error: {what}", SIGNALS.get(what, what)
+    return what, SIGNALS.get(what, what)
+
+
+def _cuda_detail(story: CrashStory) -> str:
+    """` (an illegal memory access was encountered, reported by NCCL's watchdog thread)`."""
+    what = None
+    for x in story.lines:
+        m = CUDA_ERROR_RE.search(x.text)
+        if m is not None and m.group("what"):
+            what = m.group("what").strip()
+            break
+    where = []
+    if what:
+        where.append(what)
+    if any(WATCHDOG in x.text for x in story.lines):
+        where.append("reported by the NCCL watchdog thread, which only carries it")
+    elif story.raised_in:
+        engine = "vLLM" if story.raised_in == "vllm" else "SGLang"
+        where.append(
+            f"raised in {engine}'s code" + (", see vllm-error" if engine == "vLLM" else "")
+        )
+    return f" ({', '.join(where)})" if where else ""
+
+
+def _cuda_advice(run: Run, story: CrashStory) -> list[Advice]:
+    """Find the failing kernel; in the rollout, run the engine without CUDA graphs."""
+    texts = [x.text for x in story.lines]
+    assert_hit = any("device-side assert" in t for t in texts)
+    why = (
+        "CUDA reports a kernel's fault at a later call, so the traceback may point at the wrong "
+        "place. With CUDA_LAUNCH_BLOCKING=1 (slow: for a debugging rerun only) the error is "
+        "raised by the kernel that failed."
+    )
+    if assert_hit:
+        why += (
+            " A device-side assert is usually an index out of range: a token id at or above the "
+            "model's vocabulary size (a tokenizer that does not match the model), or a label "
+            "outside the valid range."
+        )
+    advice = [
+        env_advice("CUDA_LAUNCH_BLOCKING", 1, why, "pytorch:notes/cuda#asynchronous-execution")
+    ]
+    if story.raised_in == "sglang" or "sglang" in story.kinds:
+        return advice + _sglang_advice(story)  # SGLang's own switches (CUDA graphs, overlap)
+    rollout = story.raised_in is not None or (
+        story.phase is not None and story.phase.id == "rollout"
+    )
+    if rollout or any("/vllm/" in t for t in texts):
+        advice.append(
+            advise(
+                run,
+                f"{RO}.enforce_eager",
+                "An illegal memory access in the rollout is most often a fault inside a replayed "
+                "CUDA graph or an attention kernel of the engine's version: eager mode (no CUDA "
+                "graphs, no torch.compile) avoids the first and names the kernel for the second; "
+                "if it persists, another vLLM release or attention backend.",
+                "verl:docs/faq/faq#illegal-memory-access",
+                suggest=True,
+            )
+        )
+    return advice
 
 
 def _last_step(run: Run) -> int | None:

@@ -23,6 +23,10 @@ from ._signatures import (
 PIN = "the vLLM version your verl release pins (verl's requirements / setup.py)"
 
 
+# The crash kinds that vLLM's own frame can raise (a CUDA fault inside the engine's kernels).
+RAISED_KINDS = ("vllm-engine", "cuda-error")
+
+
 class VllmError(Detector, code="LS023", name="vllm-error"):
     """The vLLM rollout engine failed and no more specific vLLM diagnosis explains it.
 
@@ -73,7 +77,7 @@ class VllmError(Detector, code="LS023", name="vllm-error"):
             return []
         story = crash_story(run)
         hits = find_lines(run, VLLM_ENGINE_RE, VLLM_ENGINE_KEYS)
-        raised = story.crashed and story.kind == "vllm-engine" and story.raised_in == "vllm"
+        raised = story.crashed and story.kind in RAISED_KINDS and story.raised_in == "vllm"
         if not hits and not raised:
             return []
         first = story.cause.line if raised and story.cause else hits[0].line

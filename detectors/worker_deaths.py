@@ -63,8 +63,14 @@ def read_exit(text: str) -> Exit:
     )
 
 
-def explain(exit_: Exit, host_oom: bool) -> str:
-    """What the exit details mean."""
+def explain(exit_: Exit, host_oom: bool, cuda_line: int | None = None) -> str:
+    """What the exit details mean (`cuda_line`: a CUDA error came first, at that line)."""
+    if cuda_line is not None and not host_oom and exit_.signal != "SIGTERM":
+        return (
+            f"It died after the CUDA error at line {cuda_line}: a CUDA fault leaves the process "
+            "unusable and it exits, so the death is that error's consequence, not a memory kill "
+            "(see run-crashed)."
+        )
     if host_oom:
         return (
             "Ray's memory monitor killed it for lack of host memory (see host-oom-worker-killed)."
@@ -104,7 +110,8 @@ class RayActorDied(SignatureDetector, code="LS022", name="ray-actor-died"):
         or a segfault), `by a signal … SIGTERM` (stopped from outside), exit codes (137 =
         SIGKILL, 139 = SIGSEGV), intended exits. Evidence: exit type, detail, code, signal, the
         dead actor's class and name, and the phase it died in (`sleep` of the async vLLM
-        server, `update_actor`, …).
+        server, `update_actor`, …). A death that follows a CUDA error in the same crash is
+        named as that error's consequence (no memory-kill guess, see run-crashed).
 
     Why it matters:
         verl's workers are Ray actors: one dead worker stops the whole run, and the Python
@@ -147,10 +154,13 @@ class RayActorDied(SignatureDetector, code="LS022", name="ray-actor-died"):
         exit_ = read_exit("\n".join(h.text for h in hits[:20]))
         host_oom = bool(HOST_OOM_RE.search(context(run, hits[0].line_no, 80, 80)))
         final = story.crashed and story.in_final_error(hits[-1].line_no)
+        cuda = story.kinds.get("cuda-error") if final else None
+        cuda_line = cuda.line_no if cuda is not None and cuda.line_no < hits[0].line_no else None
         phase = story.phase if final else phase_near(run, hits[0].line_no, 80, 20)
         actor = {m.group(1): m.group(2) for m in map(ACTOR_RE.match, near.splitlines()) if m}
         evidence = self._evidence(exit_, actor, phase, host_oom)
-        message = self._message(hits, exit_, actor, phase, host_oom)
+        evidence["after_cuda_error_line"] = cuda_line
+        message = self._message(hits, exit_, actor, phase, host_oom, cuda_line)
         severity = "error"
         if not final and not story.finished_before(hits[0].line_no):
             severity = "info"  # Ray replaced it, or it was not one of training's workers
@@ -160,13 +170,18 @@ class RayActorDied(SignatureDetector, code="LS022", name="ray-actor-died"):
             message,
             severity=severity,
             evidence=evidence,
-            advice=self._advice(run, exit_, phase, host_oom),
+            advice=self._advice(run, exit_, phase, host_oom, cuda_line),
             references=cite_all(["ray:ray-core/fault_tolerance/actors"]),
         )
 
     @staticmethod
     def _message(
-        hits: list[Hit], exit_: Exit, actor: dict[str, str], phase: Phase | None, host_oom: bool
+        hits: list[Hit],
+        exit_: Exit,
+        actor: dict[str, str],
+        phase: Phase | None,
+        host_oom: bool,
+        cuda_line: int | None,
     ) -> str:
         who = "A Ray actor" if any("actor" in h.text for h in hits) else "A Ray worker"
         name = actor.get("name") or actor.get("class_name")
@@ -175,7 +190,8 @@ class RayActorDied(SignatureDetector, code="LS022", name="ray-actor-died"):
         during = f" during {phase.label}" if phase else ""
         details = [x for x in (exit_.exit_type, exit_.detail) if x]
         said = f" ({quote('; '.join(details), 160)})" if details else ""
-        return f"{who} died{during} at {where(hits[0])}{said}. {explain(exit_, host_oom)}"
+        why = explain(exit_, host_oom, cuda_line)
+        return f"{who} died{during} at {where(hits[0])}{said}. {why}"
 
     @staticmethod
     def _evidence(
@@ -195,7 +211,9 @@ class RayActorDied(SignatureDetector, code="LS022", name="ray-actor-died"):
         }
 
     @staticmethod
-    def _advice(run: Run, exit_: Exit, phase: Phase | None, host_oom: bool) -> list[Advice]:
+    def _advice(
+        run: Run, exit_: Exit, phase: Phase | None, host_oom: bool, cuda_line: int | None
+    ) -> list[Advice]:
         logs = env_advice(
             "ray-logs",
             f"{RAY_LOGS}/raylet.out and the dead worker's worker-*.err",
@@ -213,6 +231,8 @@ class RayActorDied(SignatureDetector, code="LS022", name="ray-actor-died"):
                 ),
                 logs,
             ]
+        if cuda_line is not None and not host_oom:
+            return [logs]  # run-crashed advises on the CUDA error
         out: list[Advice] = []
         if not host_oom and exit_.signal != "SIGSEGV":
             out.append(

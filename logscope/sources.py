@@ -85,8 +85,10 @@ VERL_RECIPE_REPO = "https://github.com/verl-project/verl-recipe"
 
 def _verl(path: str) -> str:
     if path.startswith("docs/"):
-        page = path[5:].removesuffix(".md").removesuffix(".rst")  # the source file's name
-        return f"verl docs: https://verl.readthedocs.io/en/latest/{page}.html"
+        page, _, anchor = path[5:].partition("#")
+        page = page.removesuffix(".md").removesuffix(".rst")  # the source file's name
+        anchor = f"#{anchor}" if anchor else ""
+        return f"verl docs: https://verl.readthedocs.io/en/latest/{page}.html{anchor}"
     kind = "blob" if _is_file(path) else "tree"
     return f"verl source: {VERL_REPO}/{kind}/main/verl/{path}"
 

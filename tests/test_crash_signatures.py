@@ -813,3 +813,111 @@ def test_a_crash_before_the_first_step_quotes_the_error_not_the_raising_code():
     assert {a.parameter: a.suggested for a in kv.advice}[
         "actor_rollout_ref.rollout.gpu_memory_utilization"
     ] == 0.4
+
+
+# ---- CUDA errors and native aborts -------------------------------------------------------------
+
+CUDA_FIXED_TEXT = (
+    "CUDA kernel errors might be asynchronously reported at some other API call, so the "
+    "stacktrace below might be incorrect.\n"
+    "For debugging consider passing CUDA_LAUNCH_BLOCKING=1\n"
+    "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.\n"
+)
+
+
+def _prefixed(prefix: str, text: str) -> str:
+    return "".join(f"{prefix} {line}\n" for line in text.splitlines())
+
+
+def test_cuda_error_reported_only_by_the_nccl_watchdog_is_the_crash_cause():
+    # glog's `[E1201 10:00:00.1 ProcessGroupNCCL.cpp:1595]` stamp is stripped as a decoration,
+    # so the line keeps no NCCL name: the reader must keep it for its CUDA error.
+    watchdog = (
+        "[rank3]:[E1201 10:00:00.123456789 ProcessGroupNCCL.cpp:1595] [PG ID 0 PG GUID "
+        "0(default_pg) Rank 3] Process group watchdog thread terminated with exception: CUDA "
+        "error: an illegal memory access was encountered\n"
+        + CUDA_FIXED_TEXT
+        + "Exception raised from c10_cuda_check_implementation at "
+        "/pytorch/c10/cuda/CUDAException.cpp:43 (most recent call first):\n"
+        "frame #3: c10d::ProcessGroupNCCL::WorkNCCL::finishedGPUExecutionInternal() const + 0x56\n"
+        "terminate called after throwing an instance of 'c10::DistBackendError'\n"
+        "*** SIGABRT received at time=1733047200 on cpu 17 ***\n"
+    )
+    found = by_name(findings_of(steps(12, 13) + _prefixed(W, watchdog)))
+    crash = found["run-crashed"]
+    assert crash.severity == "error" and crash.step == 13
+    assert "CUDA error" in crash.message and "illegal memory access" in crash.message
+    assert "watchdog" in crash.message
+    assert crash.evidence["cause_kind"] == "cuda-error"
+    assert advice_for(crash, "env:CUDA_LAUNCH_BLOCKING").suggested == 1
+    assert "nccl-error" not in found  # the watchdog only carried the CUDA error
+
+
+def test_cuda_error_in_vllm_names_eager_mode_and_explains_the_worker_death():
+    text = (
+        steps(3) + f"{W} ERROR 12-01 10:11:12 model_runner_base.py:143] Failed to pickle inputs of "
+        "failed execution: CUDA error: an illegal memory access was encountered\n"
+        + f"{W} Traceback (most recent call last):\n"
+        + f'{W}   File "/usr/lib/python3/dist-packages/vllm/worker/model_runner.py", line 1654, '
+        "in execute_model\n"
+        + f"{W}     hidden_or_intermediate_states = model_executable(\n"
+        + f"{W} RuntimeError: CUDA error: an illegal memory access was encountered\n"
+        + _prefixed(W, CUDA_FIXED_TEXT)
+        + "(raylet) A worker died or was killed while executing a task by an unexpected system "
+        "error. Worker exit type: SYSTEM_ERROR Worker exit detail: Worker unexpectedly exits "
+        "with a connection error code 2. End of file.\n"
+    )
+    found = by_name(findings_of(text))
+    crash = found["run-crashed"]
+    assert crash.evidence["cause_kind"] == "cuda-error"
+    assert "vLLM" in crash.message and crash.evidence["phase"] == "rollout"
+    eager = advice_for(crash, "actor_rollout_ref.rollout.enforce_eager")
+    assert eager.suggested is True and "enforce_eager" in (eager.override or "")
+    assert "vllm-error" in found  # raised in vLLM's own frame
+    died = found["ray-actor-died"]
+    assert "CUDA error" in died.message and "OOM killer" not in died.message
+    assert died.evidence["after_cuda_error_line"] == 2
+    assert [a.parameter for a in died.advice] == ["env:ray-logs"]
+
+
+def test_device_side_assert_explains_the_usual_index_out_of_range():
+    text = steps(1) + _prefixed(
+        W,
+        "Traceback (most recent call last):\n"
+        '  File "/root/verl/verl/workers/fsdp_workers.py", line 600, in update_actor\n'
+        "    metrics = self.actor.update_policy(data=data)\n"
+        "RuntimeError: CUDA error: device-side assert triggered\n" + CUDA_FIXED_TEXT,
+    )
+    crash = by_name(findings_of(text))["run-crashed"]
+    assert crash.evidence["phase"] == "update-actor"
+    blocking = advice_for(crash, "env:CUDA_LAUNCH_BLOCKING")
+    assert "vocabulary" in blocking.rationale
+    assert not [a for a in crash.advice if a.parameter.endswith("enforce_eager")]
+
+
+def test_cuda_out_of_memory_stays_cuda_oom_not_a_cuda_error():
+    text = steps(5) + _prefixed(W, "RuntimeError: CUDA error: out of memory\n" + CUDA_FIXED_TEXT)
+    found = by_name(findings_of(text))
+    assert "cuda-oom" in found
+    assert found["run-crashed"].evidence["cause_kind"] == "cuda-oom"
+
+
+@pytest.mark.parametrize(
+    ("line", "signal"),
+    [
+        ("Fatal Python error: Aborted", "SIGABRT"),
+        ("Fatal Python error: Segmentation fault", "SIGSEGV"),
+        ("*** SIGABRT received at time=1733047200 on cpu 17 ***", "SIGABRT"),
+        ("terminate called after throwing an instance of 'c10::Error'", "SIGABRT"),
+    ],
+)
+def test_native_death_without_traceback_is_a_crash_with_its_signal(line, signal):
+    text = (
+        steps(6, 7)
+        + f"{W} {line}\n{W} \n{W} Thread 0x00007f00 (most recent call first):\n"
+        + f'{W}   File "/usr/lib/python3.10/threading.py", line 324 in wait\n'
+    )
+    assert classify(line) == "killed"
+    crash = by_name(findings_of(text))["run-crashed"]
+    assert crash.evidence["exception_type"] == signal
+    assert crash.step == 7 and "native" in crash.message

@@ -802,7 +802,7 @@ def test_tensors_on_different_devices_micro_batch_vs_tp():
         ),
         ("Killed", "SIGKILL"),
         ("Segmentation fault (core dumped)", "SIGSEGV"),
-        ("Fatal Python error: Aborted", "Fatal Python error"),
+        ("Fatal Python error: Aborted", "SIGABRT"),
     ],
 )
 def test_run_killed_without_traceback(last_line, signal):

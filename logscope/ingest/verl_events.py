@@ -21,6 +21,12 @@ EVENT_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             r"|RayTaskError\(OutOfMemoryError\)|OutOfMemoryError: CUDA",
         ),
         (
+            "cuda-error",
+            r"CUDA error: |CUDA kernel errors might be asynchronously reported"
+            r"|c10_cuda_check_implementation|device-side assert|illegal memory access"
+            r"|CUBLAS_STATUS_|CUDNN_STATUS_|CUDA_ERROR_\w+|cudaError\w+",
+        ),
+        (
             "host-oom",
             r"killed due to memory pressure|ray\.exceptions\.OutOfMemoryError"
             r"|running low on memory|Out of memory: Killed process|oom-kill",
@@ -74,7 +80,11 @@ EVENT_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ),
         ("checkpoint-save", r"^local_global_step_folder: |[Ss]aving checkpoint"),
         ("validation-metrics", r"^\(?['\"]?(?:Initial|Final) validation metrics: "),
-        ("killed", r"\bKilled\b|SIGKILL|SIGTERM|[Ss]egmentation fault|core dumped"),
+        (
+            "killed",
+            r"\bKilled\b|SIGKILL|SIGTERM|SIGABRT|SIGSEGV|[Ss]egmentation fault|core dumped"
+            r"|Fatal Python error: |^Aborted$|terminate called after throwing",
+        ),
         (
             "warning",
             r"^WARN(?:ING)?\b|\bWARNING\b|Warning:|^\[W |UserWarning|DeprecationWarning"
@@ -101,6 +111,7 @@ TOTAL_STEPS_RE = re.compile(r"Total training steps: ([0-9]+)")
 EVENT_KEYWORDS: dict[str, tuple[str, ...]] = {
     "grad-norm-not-finite": ("grad_norm is not finite",),
     "cuda-oom": ("CUDA", "OutOfMemoryError"),
+    "cuda-error": ("CUDA", "c10_cuda", "device-side", "illegal memory", "STATUS_", "cudaError"),
     "host-oom": ("memory", "OutOfMemoryError", "oom-kill"),
     "nccl-error": ("NCCL", "nccl", "Watchdog caught"),
     "vllm-error": (
@@ -154,7 +165,18 @@ EVENT_KEYWORDS: dict[str, tuple[str, ...]] = {
     "checkpoint-load": ("checkpoint", "Resuming from ", "Setting global step to"),
     "checkpoint-save": ("local_global_step_folder: ", "aving checkpoint"),
     "validation-metrics": ("validation metrics: ",),
-    "killed": ("Killed", "SIGKILL", "SIGTERM", "egmentation fault", "core dumped"),
+    "killed": (
+        "Killed",
+        "SIGKILL",
+        "SIGTERM",
+        "SIGABRT",
+        "SIGSEGV",
+        "egmentation fault",
+        "core dumped",
+        "Fatal Python error",
+        "Aborted",
+        "terminate called",
+    ),
     "warning": ("WARN", "Warning", "[W ", "NOTICE:"),
     "error": ("Error", "Exception", "ERROR", "[E ", "FATAL"),
 }
