@@ -19,6 +19,12 @@ from typing import Any, SupportsFloat
 UNKNOWN = "unknown"
 #: an empty cell of a table
 DASH = "–"
+#: what a report says instead of "No findings" when nothing in the input could be judged
+NOTHING_READ = (
+    "Nothing to judge: no training metric, config or failure signature was read from this "
+    "input, so the absence of findings says nothing about the run (the notes above say what "
+    "was read)."
+)
 #: the run's meta fields a header shows, in order
 META_FIELDS = ("framework", "verl_version", "algorithm", "project", "experiment")
 

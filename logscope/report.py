@@ -15,6 +15,7 @@ from logscope import __version__
 from logscope.model import SEVERITIES, SEVERITY_RANK, Finding, HealthRow, Incident, Run, jsonable
 from logscope.present import (
     HTML_STYLE,
+    NOTHING_READ,
     fmt_value,
     header_rows,
     html_escape,
@@ -74,6 +75,16 @@ class Report:
     def readable(self) -> bool:
         """False for the entry of an input that could not be read (`unreadable`)."""
         return self.run.source.kind != UNREADABLE
+
+    @property
+    def nothing_read(self) -> bool:
+        """Read, but no metric, config or finding came of it: nothing to judge (not healthy)."""
+        return (
+            self.readable
+            and not self.findings
+            and self.run.metrics.height == 0
+            and not self.run.config_segments
+        )
 
     @property
     def show_health(self) -> bool:
@@ -190,6 +201,8 @@ def render_markdown(reports: list[Report]) -> str:
         out.append(
             "**Findings:** " + ", ".join(f"{counts[s_]} {s_}" for s_ in reversed(SEVERITIES)) + "\n"
         )
+        if report.nothing_read:
+            out.append(f"**{NOTHING_READ}**\n")
         for finding in report.findings:
             where = f" at step {finding.step}" if finding.step is not None else ""
             out.append(
@@ -309,7 +322,7 @@ def _html_reports(reports: list[Report]) -> list[str]:
                 parts.append("</ul>")
             parts.append("</div>")
         if not report.findings:
-            parts.append("<p>No findings.</p>")
+            parts.append(f"<p>{NOTHING_READ if report.nothing_read else 'No findings.'}</p>")
         if report.show_health:
             parts.append("<h2>Health of the last training step</h2><table>")
             parts.append(

@@ -7,6 +7,8 @@ overrides, what was not understood (unknown metric keys, skipped lines) and the 
 - `crashed`: the run-crashed diagnosis (LS017) at error or above;
 - `broken`: otherwise the worst finding is error or critical;
 - `warning`: the worst finding is a warning;
+- `no-data`: nothing was read to judge: no metric, no config and no finding (an excerpt
+  logscope does not understand is not a healthy run);
 - `healthy`: only info findings, or none;
 - `unreadable`: the input could not be read (fleets only: one unreadable run is a CLI error).
 
@@ -29,7 +31,7 @@ FLEET_SCHEMA = "logscope.fleet-verdict/1"
 #: the size a verdict's JSON (indent 2) never exceeds
 MAX_BYTES = 4096
 CRASH_CODE = "LS017"
-STATUSES = ("crashed", "broken", "warning", "healthy", "unreadable")
+STATUSES = ("crashed", "broken", "warning", "no-data", "healthy", "unreadable")
 TOP_FINDINGS = 3
 #: unknown metric keys named (the count is always given)
 UNKNOWN_SHOWN = 5
@@ -48,9 +50,11 @@ _BUDGETS = (
 
 
 def status(report: Report) -> str:
-    """crashed / broken / warning / healthy / unreadable (see the module docstring)."""
+    """crashed / broken / warning / no-data / healthy / unreadable (see the module docstring)."""
     if not report.readable:
         return "unreadable"
+    if report.nothing_read:
+        return "no-data"
     if any(
         f.code == CRASH_CODE and SEVERITY_RANK[f.severity] >= SEVERITY_RANK["error"]
         for f in report.findings

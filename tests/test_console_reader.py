@@ -337,6 +337,35 @@ def test_a_line_that_is_not_a_fragment_is_not_joined(tmp_path):
     assert any(e.kind == "checkpoint-save" for e in run.events)
 
 
+@pytest.mark.parametrize(
+    ("step_prefix", "item_prefix"), [("", ""), (TR, TR), (TR, ""), ("", " - ")]
+)
+def test_a_record_printed_one_item_per_line_after_a_bare_step(tmp_path, step_prefix, item_prefix):
+    # verl#2535 shape: `step:2 ` alone, then each `key:value ` on a line of its own
+    lines = []
+    for step, grad in ((1, 0.4), (2, 127.3)):
+        lines.append(f"{step_prefix}step:{step} ")
+        lines += [
+            f"{item_prefix}actor/entropy:0.866{step} ",
+            f"{item_prefix}actor/grad_norm:{grad} ",
+        ]
+        lines.append(f"{item_prefix}critic/score/mean:0.{step} ")
+    lines += ["Saving checkpoint to /ckpt/global_step_2", "actor/entropy:9.9"]
+    run = read_both(tmp_path, "\n".join(lines) + "\n")
+    assert run.steps.tolist() == [1, 2]
+    assert value(run, "actor/grad_norm", 2) == 127.3
+    assert value(run, "actor/entropy", 1) == 0.8661
+    assert value(run, "critic/score/mean", 2) == 0.2
+    # an item line that does not follow the record is not taken into it
+    assert value(run, "actor/entropy", 2) == 0.8662
+
+
+def test_items_after_a_step_line_with_items_are_not_taken_one_per_line(tmp_path):
+    text = "step:1 - actor/pg_loss:0.1\nactor/grad_norm:0.5\n"
+    run = read_both(tmp_path, text)
+    assert "actor/grad_norm" not in run.metrics.get_column("metric").to_list()
+
+
 def test_undecodable_bytes_and_nul_are_counted_not_fatal(tmp_path):
     data = (
         TR.encode() + b"step:1 - actor/pg_loss:0.1\n"

@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 from logscope import verdict
 from logscope.analyze import analyze_paths
 from logscope.cli import app
+from logscope.ingest._common import metrics_frame
 from logscope.model import Advice, Finding, Incident, Run, Source
 from logscope.report import Report
 
@@ -33,6 +34,7 @@ def _finding(code: str, severity: str, step: int | None = 10, text: str = "x", n
 
 def _report(*findings: Finding, path: str = "run.log", unknown: int = 0) -> Report:
     run = Run(id="abc123", source=Source("verl-console", path))
+    run.metrics = metrics_frame([1, 2], ["actor/entropy"] * 2, [0.5, 0.5])  # a run with data
     incidents = [
         Incident(f"i{k}", f.title, f.severity, f.step, f.step, f.name, [k])
         for k, f in enumerate(findings)
@@ -62,6 +64,22 @@ def test_status_follows_the_worst_severity_and_the_crash(findings, status) -> No
     v = verdict.verdict(report)
     assert v["status"] == verdict.status(report) == status
     assert v["worst_severity"] == report.worst_severity
+
+
+def test_nothing_read_is_no_data_not_healthy(tmp_path) -> None:
+    empty = _report()
+    empty.run.metrics = empty.run.metrics.clear()
+    assert empty.nothing_read and verdict.status(empty) == "no-data"
+    # the CLI says so in every format, and the fleet counts it
+    log = tmp_path / "pasted.log"
+    log.write_text("I ran the GRPO script and it hangs after loading the model.\nAny idea?\n")
+    out = runner.invoke(app, ["analyze", str(log), "--no-cache", "--format", "verdict"])
+    assert out.exit_code == 0 and json.loads(out.stdout)["status"] == "no-data"
+    for fmt in ("rich", "markdown", "html"):
+        out = runner.invoke(app, ["analyze", str(log), "--no-cache", "--format", fmt])
+        assert "Nothing to judge" in " ".join(out.stdout.split()), fmt
+    fleet = verdict.fleet_verdict([empty, _report()])
+    assert fleet["by_status"] == {"no-data": 1, "healthy": 1} and fleet["status"] == "no-data"
 
 
 def test_unreadable_status() -> None:

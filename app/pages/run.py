@@ -6,7 +6,7 @@ from logscope.app import _cards as cards
 from logscope.app import _common as ui
 
 from logscope.charts import incident_timeline
-from logscope.present import md_code, md_escape, meta_rows, step_span
+from logscope.present import NOTHING_READ, md_code, md_escape, meta_rows, step_span
 
 picked = ui.run_page("Run")
 if picked is not None:
@@ -23,7 +23,9 @@ if picked is not None:
     c[4].metric("worst", report.worst_severity or "none")
     st.text("  ".join(f"{label}: {value}" for label, value in meta_rows(run.meta)))
 
-    if not report.findings:
+    if report.nothing_read:
+        st.warning(NOTHING_READ)
+    elif not report.findings:
         st.success("No findings: nothing at any severity.")
     else:
         all_ov = ui.overrides(report.findings)

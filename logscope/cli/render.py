@@ -13,6 +13,7 @@ from rich.text import Text
 
 from logscope.model import SEVERITIES
 from logscope.present import (
+    NOTHING_READ,
     duration,
     evidence_text,
     fmt_value,
@@ -198,6 +199,8 @@ def render_report(report: Report, console: Console) -> None:
         verdict.append(
             ", ".join(f"{counts[s]} {s}" for s in reversed(SEVERITIES) if counts[s]),
         )
+    elif report.nothing_read:
+        verdict.append(NOTHING_READ, style="bold yellow")
     else:
         verdict.append("No findings.", style="bold green")
     console.print(verdict)

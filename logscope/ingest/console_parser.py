@@ -103,6 +103,8 @@ class _Pending:
     step: int
     headless: bool = False  # the `step:N - ` was cut off (a copy starting mid-line)
     joined: bool = False  # rejoined from lines a terminal or a copy cut
+    per_line: bool = False  # a bare `step:N`: its items may follow one per line
+    prefix: str | None = None
 
 
 HEADLESS_HEAD = "step:0 - "  # in front of a headless record's items until its step is known
@@ -295,7 +297,10 @@ class ConsoleParser:
                 self._flush()
                 self._note_actor(prefix)
                 step = int(m.group(1))
-                self._pending = _Pending(seq, line_no, sub, last, clean[at:], step)
+                bare = m.group(2) is None and at == 0
+                self._pending = _Pending(
+                    seq, line_no, sub, last, clean[at:], step, per_line=bare, prefix=prefix
+                )
                 self._set_step(seq, step)
                 return
         if vt.is_tqdm(raw):
@@ -317,6 +322,8 @@ class ConsoleParser:
             and vt.looks_like_continuation(text)
             and self._join(p, line_no, sub, last, vt.strip_tail(text))
         ):
+            return
+        if p is not None and p.per_line and self._item_line(p, line_no, sub, prefix, clean):
             return
         self._flush()
         if prefix is None and pasted.headless_items(clean):
@@ -348,6 +355,19 @@ class ConsoleParser:
         self._last_step, self._last_step_seq = step, seq
         self._last_provisional = False
         self._marks.append((seq, step))
+
+    @staticmethod
+    def _item_line(p: _Pending, line_no: int, sub: int, prefix: str | None, clean: str) -> bool:
+        """Take one `key:value` line of a record printed one item per line after a bare
+        `step:N` (verl#2535: `step:2 ` then `actor/entropy:0.8662 ` on lines of their own)."""
+        if sub != 0 or line_no != p.line_no + 1 or prefix not in (None, p.prefix):
+            return False
+        m = vt.ONE_ITEM_RE.match(clean)
+        if m is None:
+            return False
+        p.text += " - " + m.group(1)
+        p.line_no = line_no
+        return True
 
     def _join(self, p: _Pending, line_no: int, sub: int, last: bool, tail: str) -> bool:
         joined = vt.join_wrapped(p.text, tail)
@@ -711,6 +731,8 @@ class ConsoleParser:
             overrides=dict(parser._overrides),
             wandb_summary=dict(parser._wandb.summary),
             wandb_line_no=parser._wandb.line_no,
+            wandb_history=tuple(parser._wandb.history),
+            wandb_last_step=parser._wandb.last_step,
             loose_steps=tuple(replace(r, pairs=dict(r.pairs)) for r in parser._loose.steps()),
             undecodable=parser.undecodable,
             nul_bytes=parser.nul_bytes,

@@ -98,6 +98,8 @@ class ParsedLog:
     overrides: dict[str, Any]  # from Hydra's `Error executing job with overrides`
     wandb_summary: dict[str, float]
     wandb_line_no: int | None
+    wandb_history: tuple[str, ...]  # keys W&B's run history drew as sparklines (not numbers)
+    wandb_last_step: int | None  # the last history step W&B uploaded
     loose_steps: tuple[LooseRecord, ...]  # metrics in a layout that is not verl's
     undecodable: int  # byte sequences replaced (not UTF-8)
     nul_bytes: int  # removed
@@ -200,8 +202,10 @@ def _pasted_steps(parsed: ParsedLog, notes: list[str]) -> PastedSteps | None:
         )
     elif parsed.wandb_summary:
         layout = "wandb-summary"
-        records = [(parsed.wandb_line_no or 0, None, parsed.wandb_summary)]
+        records = [(parsed.wandb_line_no or 0, parsed.wandb_last_step, parsed.wandb_summary)]
     else:
+        if parsed.wandb_history:
+            notes.append(_history_note(parsed.wandb_history, parsed.wandb_last_step))
         return None
     seqs, steps, keys, values = [], [], [], []
     previous = 0
@@ -220,8 +224,22 @@ def _pasted_steps(parsed: ParsedLog, notes: list[str]) -> PastedSteps | None:
             keys.append(key)
             values.append(value)
     if layout == "wandb-summary":
-        notes.append(f"no verl step line: read W&B's run summary (final values) as step {step}")
+        told = " (W&B's last uploaded history step)" if parsed.wandb_last_step else ""
+        notes.append(
+            f"no verl step line: read W&B's run summary (final values) as step {step}{told}"
+        )
     return PastedSteps(layout, len(records), rows_frame(seqs, steps, keys, values))
+
+
+def _history_note(keys: tuple[str, ...], last_step: int | None) -> str:
+    """What W&B's `Run history:` block holds: drawings of the series, not their values."""
+    shown = ", ".join(keys[:3]) + (", …" if len(keys) > 3 else "")
+    upto = f" (W&B uploaded them up to step {last_step})" if last_step else ""
+    return (
+        f"W&B's run history draws {len(keys)} metric(s) as sparklines ({shown}){upto}: a "
+        "drawing of each series, not its values, so not read; the run's own log or W&B "
+        "files have them"
+    )
 
 
 def _renumber(

@@ -132,6 +132,7 @@ def quoted_items(text: str) -> list[str]:
 # ---- W&B's end-of-run block ------------------------------------------------------------------
 
 WANDB_RE = re.compile(r"^wandb:[ \t]?(.*)$")
+UPLOADING_RE = re.compile(r"\buploading history steps [0-9]+-([0-9]+)")
 WANDB_PAIR_RE = re.compile(r"^[ \t]*(" + METRIC_KEY + r"|[A-Za-z_][\w@.\-]*)[ \t]+(\S+)[ \t]*$")
 
 
@@ -141,7 +142,9 @@ class WandbFooter:
 
     mode: str | None = None  # "history", "summary" or None
     summary: dict[str, float] = field(default_factory=dict)
+    history: list[str] = field(default_factory=list)  # the keys the sparklines draw
     line_no: int | None = None
+    last_step: int | None = None  # `uploading history steps 50-54`: W&B's step = verl's step
 
     def take(self, line_no: int, text: str) -> bool:
         """Consume a `wandb:` line of the block (True), or say it is not one."""
@@ -150,6 +153,9 @@ class WandbFooter:
             self.mode = None
             return False
         body = m.group(1).strip()
+        up = UPLOADING_RE.search(body)
+        if up is not None:
+            self.last_step = max(self.last_step or 0, int(up.group(1)))
         if body in ("Run history:", "Run summary:"):
             self.mode = body.split()[1].rstrip(":")
             self.line_no = self.line_no or line_no
@@ -166,6 +172,8 @@ class WandbFooter:
             value = vt.parse_value(pair.group(2))
             if value is not None:
                 self.summary[pair.group(1)] = value
+        elif pair.group(1) not in self.history:
+            self.history.append(pair.group(1))
         return True
 
 

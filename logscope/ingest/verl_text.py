@@ -63,6 +63,8 @@ TQDM_RE = re.compile(TQDM)
 TQDM_IT_RE = re.compile(r"it \[[0-9:]+(?:<[0-9:?]+)?, *[0-9.?]+(?:it/s|s/it)\]")
 _DIGITS = frozenset("0123456789")
 CONT_RE = re.compile(CONT)
+# One `key:value` item alone on a line (optionally after ` - `): a record printed one per line.
+ONE_ITEM_RE = re.compile(r"^[ -]{0,3}([A-Za-z_][\w./@-]*:\s?(?:" + NUMBER + r"))$")
 VALUE_RE = re.compile(VALUE)
 DECIMAL_RE = re.compile(DECIMAL)
 NP_WRAP_RE = re.compile(NP_WRAP)
