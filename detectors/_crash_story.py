@@ -45,6 +45,7 @@ class Exc:
     message: str | None
     line: LogLine
     index: int  # position in CrashStory.lines
+    from_wrapper: bool = False  # only Ray's `RayTaskError(Type)` header names it
 
     @property
     def name(self) -> str:
@@ -192,6 +193,11 @@ def _read_error(story: CrashStory) -> None:
     story.phase = phase_at(texts, _anchor(story))
     if story.cause is None:
         story.missing = _missing(texts)
+    elif story.cause.from_wrapper:
+        story.missing = (
+            f"only Ray's `RayTaskError({story.cause.type})` header names it; the worker's own "
+            f"`{story.cause.name}: …` line is not in the excerpt"
+        )
 
 
 def _cause(chain: list[Exc]) -> Exc | None:
@@ -207,14 +213,25 @@ def _cause(chain: list[Exc]) -> Exc | None:
     for e in reversed(chain):  # only wrappers: `RayTaskError(ValueError)` names the type
         m = re.search(r"\(([\w.]+)\)", e.type)
         if m:
-            return Exc(m.group(1), None, e.line, e.index)
+            return Exc(m.group(1), None, e.line, e.index, from_wrapper=True)
     return None
 
 
+# An import that fails on the engine's own module (`cannot import name 'x' from 'vllm.y'`, `No
+# module named 'vllm._C'`): the installed engine is not the one this verl was written for.
+ENGINE_IMPORT_RE = re.compile(r"""['"](vllm|sglang)[.'"]""")
+IMPORT_ERRORS = ("ImportError", "ModuleNotFoundError")
+
+
 def _raised_in(texts: list[str], cause: Exc | None) -> str | None:
-    """ "vllm"/"sglang" when the frame just above the cause is in that engine's code."""
+    """ "vllm"/"sglang" when the frame just above the cause is in that engine's code, or the
+    cause is an import of the engine's module that failed."""
     if cause is None:
         return None
+    if cause.name in IMPORT_ERRORS and cause.message:
+        m = ENGINE_IMPORT_RE.search(cause.message)
+        if m is not None:
+            return m.group(1)
     for text in reversed(texts[: cause.index]):
         m = FRAME_RE.match(text)
         if m is not None:

@@ -79,7 +79,11 @@ TP_WORLD_RE = re.compile(
     r"|tensor parallel size should be less than or equal to the world size"
 )
 KV_CACHE_RE = re.compile(r"No available memory for the cache blocks")
-PROMPT_LONG_RE = re.compile(r"Prompt length (\d+) is longer than (\d+)")
+# verl's dataset (`Prompt length 1311 is longer than 1024.`) and vLLM's engine (`Prompt length of
+# 558 is longer than the maximum model length of 512.`)
+PROMPT_LONG_RE = re.compile(
+    r"Prompt length (?:of )?(\d+) is longer than (?P<engine>the maximum model length of )?(\d+)"
+)
 CHUNKED_PREFILL_RE = re.compile(
     r"max_num_batched_tokens(?: \(?(\d+)\)?)? is smaller than max_model_len(?: \(?(\d+)\)?)?"
 )
@@ -260,7 +264,8 @@ SIGNATURES: tuple[Signature, ...] = (
         PROMPT_LONG_RE,
         PROMPT_LONG_KEYS,
         "prompt-too-long",
-        "a prompt is longer than data.max_prompt_length",
+        "a prompt is longer than the run allows (data.max_prompt_length or the engine's "
+        "max_model_len)",
     ),
     Signature(
         "batch",

@@ -243,8 +243,9 @@ class PromptTooLong(SignatureDetector, code="LS019", name="prompt-too-long"):
 
     What it detects:
         verl's dataset error `Prompt length N is longer than M.` (raised with the default
-        `data.truncation='error'`). Evidence: the longest prompt seen in the messages and the
-        limit.
+        `data.truncation='error'`), and vLLM's `Prompt length of N is longer than the maximum
+        model length of M.` (the prompt does not fit the engine's context). Evidence: the
+        longest prompt seen in the messages and the limit.
 
     Why it matters:
         The run stops at the first batch holding such a prompt, which can be many steps in
@@ -257,7 +258,9 @@ class PromptTooLong(SignatureDetector, code="LS019", name="prompt-too-long"):
         Raise `data.max_prompt_length` to cover the prompt (rounded up to a multiple of 64), or
         drop such prompts with `data.filter_overlong_prompts=True`, or truncate them with
         `data.truncation=left`. A longer prompt budget means more memory per sequence: check
-        the micro batch against the golden formula afterwards.
+        the micro batch against the golden formula afterwards. vLLM's form: drop such prompts
+        (`data.filter_overlong_prompts=True`) and, when the run sets it, raise
+        `actor_rollout_ref.rollout.max_model_len` to the prompt plus `data.max_response_length`.
 
     Known false positives:
         None known: the message is only raised for this.
@@ -271,9 +274,18 @@ class PromptTooLong(SignatureDetector, code="LS019", name="prompt-too-long"):
 
     def build(self, run: Run, hits: list[Hit]) -> Finding:
         lengths = [int(h.match.group(1)) for h in hits]
-        limit = int(hits[0].match.group(2))
+        limit = int(hits[0].match.group(3))
         longest = max(lengths)
         suggested = -(-longest // 64) * 64
+        filter_overlong = advise(
+            run,
+            "data.filter_overlong_prompts",
+            "Or drop the prompts that do not fit (verl's default is false).",
+            "verl:utils/dataset/rl_dataset.py",
+            suggest=True,
+        )
+        if hits[0].match.group("engine"):
+            return self._engine_limit(run, hits, longest, limit, filter_overlong)
         message = (
             f"A prompt of {longest} tokens is longer than data.max_prompt_length={limit} "
             f"at {where(hits[0])}."
@@ -286,18 +298,44 @@ class PromptTooLong(SignatureDetector, code="LS019", name="prompt-too-long"):
                 "verl:utils/dataset/rl_dataset.py",
                 suggest=suggested,
             ),
-            advise(
-                run,
-                "data.filter_overlong_prompts",
-                "Or drop the prompts that do not fit (verl's default is false).",
-                "verl:utils/dataset/rl_dataset.py",
-                suggest=True,
-            ),
+            filter_overlong,
         ]
         return self.signature_finding(
             hits,
             message,
             evidence={"prompt_length": longest, "max_prompt_length": limit},
+            advice=advice,
+            references=cite_all(["verl:utils/dataset/rl_dataset.py"]),
+        )
+
+    def _engine_limit(
+        self, run: Run, hits: list[Hit], longest: int, limit: int, filter_overlong: Advice
+    ) -> Finding:
+        """vLLM's form: the prompt does not fit the engine's max_model_len (prompt + response)."""
+        response = current_value(run, "data.max_response_length")
+        need = longest + response if isinstance(response, int) else None
+        message = (
+            f"A prompt of {longest} tokens is longer than the rollout engine's maximum model "
+            f"length ({limit}) at {where(hits[0])}: the dataset let it through (its "
+            "data.max_prompt_length check did not apply, or a chat template or agent loop made "
+            "it longer), and vLLM refuses it."
+        )
+        advice = [
+            filter_overlong,
+            advise(
+                run,
+                f"{RO}.max_model_len",
+                "vLLM's context must hold the prompt and the response; verl derives it from "
+                "data.max_prompt_length + data.max_response_length unless this key is set.",
+                "verl:workers/rollout/vllm_rollout",
+                suggest=-(-need // 64) * 64 if need else None,
+                rule="the longest prompt + data.max_response_length, rounded up to 64",
+            ),
+        ]
+        return self.signature_finding(
+            hits,
+            message,
+            evidence={"prompt_length": longest, "max_model_len": limit, "limit_of": "engine"},
             advice=advice,
             references=cite_all(["verl:utils/dataset/rl_dataset.py"]),
         )

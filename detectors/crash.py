@@ -151,6 +151,10 @@ class RunCrashed(Detector, code="LS017", name="run-crashed"):
         sig = SIGNATURE_BY_KIND.get(story.kind) if story.kind else None
         exc = story.cause.text() if story.cause else None
         if sig is None:
+            if exc and story.cause is not None and story.cause.from_wrapper:
+                return f"{exc}; its message is not in the log ({story.missing})", [
+                    _full_error_advice()
+                ]
             if exc:
                 return exc, []
             missing = story.missing or "no exception line is in the excerpt"
@@ -189,7 +193,8 @@ class RunCrashed(Detector, code="LS017", name="run-crashed"):
             "phase_method": story.phase.method if story.phase else None,
             "cause_kind": story.kind,
             "explained_by": sig.finding if sig else None,
-            "cause_in_log": cause is not None or story.kind is not None,
+            "cause_in_log": (cause is not None and not cause.from_wrapper)
+            or story.kind is not None,
         }
         evidence["quote"] = quote(line.text, 200)
         if story.missing:

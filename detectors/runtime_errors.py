@@ -6,7 +6,7 @@ import re
 from typing import Any
 
 from logscope.advice import SEED_GRPO, SEED_PPO, advise, current_value
-from logscope.model import Finding, Run
+from logscope.model import Advice, Finding, Run
 from logscope.sources import cite_all
 from logscope.verl_config import ACT, RO
 from logscope.words import plural
@@ -202,16 +202,22 @@ class NcclError(SignatureDetector, code="LS014", name="nccl-error"):
         ncclUnhandledCudaError: Call to CUDA function failed.
 
     Advice:
-        Lower `actor_rollout_ref.rollout.gpu_memory_utilization` into the advised range (or 0.1
-        below the current value) so FSDP has room for its buffers. For a timeout, look for the
-        rank that failed first (often a CUDA OOM, reported separately).
+        For an error: lower `actor_rollout_ref.rollout.gpu_memory_utilization` into the advised
+        range (or 0.1 below the current value) so FSDP has room for its buffers. For a timeout:
+        find the rank that stopped first (its own log, often a CUDA OOM reported separately;
+        `NCCL_DEBUG=INFO`); when the first collective (`SeqNum=1`) timed out the ranks never
+        connected (`NCCL_SOCKET_IFNAME`, `NCCL_IB_DISABLE=1` / `NCCL_P2P_DISABLE=1` to narrow it
+        down); when the timeout is under an hour and a rank may only be slow,
+        `actor_rollout_ref.nccl_timeout` = 3× the current value (at least 1800 s); and, unless
+        the ranks never connected, the memory advice above for the rank that stopped.
 
     Known false positives:
         A job killed from outside (preemption, Ctrl-C on one node) makes the surviving ranks
         report NCCL errors; the NCCL error is then a consequence.
 
     References:
-        seed:grpo-pitfalls §4.1 (FSDP buffers starved → NCCL operation failed).
+        seed:grpo-pitfalls §4.1 (FSDP buffers starved → NCCL operation failed);
+        pytorch:distributed#debugging-torch-distributed-applications (NCCL_DEBUG).
     """
 
     title = "NCCL communication error or timeout"
@@ -227,6 +233,9 @@ class NcclError(SignatureDetector, code="LS014", name="nccl-error"):
         m = re.search(r"Timeout\(ms\)=(\d+)", blob)
         if m:
             evidence["timeout_ms"] = int(m.group(1))
+        m = re.search(r"SeqNum=(\d+)", blob)
+        if m:
+            evidence["seq_num"] = int(m.group(1))
         oom = find_lines(run, CUDA_OOM_RE, CUDA_OOM_KEYS)
         evidence["cuda_oom_logged"] = bool(oom)
         what = "NCCL collective timed out" if timeout else "NCCL operation failed"
@@ -237,16 +246,76 @@ class NcclError(SignatureDetector, code="LS014", name="nccl-error"):
             )
         mem = gpu_memory_advice(
             run,
-            "NCCL failures with vLLM colocated usually mean FSDP's communication buffers are starved.",
+            "NCCL failures with vLLM colocated usually mean FSDP's communication buffers are "
+            "starved (for a timeout: on the rank that stopped).",
             always=True,
         )
+        advice = [mem] if mem else []
+        if timeout:
+            connect = evidence.get("seq_num") == 1  # memory does not stop ranks connecting
+            advice = _timeout_advice(run, evidence, bool(oom)) + ([] if connect else advice)
+            if connect:
+                message += " It was the first collective (SeqNum=1): the ranks never connected."
+            elif evidence.get("timeout_ms", 0) >= LONG_TIMEOUT_MS:
+                hours = evidence["timeout_ms"] / 3_600_000
+                message += (
+                    f" The timeout was already {hours:g} h: a rank hung or died rather than ran "
+                    "slow, so more time will not help."
+                )
         return self.signature_finding(
             hits,
             message,
             evidence=evidence,
-            advice=[mem] if mem else [],
-            references=cite_all([f"{SEED_GRPO} §4.1"]),
+            advice=advice,
+            references=cite_all([f"{SEED_GRPO} §4.1", DIST_DEBUG_DOC]),
         )
+
+
+#: PyTorch's page on debugging distributed jobs (NCCL_DEBUG, TORCH_DISTRIBUTED_DEBUG)
+DIST_DEBUG_DOC = "pytorch:distributed#debugging-torch-distributed-applications"
+#: a timeout this long is not a slow rank that more time would let finish
+LONG_TIMEOUT_MS = 3_600_000
+
+
+def _timeout_advice(run: Run, evidence: dict[str, Any], oom: bool) -> list[Advice]:
+    """A watchdog timeout: find the rank that stopped; first collective → the network; a short
+    timeout on a slow phase → a longer one."""
+    first_rank = (
+        "One rank stopped answering and the others waited for it: that rank's own log names the "
+        "cause (an exception, an OOM, a hang). NCCL_DEBUG=INFO logs every rank's setup and the "
+        "collective each one is in; TORCH_NCCL_TRACE_BUFFER_SIZE (a non-zero size) records the "
+        "stuck collective."
+    )
+    if oom:
+        first_rank += " A CUDA OOM is in this log: that rank is the likely one."
+    advice = [env_advice("NCCL_DEBUG", "INFO", first_rank, DIST_DEBUG_DOC)]
+    seq, timeout_ms = evidence.get("seq_num"), evidence.get("timeout_ms")
+    if seq == 1:
+        advice.append(
+            env_advice(
+                "NCCL_SOCKET_IFNAME",
+                "the interface the nodes reach each other on (see `ip addr`)",
+                "The first collective never completed, so the ranks never connected: NCCL chose "
+                "an interface the other nodes cannot reach, or InfiniBand / peer-to-peer does not "
+                "work here. To narrow it down, rerun with NCCL_IB_DISABLE=1 or NCCL_P2P_DISABLE=1 "
+                "and check the firewall between the nodes.",
+                DIST_DEBUG_DOC,
+            )
+        )
+    elif timeout_ms is None or timeout_ms < LONG_TIMEOUT_MS:
+        advice.append(
+            advise(
+                run,
+                "actor_rollout_ref.nccl_timeout",
+                "If the waiting ranks were only slower than the others (a long validation, a "
+                "checkpoint save on a shared file system, a first step that compiles), a longer "
+                "timeout lets them finish; a rank that hung needs the first advice instead.",
+                "verl:workers/fsdp_workers.py",
+                suggest=lambda cur: max(3 * int(cur), 1800) if isinstance(cur, int) else None,
+                rule="3× the current timeout (seconds), at least 1800",
+            )
+        )
+    return advice
 
 
 class TensorsOnDifferentDevices(

@@ -9,7 +9,7 @@ from logscope.model import Advice, Finding, Run
 from logscope.sources import cite_all
 
 from ._common import Hit, LogLine, env_advice, find_lines, log_lines, quote
-from ._crash_story import CrashStory, crash_story
+from ._crash_story import IMPORT_ERRORS, CrashStory, crash_story
 from ._signatures import (
     FRAME_RE,
     SIGNATURE_BY_KIND,
@@ -35,7 +35,9 @@ class VllmError(Detector, code="LS023", name="vllm-error"):
         `EngineCore failed to start`, `Engine core initialization failed`, `EngineDeadError`,
         `EngineCore encountered a fatal error` — and a run that ended with an exception raised
         from vLLM's own code (the innermost frame is under a `vllm/` path, e.g. `ValueError:
-        Using V1 AsyncLLMEngine, but envs.VLLM_USE_V1=False` from `AsyncLLM.from_vllm_config`).
+        Using V1 AsyncLLMEngine, but envs.VLLM_USE_V1=False` from `AsyncLLM.from_vllm_config`),
+        or an `ImportError` of one of vLLM's modules (`cannot import name 'x' from 'vllm.y'`:
+        the installed vLLM is not the one this verl release was written for).
         Silent when vllm-kv-cache-no-memory, vllm-model-inspection-failed or
         max-num-batched-tokens-too-small fires (they are the specific cases). Evidence: the
         engine line, the exception, the vLLM frame it came from, the phase (engine start-up
@@ -95,7 +97,12 @@ class VllmError(Detector, code="LS023", name="vllm-error"):
             f" (last step logged before it: {first.step})" if first.step is not None else ""
         )
         during = f" during {phase.label}" if phase else ""
-        if raised and cause is not None:
+        if raised and cause is not None and cause.name in IMPORT_ERRORS:
+            message = (
+                f"verl could not import from the installed vLLM ({cause.text()}){during} at "
+                f"{where}: that vLLM is not the version this verl release was written for."
+            )
+        elif raised and cause is not None:
             message = f"vLLM raised {cause.text()}{during} at {where}"
             if frame:
                 message += f", in {frame}"

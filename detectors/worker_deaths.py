@@ -26,6 +26,8 @@ EXIT_DETAIL_RE = re.compile(
     r"Worker exit detail: (.+?)(?=\s+(?:There are some potential root causes|Some common causes)|$)"
 )
 EXIT_CODE_RE = re.compile(r"[Ee]xit code:? (-?\d+)")
+OWNER_DIED_RE = re.compile(r"because its owner has died")
+OWNER_EXIT_RE = re.compile(r"Owner worker exit type: ([A-Z_]+)\b")
 SIGNAL_RE = re.compile(r"\b(SIGTERM|SIGKILL|SIGSEGV|SIGABRT|SIGBUS|SIGINT)\b")
 ACTOR_RE = re.compile(r"^\s*(class_name|name|pid): (\S+)")
 EXIT_CODES = {137: "SIGKILL", 139: "SIGSEGV", 134: "SIGABRT", 143: "SIGTERM", -9: "SIGKILL"}
@@ -41,6 +43,8 @@ class Exit:
     signal: str | None
     vanished: bool  # connection error / End of file: gone without a Python exception
     cut: bool  # the message ends mid-sentence
+    owner_died: bool = False  # Ray removed it because the process that created it ended
+    owner_exit: str | None = None  # how that owner ended
 
 
 def read_exit(text: str) -> Exit:
@@ -53,18 +57,32 @@ def read_exit(text: str) -> Exit:
     signal = sig.group(1) if sig else EXIT_CODES.get(code) if code is not None else None
     vanished = bool(re.search(r"connection error code|End of file", text))
     last = text.rstrip().splitlines()[-1] if text.strip() else ""
+    owner = OWNER_EXIT_RE.search(text)
+    owner_died = OWNER_DIED_RE.search(text) is not None
     return Exit(
         exit_type=m.group(1) if m else None,
         detail=d.group(1).strip() if d else None,
         code=code,
         signal=signal,
         vanished=vanished,
-        cut=bool(last) and last[-1] not in ".)]'\"" and ACTOR_DIED_RE.search(last) is not None,
+        cut=not owner_died
+        and bool(last)
+        and last[-1] not in ".)]'\""
+        and ACTOR_DIED_RE.search(last) is not None,
+        owner_died=owner_died,
+        owner_exit=owner.group(1) if owner else None,
     )
 
 
 def explain(exit_: Exit, host_oom: bool, cuda_line: int | None = None) -> str:
     """What the exit details mean (`cuda_line`: a CUDA error came first, at that line)."""
+    if exit_.owner_died:
+        how = f" ({exit_.owner_exit})" if exit_.owner_exit else ""
+        return (
+            f"Its owner, the process that created it, had ended{how}, and Ray removes an actor "
+            "with its owner: a secondary death. The real failure is whatever ended the owner, "
+            "earlier in this log or in the owner's own log."
+        )
     if cuda_line is not None and not host_oom and exit_.signal != "SIGTERM":
         return (
             f"It died after the CUDA error at line {cuda_line}: a CUDA fault leaves the process "
@@ -231,8 +249,8 @@ class RayActorDied(SignatureDetector, code="LS022", name="ray-actor-died"):
                 ),
                 logs,
             ]
-        if cuda_line is not None and not host_oom:
-            return [logs]  # run-crashed advises on the CUDA error
+        if exit_.owner_died or (cuda_line is not None and not host_oom):
+            return [logs]  # the cause is elsewhere: the owner's end, the CUDA error
         out: list[Advice] = []
         if not host_oom and exit_.signal != "SIGSEGV":
             out.append(

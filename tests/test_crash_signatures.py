@@ -921,3 +921,115 @@ def test_native_death_without_traceback_is_a_crash_with_its_signal(line, signal)
     crash = by_name(findings_of(text))["run-crashed"]
     assert crash.evidence["exception_type"] == signal
     assert crash.step == 7 and "native" in crash.message
+
+
+# ---- pasted shapes of real threads: lost ESC bytes, unindented frames, cut wrappers -----------
+
+
+def test_colour_codes_without_their_escape_byte_still_leave_the_ray_prefix():
+    # GitHub drops ESC and shows `[36m(WorkerDict pid=1)[0m text`
+    text = steps(3).replace(T, f"[36m{T[:-1]}[0m") + (
+        f"[36m{W}[0m Fatal Python error: Aborted\n[36m{W}[0m\n"
+        "Traceback (most recent call last):\n"
+        ' File "/verl/verl/trainer/main_ppo.py", line 153, in main\n'
+    )
+    run = run_of(text)
+    assert run.steps.tolist() == [3]
+    crash = by_name(analyze_run(run).findings)["run-crashed"]
+    assert crash.evidence["exception_type"] == "SIGABRT"
+    assert "WorkerDict" in run.meta.get("ray_actors", [])
+
+
+def test_frames_pasted_without_indentation_still_give_the_phase():
+    text = (
+        'File "verl/workers/megatron_workers.py", line 909, in compute_log_prob\n'
+        '    is_lora = data.meta_info.pop("is_lora", False)\n'
+        "AttributeError: 'TensorDict' object has no attribute 'meta_info'\n"
+    )
+    crash = by_name(findings_of(text))["run-crashed"]
+    assert crash.evidence["phase"] == "log-prob"
+    assert crash.evidence["exception_type"] == "AttributeError"
+
+
+def test_a_ray_wrapper_header_alone_is_not_the_cause_in_the_log():
+    text = steps(2) + (
+        f"{T} ray.exceptions.RayTaskError(RuntimeError): ray::WorkerDict.actor_rollout_update_"
+        "actor() (pid=289274, ip=10.66.163.32, actor_id=7d1c)\n"
+        f'{T}   File "/opt/megatron/core/pipeline_parallel/schedules.py", line 1781, in '
+        "forward_backward_pipelining_without_interleaving\n"
+        f"{T}     output_tensor, num_tokens = forward_step(\n"
+    )
+    crash = by_name(findings_of(text))["run-crashed"]
+    assert crash.evidence["cause_in_log"] is False
+    assert "RuntimeError" in crash.message and "not in the log" in crash.message
+    assert advice_for(crash, "env:HYDRA_FULL_ERROR").suggested == 1
+
+
+def test_vllm_prompt_longer_than_the_engine_context_is_prompt_too_long():
+    text = "ValueError: Prompt length of 558 is longer than the maximum model length of 512.\n"
+    config = {"data": {"max_prompt_length": 512, "max_response_length": 1024}}
+    found = by_name(findings_of(text, config=config))
+    prompt = found["prompt-too-long"]
+    assert prompt.evidence == {**prompt.evidence, "prompt_length": 558, "max_model_len": 512}
+    assert advice_for(prompt, "data.filter_overlong_prompts").suggested is True
+    assert advice_for(prompt, "actor_rollout_ref.rollout.max_model_len").suggested == 1600
+    assert found["run-crashed"].evidence["explained_by"] == "prompt-too-long"
+
+
+def test_import_error_from_a_vllm_module_is_a_vllm_version_mismatch():
+    text = (
+        'File "/verl/verl/workers/rollout/vllm_rollout/vllm_rollout_spmd.py", line 54, in '
+        "<module>\n"
+        "from vllm.model_executor.model_loader.utils import process_weights_after_loading\n"
+        "ImportError: cannot import name 'process_weights_after_loading' from "
+        "'vllm.model_executor.model_loader.utils' (/venv/site-packages/vllm/utils.py)\n"
+    )
+    found = by_name(findings_of(text))
+    vllm = found["vllm-error"]
+    assert "could not import from the installed vLLM" in vllm.message
+    assert advice_for(vllm, "env:vllm")
+    assert "vllm-error" in found["run-crashed"].message
+
+
+def test_an_actor_removed_with_its_owner_is_a_secondary_death():
+    text = steps(7) + (
+        f"{W} ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this "
+        "task. [repeated 100x across cluster]\n"
+        f"{W} \tclass_name: TokenBucketWorker [repeated 100x across cluster]\n"
+        f"{W} \tname: rate-limiter [repeated 100x across cluster]\n"
+        f"{W} The actor is dead because its owner has died. Owner Id: 7f4b Owner Ip address: "
+        "10.21.175.69 Owner worker exit type: INTENDED_SYSTEM_EXIT Worke\n"
+    )
+    died = by_name(findings_of(text))["ray-actor-died"]
+    assert died.evidence["actor_class"] == "TokenBucketWorker"
+    assert died.evidence["message_cut"] is False
+    assert "owner" in died.message and "INTENDED_SYSTEM_EXIT" in died.message
+    assert [a.parameter for a in died.advice] == ["env:ray-logs"]  # no OOM-killer guess
+
+
+def _watchdog(seq: int, timeout_ms: int) -> str:
+    return steps(9) + (
+        f"{W} [rank38]:[E809 14:59:30.41 ProcessGroupNCCL.cpp:629] [Rank 38] Watchdog caught "
+        f"collective operation timeout: WorkNCCL(SeqNum={seq}, OpType=ALLREDUCE, NumelIn=2, "
+        f"NumelOut=2, Timeout(ms)={timeout_ms}) ran for {timeout_ms + 15} milliseconds before "
+        "timing out.\n"
+    )
+
+
+def test_nccl_timeout_on_the_first_collective_points_at_the_network():
+    nccl = by_name(findings_of(_watchdog(1, 600000)))["nccl-error"]
+    assert nccl.evidence["seq_num"] == 1 and "never connected" in nccl.message
+    params = [a.parameter for a in nccl.advice]
+    assert params == ["env:NCCL_DEBUG", "env:NCCL_SOCKET_IFNAME"]  # not GPU memory
+
+
+def test_nccl_timeout_already_long_does_not_advise_more_time():
+    config = {"actor_rollout_ref": {"nccl_timeout": 7200}}
+    nccl = by_name(findings_of(_watchdog(10, 7200000), config=config))["nccl-error"]
+    assert "already 2 h" in nccl.message
+    params = [a.parameter for a in nccl.advice]
+    assert params[0] == "env:NCCL_DEBUG" and "actor_rollout_ref.nccl_timeout" not in params
+    short = by_name(
+        findings_of(_watchdog(10, 600000), config={"actor_rollout_ref": {"nccl_timeout": 600}})
+    )
+    assert advice_for(short["nccl-error"], "actor_rollout_ref.nccl_timeout").suggested == 1800

@@ -56,6 +56,7 @@ EXCEPTION_RE = re.compile(r"[A-Za-z_][\w.]*(?:\([\w.]*\))?: ")
 TRACEBACK_START_RE = re.compile(
     r"Traceback \(most recent call last\)|^Unhandled error \(suppress with"
     r"|^ray\.exceptions\.\w+(?:\([\w.]*\))?: ray::|^[ \t]+File \"[^\"]*\", line [0-9]+"
+    r"|^File \"[^\"]*\", line [0-9]+, in "  # a frame pasted without its indentation
 )
 # Override keys whose values are never kept (credentials passed on the command line).
 SECRET_KEY_RE = re.compile(r"(?i)(?:key|token|secret|passw(?:or)?d|credential)s?$")
@@ -80,7 +81,7 @@ def _starts_traceback(text: str) -> bool:
     """`TRACEBACK_START_RE.search(text)`, with cheap tests first (most lines start nothing)."""
     if "Traceback" in text or text.startswith(("Unhandled error", "ray.exceptions.")):
         return TRACEBACK_START_RE.search(text) is not None
-    return text[:1] in " \t" and 'File "' in text and TRACEBACK_START_RE.search(text) is not None
+    return text[:1] in " \tF" and 'File "' in text and TRACEBACK_START_RE.search(text) is not None
 
 
 PROGRESS_DONE = "100%|"
@@ -125,7 +126,7 @@ class _Traceback:
         """Consume a line of the same Ray actor if it belongs to this traceback."""
         if text.startswith("wandb:"):
             return False  # W&B's end-of-run block follows a crash
-        if text.startswith((" ", "\t")) or text.startswith("Traceback (most recent call last)"):
+        if text.startswith((" ", "\t", 'File "', "Traceback (most recent call last)")):
             self.state = "frames"
         elif self.state == "frames" or EXCEPTION_RE.match(text):
             self.state = "exception"  # the first unindented line after frames, or a cause

@@ -66,7 +66,8 @@ EVENT_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             r"|ActorDiedError|RaySystemError|The actor died|actor died unexpectedly"
             r"|WorkerCrashedError|GCS (?:server )?(?:failed|died|connection)"
             r"|A worker died or was killed|The actor is dead|Worker exit type: "
-            r"|Owner's node has crashed|^Job '[^']+' failed|Job entrypoint command failed",
+            r"|Owner's node has crashed|^Job '[^']+' failed|Job entrypoint command failed"
+            r"|^\s*class_name: \S",  # the dead actor's class, on a line of its own
         ),
         (
             "fatal",
@@ -159,6 +160,7 @@ EVENT_KEYWORDS: dict[str, tuple[str, ...]] = {
         "Worker exit type",
         "node has crashed",
         "Job ",
+        "class_name: ",
     ),
     "fatal": ("hit an exception", "Process EngineCore", "HYDRA_FULL_ERROR"),
     "total-training-steps": ("Total training steps: ",),

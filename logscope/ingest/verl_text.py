@@ -98,8 +98,18 @@ def segments(line: str) -> list[str]:
     return line.split("\r")
 
 
+# The colour codes around a Ray prefix after a copy dropped their ESC byte (GitHub shows
+# `[36m(WorkerDict pid=1)[0m text`): only there, so `[10m]` in a message stays as written.
+ANSI_REMNANT_RE = re.compile(r"^\[[0-9;]{1,12}m(?=\()|(?<=\))\[0m")
+
+
 def strip_ansi(raw: str) -> str:
-    return ANSI_RE.sub("", raw) if "\x1b" in raw else raw
+    """`raw` without ANSI codes (also the ESC-less remnants around a Ray prefix)."""
+    if "\x1b" in raw:
+        raw = ANSI_RE.sub("", raw)
+    if raw[:1] == "[" and "m(" in raw[:16]:
+        raw = ANSI_REMNANT_RE.sub("", raw, count=2)
+    return raw
 
 
 def split_prefix(text: str) -> tuple[str | None, str]:
