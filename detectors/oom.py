@@ -34,7 +34,11 @@ from ._signatures import (
     RAY_OOM_DOC,
     SignatureDetector,
     phase_near,
+    phase_of_call,
 )
+
+# A row of Ray's "top 10 memory users" table: `4100606 56.57   ray::WorkerDict.generate_sequences`
+TOP_USER_RE = re.compile(r"^([0-9]+)\s+([0-9.]+)\s+ray::([\w.]+)$", re.M)
 
 
 class CudaOom(SignatureDetector, code="LS010", name="cuda-oom"):
@@ -292,7 +296,9 @@ class HostOomWorkerKilled(SignatureDetector, code="LS011", name="host-oom-worker
         pressure (OOM)`, `Worker killed ... due to memory pressure (OOM)`, and
         `ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on
         memory`. Evidence: workers killed (summed over the raylet summaries), the node's memory
-        use and Ray's threshold when printed, and the peak of `perf/cpu_memory_used_gb`.
+        use and Ray's threshold when printed, the biggest of Ray's top memory users (`PID
+        MEM(GB) COMMAND` rows) and the phase its task names (`generate_sequences`: rollout), and
+        the peak of `perf/cpu_memory_used_gb`.
 
     Why it matters:
         This is host RAM, not GPU memory: lowering GPU micro batches will not fix it. The killed
@@ -347,16 +353,24 @@ class HostOomWorkerKilled(SignatureDetector, code="LS011", name="host-oom-worker
             evidence["node_memory_used_gb"] = float(m.group(1))
             evidence["node_memory_total_gb"] = float(m.group(2))
             evidence["memory_usage_threshold"] = float(m.group(4))
-        m = re.search(r"IP: ([0-9a-fA-F.:]+)\)", near)
+        m = re.search(r"IP: ([0-9a-fA-F.:]+)[,)]", near)
         if m:
             evidence["node_ip"] = m.group(1)
+        users = TOP_USER_RE.findall(near)  # Ray's table of the node's top memory users
+        phase = None
+        if users:
+            pid, gb, task = users[0]
+            evidence["top_memory_user"] = {"pid": int(pid), "memory_gb": float(gb), "task": task}
+            phase = phase_of_call(task.rsplit(".", 1)[-1])
+            evidence["phase"] = phase.id if phase else None
         cpu = resolve(run, "cpu_mem_used")
         if cpu is not None:
             _, values = run.series(cpu)
             values = values[np.isfinite(values)]
             if len(values):
                 evidence["peak_cpu_memory_used_gb"] = float(values.max())
-        message = f"Ray killed a worker for lack of host memory at {where(hits[0])}"
+        during = f" during {phase.label}" if phase else ""
+        message = f"Ray killed a worker for lack of host memory{during} at {where(hits[0])}"
         if killed:
             message += f"; {plural(killed, 'worker')} killed in total"
         if "node_memory_used_gb" in evidence:
@@ -364,6 +378,8 @@ class HostOomWorkerKilled(SignatureDetector, code="LS011", name="host-oom-worker
                 f"; node memory {evidence['node_memory_used_gb']} / "
                 f"{evidence['node_memory_total_gb']} GB"
             )
+        if users:
+            message += f"; the biggest user, {users[0][2]}, held {users[0][1]} GB"
         message += "."
         return self.signature_finding(
             hits,

@@ -1033,3 +1033,20 @@ def test_nccl_timeout_already_long_does_not_advise_more_time():
         findings_of(_watchdog(10, 600000), config={"actor_rollout_ref": {"nccl_timeout": 600}})
     )
     assert advice_for(short["nccl-error"], "actor_rollout_ref.nccl_timeout").suggested == 1800
+
+
+def test_host_oom_reads_node_memory_and_the_top_users_phase():
+    text = steps(4) + (
+        "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.\n"
+        "Memory on the node (IP: 10.20.49.141, ID: 4748aa6d) where the task (actor ID: 9e43, "
+        "name=WorkerDict.__init__, pid=4100606, memory used=56.57GB) was running was 246.41GB / "
+        "251.54GB (0.979583), which exceeds the memory usage threshold of 0.95.\n"
+        "PID     MEM(GB) COMMAND\n"
+        "4100606 56.57   ray::WorkerDict.actor_rollout_generate_sequences\n"
+        "4100605 56.36   ray::WorkerDict.actor_rollout_generate_sequences\n"
+    )
+    oom = by_name(findings_of(text))["host-oom-worker-killed"]
+    assert oom.evidence["node_memory_used_gb"] == 246.41
+    assert oom.evidence["memory_usage_threshold"] == 0.95
+    assert oom.evidence["top_memory_user"]["memory_gb"] == 56.57
+    assert oom.evidence["phase"] == "rollout" and "during the rollout" in oom.message

@@ -29,7 +29,9 @@ EVENT_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         (
             "host-oom",
             r"killed due to memory pressure|ray\.exceptions\.OutOfMemoryError"
-            r"|running low on memory|Out of memory: Killed process|oom-kill",
+            r"|running low on memory|Out of memory: Killed process|oom-kill"
+            # Ray's report: the node's memory, then its top memory users (`PID MEM(GB) COMMAND`)
+            r"|^Memory on the node \(IP: |^[0-9]+\s+[0-9.]+\s+ray::[\w.]+$",
         ),
         (
             "nccl-error",
@@ -113,7 +115,7 @@ EVENT_KEYWORDS: dict[str, tuple[str, ...]] = {
     "grad-norm-not-finite": ("grad_norm is not finite",),
     "cuda-oom": ("CUDA", "OutOfMemoryError"),
     "cuda-error": ("CUDA", "c10_cuda", "device-side", "illegal memory", "STATUS_", "cudaError"),
-    "host-oom": ("memory", "OutOfMemoryError", "oom-kill"),
+    "host-oom": ("memory", "Memory on the node", "OutOfMemoryError", "oom-kill", "ray::"),
     "nccl-error": ("NCCL", "nccl", "Watchdog caught"),
     "vllm-error": (
         "failed to be inspected",
