@@ -273,6 +273,29 @@ def test_wandb_summary_alone_is_the_final_step(tmp_path):
     assert any("run summary" in n for n in run.parse_stats.notes)
 
 
+def test_wandb_summary_without_a_step_key_takes_the_last_uploaded_step(tmp_path):
+    footer = [x for x in WANDB_FOOTER if "global_step" not in x]
+    footer.insert(-1, "wandb: uploading history steps 52-54, summary, console lines 120-131")
+    run = read_both(tmp_path, "".join(f"{x}\n" for x in footer))
+    assert run.steps.tolist() == [54]
+    assert any("last uploaded history step" in n for n in run.parse_stats.notes)
+
+
+def test_wandb_history_alone_is_named_not_read(tmp_path):
+    history = [*WANDB_FOOTER[:5], "wandb: uploading history steps 0-54, summary"]
+    run = read_both(tmp_path, "".join(f"{x}\n" for x in history))
+    assert run.steps.tolist() == []
+    (note,) = [n for n in run.parse_stats.notes if "sparklines" in n]
+    assert "2 metric(s)" in note and "actor/entropy" in note and "step 54" in note
+
+
+def test_wandb_summary_with_the_old_entropy_key_is_verl_up_to_03(tmp_path):
+    footer = [x.replace("actor/entropy ", "actor/entropy_loss ") for x in WANDB_FOOTER]
+    footer = [x for x in footer if "global_step" not in x]
+    run = read_both(tmp_path, "".join(f"{x}\n" for x in footer))
+    assert run.meta["verl_version"] == "0.1-0.3"
+
+
 def test_wandb_sparklines_are_never_steps_and_a_logged_run_keeps_its_steps(tmp_path):
     text = f"(TaskRunner pid=3) {STEP}\n" + "".join(
         f"(TaskRunner pid=3) {x}\n" for x in WANDB_FOOTER

@@ -202,7 +202,9 @@ def _pasted_steps(parsed: ParsedLog, notes: list[str]) -> PastedSteps | None:
         )
     elif parsed.wandb_summary:
         layout = "wandb-summary"
-        records = [(parsed.wandb_line_no or 0, parsed.wandb_last_step, parsed.wandb_summary)]
+        summary = parsed.wandb_summary
+        marked = None if "training/global_step" in summary else parsed.wandb_last_step
+        records = [(parsed.wandb_line_no or 0, marked, summary)]
     else:
         if parsed.wandb_history:
             notes.append(_history_note(parsed.wandb_history, parsed.wandb_last_step))
@@ -224,7 +226,7 @@ def _pasted_steps(parsed: ParsedLog, notes: list[str]) -> PastedSteps | None:
             keys.append(key)
             values.append(value)
     if layout == "wandb-summary":
-        told = " (W&B's last uploaded history step)" if parsed.wandb_last_step else ""
+        told = " (W&B's last uploaded history step)" if records[0][1] is not None else ""
         notes.append(
             f"no verl step line: read W&B's run summary (final values) as step {step}{told}"
         )
@@ -402,6 +404,13 @@ def guess_version(names: set[str], signals: dict[str, Any], config: dict[str, An
             return "0.9"
         if has("actor/perf/") or has("critic/perf/") or "actor/loss" in names:
             return "0.8"
+        if (  # values printed in full (a W&B summary) with the ≤ 0.3 key set
+            "actor/entropy_loss" in names
+            and "actor/entropy" not in names
+            and not has("val-core/")
+            and "training/global_step" not in names
+        ):
+            return "0.1-0.3"
         return "0.5-0.7"
     # No step values: only the start-up lines and the config can tell.
     if "TaskRunnerV1" in actors or signals.get("logger_lines") or "distillation" in config:
