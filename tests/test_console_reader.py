@@ -965,3 +965,14 @@ def test_a_partial_run_taken_again_gives_the_same_step_hints():
     hints = [[e.step_hint for e in parser.to_run().events] for _ in range(3)]
     final = [e.step_hint for e in parser.to_run(final=True).events]
     assert hints[0] == hints[1] == hints[2] == final
+
+
+def test_a_progress_bar_alone_says_how_far_training_got(tmp_path):
+    bar = "Training Progress:   0%|          | 0/125 [04:45<?, ?it/s]"
+    run = read_both(tmp_path, f"{TR}{bar}\n")
+    assert run.steps.tolist() == []
+    (note,) = [n for n in run.parse_stats.notes if "progress bar" in n]
+    assert "0 of 125" in note and "04:45" in note and "inside step 1" in note
+    # with a step line read, the bar adds nothing
+    run = read_both(tmp_path, f"{TR}{bar}\n{TR}step:1 - actor/pg_loss:0.1\n", name="b.log")
+    assert not [n for n in run.parse_stats.notes if "progress bar" in n]

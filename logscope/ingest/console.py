@@ -357,7 +357,13 @@ def _drop(segments: pl.DataFrame) -> pl.Series:
     """Noise among segments (of lines that were not split on `\\r`, only those without `step:`
     are tested; the split ones are clean of it already)."""
     raw = pl.col("raw")
-    maybe = (pl.col("sub") == 0) & pl.col("last") & ~raw.str.contains("step:", literal=True)
+    maybe = (
+        (pl.col("sub") == 0)
+        & pl.col("last")
+        & ~raw.str.contains("step:", literal=True)
+        # a whole-line verl bar (a pasted copy): the parser reads how far training got
+        & ~raw.str.contains("Training Progress", literal=True)
+    )
     return segments.select(drop=maybe & _noise(raw)).to_series()
 
 

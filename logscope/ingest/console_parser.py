@@ -86,6 +86,10 @@ def _starts_traceback(text: str) -> bool:
 
 PROGRESS_DONE = "100%|"
 PROGRESS_DONE_RE = re.compile(r"Training Progress: *100%\|")
+# verl's bar: `Training Progress:   0%|          | 0/125 [04:45<?, ?it/s]` (done, total, elapsed)
+PROGRESS_BAR_RE = re.compile(
+    r"Training Progress: *[0-9]{1,3}%\|[^|]*\| *([0-9]+)/([0-9]+) \[([0-9:]+)"
+)
 OVERRIDES_RE = re.compile(r"Error executing job with overrides: \[(.*)")
 # A line a copy cut off (no blank at the cut) before the rest that follows it.
 WRAP_MIN_LENGTH = 60
@@ -234,6 +238,7 @@ class ConsoleParser:
         self._unparsed_dumps = 0
         self._ray_actors: set[str] = set()
         self._saw_progress = False
+        self._first_bar: tuple[int, int, int, str] | None = None  # (line, done, total, elapsed)
         self._logger_lines = False
         self._total_training_steps: int | None = None
         # where the text shows training ended (the progress bar at 100%, W&B's footer)
@@ -306,6 +311,10 @@ class ConsoleParser:
                 return
         if vt.is_tqdm(raw):
             self._saw_progress = self._saw_progress or "Training Progress" in raw
+            if sub == 0 and last and self._last_step is None:  # a whole line, before any step
+                bar = PROGRESS_BAR_RE.search(raw)
+                if bar is not None:
+                    self._first_bar = (line_no, int(bar[1]), int(bar[2]), bar[3])
             if PROGRESS_DONE in raw and PROGRESS_DONE_RE.search(raw):
                 self._run_end["progress_done"] = {"line": line_no, "after_step": self._last_step}
             self._flush()
@@ -726,6 +735,7 @@ class ConsoleParser:
             unparsed_dumps=parser._unparsed_dumps,
             ray_actors=frozenset(parser._ray_actors),
             saw_progress=parser._saw_progress,
+            first_bar=parser._first_bar,
             logger_lines=parser._logger_lines,
             total_training_steps=parser._total_training_steps,
             run_end={k: dict(v) for k, v in parser._run_end.items()},

@@ -92,6 +92,7 @@ class ParsedLog:
     unparsed_dumps: int
     ray_actors: frozenset[str]
     saw_progress: bool
+    first_bar: tuple[int, int, int, str] | None  # verl's progress bar before any step line
     logger_lines: bool  # verl 0.9's `LEVEL:asctime:message` lines
     total_training_steps: int | None
     run_end: dict[str, dict[str, int | None]]  # where the text shows training ended
@@ -131,6 +132,8 @@ def build_run(
         mark_seq = marks.get_column("seq").to_numpy()
         mark_step = marks.get_column("step").to_numpy()
         step_lines += pasted.records
+    if step_lines == 0 and parsed.first_bar is not None:
+        notes.append(_bar_note(*parsed.first_bar))
     events: Sequence[Event] = parsed.events
     if parsed.unnumbered:
         rows, mark_step, events = _renumber(parsed, rows, mark_seq, mark_step, notes)
@@ -231,6 +234,16 @@ def _pasted_steps(parsed: ParsedLog, notes: list[str]) -> PastedSteps | None:
             f"no verl step line: read W&B's run summary (final values) as step {step}{told}"
         )
     return PastedSteps(layout, len(records), rows_frame(seqs, steps, keys, values))
+
+
+def _bar_note(line_no: int, done: int, total: int, elapsed: str) -> str:
+    """verl's progress bar when no step line was read: how far training got, in how long."""
+    return (
+        f"no step line, but verl's progress bar (line {line_no}) shows {done} of {total} "
+        f"training steps done after {elapsed}: when the text ends the run is inside step "
+        f"{done + 1}; if it stays there it is stalled (`py-spy dump --pid` of the TaskRunner, or "
+        "`ray stack`, shows where)"
+    )
 
 
 def _history_note(keys: tuple[str, ...], last_step: int | None) -> str:
