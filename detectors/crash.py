@@ -85,7 +85,9 @@ class RunCrashed(Detector, code="LS017", name="run-crashed"):
         `CUDA_LAUNCH_BLOCKING=1` for a rerun that names the failing kernel (CUDA reports faults
         late, at another call), and in the rollout `actor_rollout_ref.rollout.enforce_eager=True`
         (no CUDA graphs; verl's FAQ sends illegal memory accesses in the rollout to vLLM's
-        troubleshooting); a bare SIGKILL → the kernel log (OOM killer); a SIGABRT → the failing
+        troubleshooting); a CUDA setup error (`no kernel image is available`, `invalid device
+        ordinal`, an old driver, an ECC error) → the build, GPU count, driver or GPU to fix, not
+        a debug rerun; a bare SIGKILL → the kernel log (OOM killer); a SIGABRT → the failing
         worker's log (a native abort); a cause not in the log → `HYDRA_FULL_ERROR=1` and the
         workers' logs under /tmp/ray/session_latest/logs.
 
@@ -267,9 +269,41 @@ def _cuda_detail(story: CrashStory) -> str:
     return f" ({', '.join(where)})" if where else ""
 
 
+# CUDA errors that are not a kernel's fault: the setup is wrong, and no debug rerun helps.
+# (text in the error, what to look at, what it means)
+CUDA_SETUP_ERRORS = (
+    (
+        "no kernel image is available",
+        "a torch / vLLM / flash-attn build with kernels for this GPU's architecture",
+        "The installed build has no kernels for this GPU's compute capability (a wheel built "
+        "for older GPUs, or for another CUDA version): install one built for this GPU.",
+    ),
+    (
+        "invalid device ordinal",
+        "CUDA_VISIBLE_DEVICES and trainer.n_gpus_per_node matching the GPUs the node has",
+        "A process asked for a GPU index that does not exist: more GPUs per node requested than "
+        "are visible to it.",
+    ),
+    (
+        "driver version is insufficient",
+        "an NVIDIA driver at least as new as the CUDA runtime of the installed torch",
+        "The NVIDIA driver is older than the CUDA runtime torch was built with.",
+    ),
+    (
+        "ECC error",
+        "`nvidia-smi -q -d ECC` and the kernel log's Xid errors for that GPU",
+        "The GPU reported a memory (ECC) error: a hardware fault; take the GPU out of the job.",
+    ),
+)
+
+
 def _cuda_advice(run: Run, story: CrashStory) -> list[Advice]:
-    """Find the failing kernel; in the rollout, run the engine without CUDA graphs."""
+    """Find the failing kernel; in the rollout, run the engine without CUDA graphs. For a setup
+    error (no kernel image, wrong device, old driver, ECC), what to fix instead."""
     texts = [x.text for x in story.lines]
+    for text, suggested, why in CUDA_SETUP_ERRORS:
+        if any(text in t for t in texts):
+            return [env_advice("cuda-setup", suggested, why, "pytorch:notes/cuda")]
     assert_hit = any("device-side assert" in t for t in texts)
     why = (
         "CUDA reports a kernel's fault at a later call, so the traceback may point at the wrong "

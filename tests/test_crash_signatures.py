@@ -1050,3 +1050,19 @@ def test_host_oom_reads_node_memory_and_the_top_users_phase():
     assert oom.evidence["memory_usage_threshold"] == 0.95
     assert oom.evidence["top_memory_user"]["memory_gb"] == 56.57
     assert oom.evidence["phase"] == "rollout" and "during the rollout" in oom.message
+
+
+@pytest.mark.parametrize(
+    ("error", "hint"),
+    [
+        ("no kernel image is available for execution on the device", "compute capability"),
+        ("invalid device ordinal", "GPU index"),
+        ("CUDA driver version is insufficient for CUDA runtime version", "driver"),
+    ],
+)
+def test_cuda_setup_errors_get_their_fix_not_a_debug_rerun(error, hint):
+    text = steps(1) + _prefixed(W, f"RuntimeError: CUDA error: {error}\n" + CUDA_FIXED_TEXT)
+    crash = by_name(findings_of(text))["run-crashed"]
+    assert crash.evidence["cause_kind"] == "cuda-error"
+    assert [a.parameter for a in crash.advice] == ["env:cuda-setup"]
+    assert hint in crash.advice[0].rationale
