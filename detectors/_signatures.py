@@ -95,6 +95,9 @@ CUDA_ERROR_RE = re.compile(
     r"|an illegal memory access was encountered|CUDA_ERROR_ILLEGAL_ADDRESS"
     r"|CUBLAS_STATUS_(?!SUCCESS)\w+|CUDNN_STATUS_(?!SUCCESS)\w+"
 )
+# The DAPO recipe's dynamic sampling gave up (`num_gen_batches=10 >= max_num_gen_batches=10.
+# Generated too many. Please check your data.`)
+FILTER_EXHAUSTED_RE = re.compile(r"num_gen_batches=(\d+) >= max_num_gen_batches=(\d+)")
 DEVICE_MISMATCH_RE = re.compile(r"Expected all tensors to be on the same device")
 # The shell's report of a process killed by a signal (`bash: line 3: 4242 Killed  python3 …`).
 # Also Python's `Fatal Python error: Aborted`, absl's `*** SIGABRT received at time=…` and C++'s
@@ -149,6 +152,7 @@ CUDA_ERROR_KEYS = (
     "CUDA_ERROR_ILLEGAL",
     "_STATUS_",
 )
+FILTER_EXHAUSTED_KEYS = ("max_num_gen_batches",)
 DEVICE_MISMATCH_KEYS = ("Expected all tensors to be on the same device",)
 KILLED_KEYS = (
     "Killed",
@@ -280,6 +284,14 @@ SIGNATURES: tuple[Signature, ...] = (
         TP_WORLD_KEYS,
         None,
         "the rollout tensor-parallel size does not divide the number of GPUs",
+    ),
+    Signature(
+        "filter-exhausted",
+        FILTER_EXHAUSTED_RE,
+        FILTER_EXHAUSTED_KEYS,
+        None,
+        "DAPO's dynamic sampling gave up: its generation rounds could not fill the batch with "
+        "groups whose rewards differ",
     ),
     Signature(
         "device-mismatch",

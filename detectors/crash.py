@@ -13,7 +13,15 @@ from logscope.words import plural
 
 from ._common import LogLine, env_advice, quote
 from ._crash_story import CrashStory, crash_story
-from ._signatures import CUDA_ERROR_RE, KILLED_RE, SIGNATURE_BY_KIND, TP_WORLD_RE, ints_of
+from ._signatures import (
+    CUDA_ERROR_RE,
+    FILTER_EXHAUSTED_RE,
+    KILLED_RE,
+    SIGNATURE_BY_KIND,
+    TP_WORLD_RE,
+    ints_of,
+)
+from .sampling import filter_advice
 
 SIGNALS = {
     "Killed": "SIGKILL",
@@ -87,7 +95,9 @@ class RunCrashed(Detector, code="LS017", name="run-crashed"):
         (no CUDA graphs; verl's FAQ sends illegal memory accesses in the rollout to vLLM's
         troubleshooting); a CUDA setup error (`no kernel image is available`, `invalid device
         ordinal`, an old driver, an ECC error) → the build, GPU count, driver or GPU to fix, not
-        a debug rerun; a bare SIGKILL → the kernel log (OOM killer); a SIGABRT → the failing
+        a debug rerun; DAPO's `num_gen_batches=N >= max_num_gen_batches=N` (dynamic sampling
+        gave up) → data the model solves part of the time, and a larger `rollout.n`; a bare
+        SIGKILL → the kernel log (OOM killer); a SIGABRT → the failing
         worker's log (a native abort); a cause not in the log → `HYDRA_FULL_ERROR=1` and the
         workers' logs under /tmp/ray/session_latest/logs.
 
@@ -175,6 +185,8 @@ class RunCrashed(Detector, code="LS017", name="run-crashed"):
             advice = _sglang_advice(story)
         elif story.kind == "cuda-error":
             advice = _cuda_advice(run, story)
+        elif story.kind == "filter-exhausted":
+            advice = _filter_advice(run, story)
         if story.cause is None and story.missing:
             text += f"; its exception is not in the log ({story.missing})"
             advice.append(_full_error_advice())
@@ -338,6 +350,23 @@ def _cuda_advice(run: Run, story: CrashStory) -> list[Advice]:
             )
         )
     return advice
+
+
+def _filter_advice(run: Run, story: CrashStory) -> list[Advice]:
+    """Nearly every group was all-right or all-wrong: data the model solves only sometimes."""
+    m = FILTER_EXHAUSTED_RE.search(story.kinds["filter-exhausted"].text)
+    rounds = f" {m.group(1)} generation rounds" if m else " The generation rounds"
+    return [
+        env_advice(
+            "data",
+            "prompts the model solves part of the time (or a larger model)",
+            f"{rounds.strip()} found too few groups with both right and wrong answers: the "
+            "data is far too hard (or too easy) for this model. A higher "
+            "algorithm.filter_groups.max_num_gen_batches (0: no cap) only postpones the stop.",
+            "verl-recipe:dapo/dapo_ray_trainer.py",
+        ),
+        *filter_advice(run)[:1],  # more responses per prompt
+    ]
 
 
 def _last_step(run: Run) -> int | None:

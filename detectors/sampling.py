@@ -83,36 +83,38 @@ class DynamicSamplingWaste(SustainedLevel, code="LS306", name="dynamic-sampling-
                 e,
                 message,
                 evidence={**e.evidence(self.max_batches), "kept_share": round(kept, 3)},
-                advice=self._advice(run),
+                advice=filter_advice(run),
                 references=cite_all(["paper:dapo §3.2", SRC_V1, SRC_RECIPE]),
             )
         ]
 
-    def _advice(self, run: Run) -> list[Advice]:
-        n = current_value(run, f"{RO}.n")
-        advice = [
+
+def filter_advice(run: Run) -> list[Advice]:
+    """More responses per prompt; a cap on the generation rounds (the recipe trainer)."""
+    n = current_value(run, f"{RO}.n")
+    advice = [
+        advise(
+            run,
+            f"{RO}.n",
+            "With more responses per prompt a group is likelier to hold both right and "
+            "wrong answers, so fewer groups are filtered.",
+            "paper:dapo §3.2",
+            suggest=n * 2 if isinstance(n, int) and n > 0 else None,
+            rule="double it",
+        )
+    ]
+    if current_value(run, "trainer.use_v1") is not True:
+        advice.append(
             advise(
                 run,
-                f"{RO}.n",
-                "With more responses per prompt a group is likelier to hold both right and "
-                "wrong answers, so fewer groups are filtered.",
-                "paper:dapo §3.2",
-                suggest=n * 2 if isinstance(n, int) and n > 0 else None,
-                rule="double it",
+                f"{FILTER}.max_num_gen_batches",
+                "A cap on the generation rounds per step bounds the waste (0 is no cap).",
+                SRC_RECIPE,
+                suggest=None,
+                rule="a small cap such as 4 (the run stops when it is reached)",
             )
-        ]
-        if current_value(run, "trainer.use_v1") is not True:
-            advice.append(
-                advise(
-                    run,
-                    f"{FILTER}.max_num_gen_batches",
-                    "A cap on the generation rounds per step bounds the waste (0 is no cap).",
-                    SRC_RECIPE,
-                    suggest=None,
-                    rule="a small cap such as 4 (the run stops when it is reached)",
-                )
-            )
-        return advice
+        )
+    return advice
 
 
 def v1_gen_batches(run: Run) -> Series | None:

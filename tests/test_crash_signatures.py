@@ -1066,3 +1066,19 @@ def test_cuda_setup_errors_get_their_fix_not_a_debug_rerun(error, hint):
     assert crash.evidence["cause_kind"] == "cuda-error"
     assert [a.parameter for a in crash.advice] == ["env:cuda-setup"]
     assert hint in crash.advice[0].rationale
+
+
+def test_dapo_dynamic_sampling_giving_up_names_the_data():
+    text = steps(40) + (
+        f"{T} ray.exceptions.RayTaskError(ValueError): ray::TaskRunner.run()\n"
+        f'{T}   File "/recipe/dapo/dapo_ray_trainer.py", line 209, in fit\n'
+        f"{T}     raise ValueError(\n"
+        f"{T} ValueError: num_gen_batches=10 >= max_num_gen_batches=10. Generated too many. "
+        "Please check your data.\n"
+    )
+    config = {"actor_rollout_ref": {"rollout": {"n": 8}}}
+    crash = by_name(findings_of(text, config=config))["run-crashed"]
+    assert crash.evidence["cause_kind"] == "filter-exhausted"
+    assert "dynamic sampling" in crash.message and crash.step == 40
+    assert "10 generation rounds" in advice_for(crash, "env:data").rationale
+    assert advice_for(crash, "actor_rollout_ref.rollout.n").suggested == 16
