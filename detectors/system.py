@@ -576,6 +576,10 @@ class MemoryLeak(Detector, code="LS301", name="memory-leak"):
         return int(steps[min(int(np.searchsorted(steps, at + 1e-9)), len(steps) - 1)])
 
 
+#: what a short excerpt compares generation with when no other phase's time is logged
+REST_OF_STEP = "rest-of-step"
+
+
 class RolloutBottleneck(Detector, code="LS302", name="rollout-bottleneck"):
     """Generation (rollout) takes most of every step and dwarfs the other phases.
 
@@ -599,7 +603,8 @@ class RolloutBottleneck(Detector, code="LS302", name="rollout-bottleneck"):
         share and gen seconds before and after, the slowest other phase, the one-round share. A
         run with fewer than `min_duration` timed steps (an excerpt) is judged on the same two
         rules over its steps that did not also run validation or save a checkpoint
-        (`timing_s/testing`, `timing_s/save_checkpoint` > 0).
+        (`timing_s/testing`, `timing_s/save_checkpoint` > 0); when it logs no other phase's
+        time, the rest of the step (step − gen) bounds the slowest other phase.
 
     Why it matters:
         Rollout is the largest phase of PPO/GRPO; when it dominates, the trainer GPUs idle while
@@ -799,8 +804,12 @@ class RolloutBottleneck(Detector, code="LS302", name="rollout-bottleneck"):
             v = v[np.isfinite(v)]
             if len(v) and float(np.median(v)) > slowest_s:
                 slowest, slowest_s = phase, float(np.median(v))
-        if slowest is None or gen_s < self.min_ratio * slowest_s:
-            return []  # one step needs both rules: no other phase logged, no comparison
+        if slowest is None:  # no other phase logged: the rest of the step bounds them all
+            slowest, slowest_s = REST_OF_STEP, float(np.median(total - gen))
+            if slowest_s <= 0.02 * float(np.median(total)):
+                return []  # no time left for the other phases: not a split of the step
+        if gen_s < self.min_ratio * slowest_s:
+            return []  # one step needs both rules
         finding = self._finding(
             run,
             gen_series.metric,
@@ -846,7 +855,10 @@ class RolloutBottleneck(Detector, code="LS302", name="rollout-bottleneck"):
             )
         if share_before is not None:
             msg += f", up from {share_before:.0%} before"
-        if slowest is not None:
+        if slowest == REST_OF_STEP:
+            msg += f"; all other phases together take {fmt(slowest_s)} s "
+            msg += f"({fmt(gen_s / max(slowest_s, 1e-9))}× less; no other phase's time is logged)."
+        elif slowest is not None:
             msg += f"; the slowest other phase, {slowest}, takes {fmt(slowest_s)} s "
             msg += f"({fmt(gen_s / max(slowest_s, 1e-9))}× less)."
         else:

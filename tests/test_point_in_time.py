@@ -345,6 +345,18 @@ def test_generation_share_needs_twice_the_next_phase() -> None:
     assert not named(analyze(excerpt(step)), "rollout-bottleneck")
 
 
+def test_with_no_other_phase_logged_the_rest_of_the_step_bounds_them() -> None:
+    # a paste of two keys only (verl#6747 shape): gen 31.27 of 43.64 s → the rest is 12.4 s
+    only = "step:94 - timing_s/step:43.64 - timing_s/gen:31.27\n"
+    (f,) = named(analyze(read_text(only)), "rollout-bottleneck")
+    assert f.evidence["slowest_other_phase"] == "rest-of-step"
+    assert round(f.evidence["slowest_other_phase_seconds"], 2) == 12.37
+    assert "no other phase's time is logged" in f.message
+    # 62% of the step leaves 38%: generation is not twice the rest
+    close = "step:94 - timing_s/step:100.0 - timing_s/gen:62.0\n"
+    assert not named(analyze(read_text(close)), "rollout-bottleneck")
+
+
 # ---- critic and gradients --------------------------------------------------------------------
 
 
