@@ -1073,9 +1073,14 @@ class ResponseLengthCollapse(Detector, code="LS140", name="response-length-colla
         `max_ratio` of the level before (collapse), or a rise to at least `cap_fraction` of
         `data.max_response_length` from below `cap_fraction` × 0.8 of it (explosion to the cap;
         without a config the cap is the largest `response_length/max` of a run that truncated
-        responses), each at least `z_threshold` noise units. A run too short for the change test
-        (an excerpt) is judged by its recent level: a mean of 5 tokens or fewer is a collapse
-        (`logscope.health`'s reference range).
+        responses), each at least `z_threshold` noise units. A fall is no collapse when the level
+        later climbs back to `recover_ratio` of where it fell from (a running median after the
+        fall), or when truncation going away explains it: a cut response has the cap's length,
+        so the mean is c·cap + (1 − c)·U (c: `response_length/clip_ratio`); when c falls and U,
+        the mean of the responses that fit, holds above `max_ratio` of its level before, cut
+        responses learned to fit. A run too short for the change test (an excerpt) is judged
+        by its recent level: a mean of 5 tokens or fewer is a collapse (`logscope.health`'s
+        reference range).
 
     Why it matters:
         A length collapse usually means the policy found a short degenerate answer (empty or
@@ -1094,7 +1099,10 @@ class ResponseLengthCollapse(Detector, code="LS140", name="response-length-colla
 
     Known false positives:
         A deliberate switch to a task with shorter answers, or a length penalty switched on; a
-        task whose answer is a single token (a label), judged from an excerpt.
+        task whose answer is a single token (a label), judged from an excerpt. Not reported: the
+        early dip of many GRPO runs (answers shorten first, then lengthen back past where they
+        started), and a run whose responses start truncated and learn to fit under the cap.
+        A collapse that later heals back to `recover_ratio` of its level is passed over too.
 
     References:
         seed:ppo-tuning §5.2; verl:trainer/ppo/metric_utils.py (response_length/*).
@@ -1109,6 +1117,7 @@ class ResponseLengthCollapse(Detector, code="LS140", name="response-length-colla
     z_threshold: float = param(4.0, gt=0)
     warmup_steps: int = param(3, ge=0)
     min_points: int = param(20, ge=1)
+    recover_ratio: float = param(0.9, gt=0)
 
     def _level(self, run: Run) -> list[Finding]:
         """Too few steps to see a fall: a mean of a few tokens is a collapse on its own."""
@@ -1144,12 +1153,16 @@ class ResponseLengthCollapse(Detector, code="LS140", name="response-length-colla
             return self._level(run)
         start = s.steps[0] + self.warmup_steps
         out: list[Finding] = []
-        drops = _drops(s, self.z_threshold, self.max_ratio, start)
-        if drops:
-            out.append(self._collapse(run, s, min(drops, key=lambda c: c.onset)))
         cap = current_value(run, "data.max_response_length") if run.config_segments else None
         if not isinstance(cap, (int, float)) or cap <= 0:
             cap = self._observed_cap(run)
+        drops = [
+            c
+            for c in _drops(s, self.z_threshold, self.max_ratio, start)
+            if self._recovery(s, c) is None and self._fitting(run, s, c, cap) is None
+        ]
+        if drops:
+            out.append(self._collapse(run, s, min(drops, key=lambda c: c.onset)))
         if isinstance(cap, (int, float)) and cap > 0:
             rises = []
             for c in level_shifts(s, True, +1):
@@ -1167,6 +1180,52 @@ class ResponseLengthCollapse(Detector, code="LS140", name="response-length-colla
             if rises:
                 out.append(self._to_cap(run, s, min(rises, key=lambda c: c.onset), float(cap)))
         return out
+
+    def _recovery(self, s: Series, c: Change) -> int | None:
+        """The first step after the fall where the level is back to `recover_ratio` of the
+        level before it (a running median over a fifth of the points after the fall, 5 to 101
+        of them), or None: a dip the policy climbs back out of (GRPO runs often shorten their
+        answers first, then lengthen them) is not a collapse."""
+        later = s.values[c.end + 1 :]
+        width = int(np.clip(len(later) // 5, 5, 101)) | 1
+        if len(later) < width:
+            return None
+        half = width // 2
+        level = running_median(later, width)[half : len(later) - half]
+        back = np.flatnonzero(level >= self.recover_ratio * c.before)
+        return s.step_at(c.end + 1 + half + int(back[0])) if len(back) else None
+
+    def _fitting(self, run: Run, s: Series, c: Change, cap: float | None) -> dict | None:
+        """The fall explained by truncation going away, or None.
+
+        A truncated response has the cap's length, so the mean is c·cap + (1 − c)·U, with c
+        the truncated share (`response_length/clip_ratio`) and U the mean of the responses
+        that fit. When c falls and U holds above `max_ratio` of its level before, the mean
+        fell because responses that were cut learned to fit, not because answers collapsed.
+        """
+        clip = Series.load(run, "response_clip_ratio")
+        if clip is None or not isinstance(cap, (int, float)) or cap <= 0:
+            return None
+        w = max(3, min(20, (c.end - c.onset) or 3))
+        before_steps = s.steps[max(0, c.onset - w) : c.onset + 1]
+        after_steps = s.steps[c.end : c.end + w]
+        cb, ca = clip.at(before_steps), clip.at(after_steps)
+        cb, ca = cb[np.isfinite(cb)], ca[np.isfinite(ca)]
+        if not len(cb) or not len(ca):
+            return None
+        share_before, share_after = float(np.median(cb)), float(np.median(ca))
+        if not 0 <= share_after < share_before < 1:
+            return None
+        fit_before = (c.before - share_before * cap) / (1 - share_before)
+        fit_after = (c.after - share_after * cap) / (1 - share_after)
+        if fit_before <= 0 or fit_after <= self.max_ratio * fit_before:
+            return None  # inconsistent with the cap, or the responses that fit collapsed too
+        return {
+            "clip_ratio_before": share_before,
+            "clip_ratio_after": share_after,
+            "fitting_mean_before": fit_before,
+            "fitting_mean_after": fit_after,
+        }
 
     @staticmethod
     def _observed_cap(run: Run) -> float | None:

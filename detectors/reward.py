@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np
@@ -89,7 +90,9 @@ class RewardSawtooth(Detector, code="LS201", name="reward-sawtooth"):
         every tail of the run that holds at least `min_cycles` cycles; the shortest period whose
         correlation reaches `min_autocorr` (and clears `noise_z`/√points, what noise alone
         reaches) wins, and the cycle's half peak-to-peak amplitude must be at least
-        `min_amplitude_sigma` noise sigmas. Periods are searched on the run binned to
+        `min_amplitude_sigma` noise sigmas and `template_noise_z` times the half range that
+        noise alone gives a cycle shape read from that many cycles (per-phase medians: p
+        values of spread 1.25σ/√cycles). Periods are searched on the run binned to
         `max_points` points and, for periods too short to survive binning, on finer grids (×8
         apart, up to `max_raw_steps` points); the period is then settled at full resolution.
         The start comes from a matched filter: the cycle's own shape (per-phase median of the
@@ -119,8 +122,9 @@ class RewardSawtooth(Detector, code="LS201", name="reward-sawtooth"):
         sources, an LR schedule with restarts, a data loader that is not shuffled between
         epochs) oscillates by design. Very short runs (fewer than `min_cycles` periods) are
         never reported. A reward that wanders (autocorrelated noise, as real batch means do)
-        can correlate with itself ~0.5 one "period" later over a few cycles: `min_autocorr` is
-        0.6, and the two-period check below must hold too.
+        can correlate with itself ~0.5-0.7 one "period" later over a few cycles: `min_autocorr`
+        is 0.6, the two-period check must hold too, and the cycle must stand well above the
+        shape noise draws in so few cycles (`template_noise_z`).
 
     References:
         seed:grpo-pitfalls §3.3 (changing kl_loss_coef mid-run makes the reward saw-toothed);
@@ -137,6 +141,7 @@ class RewardSawtooth(Detector, code="LS201", name="reward-sawtooth"):
     min_autocorr: float = param(0.6, gt=0, le=1)
     noise_z: float = param(4.5, gt=0)
     min_amplitude_sigma: float = param(0.75, gt=0)
+    template_noise_z: float = param(2.5, gt=0)
     max_points: int = param(2000, ge=1)
     max_raw_steps: int = param(200000, ge=1)
 
@@ -304,6 +309,22 @@ class RewardSawtooth(Detector, code="LS201", name="reward-sawtooth"):
         noise = noise_floor(vals, run.value_resolution)
         if amplitude < self.min_amplitude_sigma * noise:
             return None
+        # a cycle shape read from a few cycles of noise alone has a range too: the per-phase
+        # medians of `cycles` values scatter by 1.25σ/√cycles, and p of them span about twice
+        # Φ⁻¹((p − 3/8)/(p + 1/4)) of that. The cycle must stand `template_noise_z` times above
+        # what noise alone draws (σ: the larger of the curve's noise floor and the scatter of
+        # the residual around the cycle shape)
+        if cycles >= 2:
+            phase = np.arange(cycles * p) % p
+            scatter = float(np.std(resid[: cycles * p] - profile[phase]))
+            scatter *= math.sqrt(cycles / (cycles - 1))
+            sigma = max(noise, scatter)
+            z_range = NormalDist().inv_cdf((p - 0.375) / (p + 0.25)) if p > 1 else 0.0
+            by_chance = z_range * 1.2533 * sigma / math.sqrt(cycles)
+            if amplitude < self.template_noise_z * by_chance:
+                return None
+        else:
+            by_chance = None
         # an "oscillation" a millionth of the curve's own scale is float rounding, not a cycle
         scale = max(float(np.ptp(vals)), float(np.abs(np.median(vals))))
         if amplitude <= 1e-6 * scale:
@@ -355,6 +376,7 @@ class RewardSawtooth(Detector, code="LS201", name="reward-sawtooth"):
             "autocorrelation_at_two_periods": round(corr2, 3),
             "amplitude": amplitude,
             "noise_sigma": noise,
+            "amplitude_by_chance": by_chance,
             "kl_coef_changes": changes,
             "bin_width_steps": width,
         }
@@ -686,7 +708,10 @@ class ValidationDrop(Detector, code="LS203", name="validation-drop"):
         after the turn must sit below the earlier level (binomial sign test p < `trend_p`, over
         at least `min_points_after` points, or a drop twice as large); and the training reward
         over the same steps must not be falling (its Theil–Sen change above
-        −`train_fall_ratio` × the validation drop).
+        −`train_fall_ratio` × the validation drop). The drop must last: the mean of the last
+        third of the points after the turn sits at least `lasting_sigma` noise sigmas below the
+        level (sampling noise read at that lower level); a one-point dip that the later
+        validations climb back from is noise.
 
     Why it matters:
         Training reward up, validation down is the textbook sign of over-fitting the training
@@ -728,6 +753,7 @@ class ValidationDrop(Detector, code="LS203", name="validation-drop"):
     min_drop: float = param(0.02, gt=0)
     trend_p: float = param(0.05, gt=0, le=1)
     train_fall_ratio: float = param(0.5, gt=0)
+    lasting_sigma: float = param(2.5, gt=0)
 
     def skip_reason(self, run: Run) -> str | None:
         if not validation_metrics(run):
@@ -809,6 +835,15 @@ class ValidationDrop(Detector, code="LS203", name="validation-drop"):
         if float(np.median(head)) >= level - sigma:
             return None
         if p >= self.trend_p and drop < 2 * self.min_drop_sigma * sigma:
+            return None
+        # and it lasts: a dip of one or two validations (a low point right after a high one
+        # makes a deep "turn") that the later points climb back from is sampling noise, not
+        # over-fitting. The last third of the points after the turn must hold `lasting_sigma`
+        # noise sigmas below the level (the sampling noise read at that lower level: a score
+        # nearer 0.5 moves more).
+        held = float(np.mean(ya[-tail:]))
+        held_sampling = math.sqrt(max(held * (1 - held), 0.0) / prompts) if prompts else 0.0
+        if level - held < self.lasting_sigma * max(sigma, held_sampling):
             return None
         train = Series.load(run, "score_mean", "reward_mean")
         tmetric = train.metric if train is not None else None

@@ -423,3 +423,132 @@ def test_a_climb_out_of_a_dip_back_to_the_usual_grad_norm_is_no_explosion():
     )
     errors = [f for f in GradNormSpike().detect(sim.to_run()) if f.severity != "info"]
     assert errors == []
+
+
+# ---- response length: dips that recover, truncated starts that learn to fit (LS140) ------------
+
+
+def _healthy_realistic(seed: int, n: int, algorithm: str = "grpo"):
+    """A healthy realistic run as `bench/detection.py` draws one (dynamics from `seed`)."""
+    from logscope.synthetic import realistic
+
+    dyn, config = realistic(np.random.default_rng([seed, 7]), n, algorithm)
+    return simulate(
+        n, algorithm, seed=seed, version="0.8", test_freq=10, config=config, dynamics=dyn
+    )
+
+
+def _replace(sim, metric: str, shape) -> None:
+    """Give `metric` the values `shape(u, v)` (u: the share of the run, 0..1; v: its values)."""
+    import polars as pl
+
+    steps, values = sim.series(metric)
+    u = (steps - steps[0]) / (steps[-1] - steps[0])
+    new = pl.DataFrame(
+        {"step": steps, "metric": [metric] * len(steps), "value": shape(u, values)},
+        schema={k: sim.metrics.schema[k] for k in ("step", "metric", "value")},
+    )
+    rest = sim.metrics.filter(pl.col("metric") != metric)
+    if "wall_time" in sim.metrics.columns:
+        new = new.join(
+            sim.metrics.filter(pl.col("metric") == metric).select("step", "wall_time"), on="step"
+        )
+    sim.metrics = pl.concat([rest, new.select(sim.metrics.columns)]).sort("step")
+
+
+def _relative_noise(v):
+    """v's wiggle around its own moving average (1 = on the trend)."""
+    w = max(5, len(v) // 10)
+    trend = np.convolve(np.pad(v, (w // 2, w - 1 - w // 2), mode="edge"), np.ones(w) / w, "valid")
+    return v / trend
+
+
+@pytest.mark.parametrize(("seed", "n", "depth"), [(11, 300, 0.5), (12, 500, 0.45), (13, 200, 0.5)])
+def test_an_early_length_dip_that_grows_back_is_no_collapse(seed, n, depth):
+    """Real GRPO runs often shorten their answers first, then lengthen them: the mean falls by
+    `depth` over the first fifth of the run and ends 30% above where it started (it used to be
+    reported as a collapse at step ~5)."""
+    sim = _healthy_realistic(seed, n)
+
+    def dip(u, v):
+        fall = np.where(
+            u <= 0.2, 1 - depth * u / 0.2, (1 - depth) + (0.3 + depth) * (u - 0.2) / 0.8
+        )
+        return 400.0 * fall * _relative_noise(v)
+
+    _replace(sim, "response_length/mean", dip)
+    found = ResponseLengthCollapse().detect(sim.to_run())
+    assert [f for f in found if f.evidence.get("direction") == "collapse"] == []
+
+
+@pytest.mark.parametrize(("seed", "n"), [(21, 300), (24, 600), (23, 150)])
+def test_truncated_responses_learning_to_fit_are_no_collapse(seed, n):
+    """Responses start truncated (30% at the cap) and learn to fit over the first quarter: the
+    mean falls with the clip ratio, by what the truncated share explains (mean = c·cap +
+    (1 − c)·U), while U, the mean of the responses that fit, holds."""
+    sim = _healthy_realistic(seed, n)
+    cap = float(sim.config["data"]["max_response_length"])
+    _, fit_mean = sim.series("response_length/mean")
+    _, clip = sim.series("response_length/clip_ratio")
+    steps = sim.series("response_length/mean")[0]
+    u = (steps - steps[0]) / (steps[-1] - steps[0])
+    extra = np.where(u <= 0.25, 0.3 * np.clip(1 - u / 0.25, 0, 1) ** 1.5, 0.0)
+    _replace(sim, "response_length/clip_ratio", lambda u, v: np.clip(clip + extra, 0, 1))
+    _replace(sim, "response_length/mean", lambda u, v: (1 - extra) * fit_mean + extra * cap)
+    found = ResponseLengthCollapse().detect(sim.to_run())
+    assert [f for f in found if f.evidence.get("direction") == "collapse"] == []
+
+
+def test_a_truncated_start_whose_fitting_responses_collapse_too_is_a_collapse():
+    """The clip ratio falls with the length, but the responses that fit shrink to a third too:
+    truncation does not explain the fall, the policy stopped answering at length."""
+    sim = _healthy_realistic(21, 300)
+    cap = float(sim.config["data"]["max_response_length"])
+    steps, fit_mean = sim.series("response_length/mean")
+    _, clip = sim.series("response_length/clip_ratio")
+    u = (steps - steps[0]) / (steps[-1] - steps[0])
+    extra = np.where(u <= 0.25, 0.3 * np.clip(1 - u / 0.25, 0, 1) ** 1.5, 0.0)
+    shrink = np.where(u <= 0.25, 1 - (2 / 3) * u / 0.25, 1 / 3)
+    _replace(sim, "response_length/clip_ratio", lambda u, v: np.clip(clip + extra, 0, 1))
+    _replace(
+        sim, "response_length/mean", lambda u, v: (1 - extra) * fit_mean * shrink + extra * cap
+    )
+    (f,) = warnings_of(ResponseLengthCollapse().detect(sim.to_run()))
+    assert f.evidence["direction"] == "collapse"
+
+
+def test_a_collapse_after_a_recovered_dip_is_found_at_the_collapse():
+    """A dip that grows back, then a real collapse to 10% that stays: the dip is passed over,
+    the collapse is reported where it starts."""
+    sim = _healthy_realistic(11, 400)
+    steps = sim.series("response_length/mean")[0]
+
+    def shape(u, v):
+        dip = np.where(
+            u <= 0.15, 1 - 0.45 * u / 0.15, np.minimum(1.2, 0.55 + 0.65 * (u - 0.15) / 0.2)
+        )
+        collapse = np.where(u < 0.6, 1.0, np.maximum(0.1, 1 - 0.9 * (u - 0.6) / 0.05))
+        return 400.0 * dip * collapse * _relative_noise(v)
+
+    _replace(sim, "response_length/mean", shape)
+    (f,) = warnings_of(ResponseLengthCollapse().detect(sim.to_run()))
+    at = int(steps[int(np.searchsorted((steps - steps[0]) / (steps[-1] - steps[0]), 0.6))])
+    assert f.evidence["direction"] == "collapse"
+    assert abs(f.step - at) <= STEP_TOLERANCE
+
+
+@pytest.mark.parametrize(("seed", "magnitude"), [(31, 0.8), (32, 1.0), (33, 1.5)])
+def test_realistic_length_collapse_still_found(seed, magnitude):
+    """A collapse that stays down, on realistic dynamics (growing lengths, truncation)."""
+    for attempt in range(20):
+        s = seed + 100 * attempt
+        from logscope.synthetic import realistic
+
+        dyn, config = realistic(np.random.default_rng([s, 7]), 400, "grpo")
+        sim = simulate(400, "grpo", seed=s, config=config, dynamics=dyn, version="0.8",
+                       inject=[Injection("response-length-collapse", 180, magnitude)])  # fmt: skip
+        if sim.details["response-length-collapse"]["mode"] == "collapse":
+            break
+    found = warnings_of(ResponseLengthCollapse().detect(sim.to_run()))
+    assert found and abs(found[0].step - sim.truth[0].step) <= STEP_TOLERANCE
+    assert found[0].evidence["direction"] == "collapse"

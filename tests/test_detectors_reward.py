@@ -246,3 +246,101 @@ def test_a_steady_decline_over_many_validations_is_found_below_four_sigma():
     assert abs(finding.step - sim.truth[0].step) <= 40
     assert finding.evidence["val_set_size_from_values"] == 100
     assert finding.evidence["drop"] < 4 * finding.evidence["val_noise_sigma"]
+
+
+# ---- healthy realistic runs (bench/detection.py's healthy set): weak chance cycles, one-point dips
+
+
+def _healthy_realistic(seed, n, algorithm, version, noise, test_freq, inject=()):
+    """A run as `bench/detection.py` simulates a realistic case (dynamics drawn from `seed`)."""
+    from logscope.synthetic import realistic
+
+    dyn, config = realistic(np.random.default_rng([seed, 7]), n, algorithm)
+    return simulate(n, algorithm, seed=seed, noise=noise, version=version, config=config,
+                    dynamics=dyn, test_freq=test_freq, inject=list(inject))  # fmt: skip
+
+
+# (seed, n, algorithm, version, noise, test_freq): healthy runs of the stress set that fired
+SAWTOOTH_BY_CHANCE = [
+    # period 12, ±0.018, 4 cycles, corr 0.71
+    (899810784, 138, "grpo", "0.9", 1.3401672110789145, 50),
+    # period 11, 4 cycles, corr 0.60
+    (2128297217, 259, "grpo", "0.3", 1.1621585576269433, 20),
+    # period 8, 4 cycles
+    (1166824861, 63, "grpo", "0.7", 0.8099049575102061, 5),
+    # period 12, 5 cycles
+    (2004083065, 74, "ppo", "0.5", 1.3657160868370595, 10),
+    # period 21, 5 cycles, AR noise phi 0.71
+    (643115783, 305, "grpo", "0.8", 0.7337421167779085, 5),
+]
+
+
+@pytest.mark.parametrize("case", SAWTOOTH_BY_CHANCE)
+def test_a_few_cycles_of_autocorrelated_noise_are_no_sawtooth(case):
+    """Autocorrelated, heavy-tailed batch noise correlates with itself ~0.6-0.7 one "period"
+    later over 4-5 cycles; the cycle's shape read from it is well below 2.5× what noise alone draws
+    for so few cycles (1.5-1.9×; the injected sawtooths: 3× and more)."""
+    sim = _healthy_realistic(*case)
+    assert RewardSawtooth().detect(sim.to_run()) == []
+
+
+@pytest.mark.parametrize(("seed", "magnitude", "n"), [(5, 0.8, 200), (6, 0.8, 120), (7, 1.0, 900)])
+def test_realistic_sawtooth_still_found(seed, magnitude, n):
+    """The injected sawtooth (0.12·m peak to peak) on realistic dynamics, few cycles included."""
+    sim = _healthy_realistic(
+        seed, n, "grpo", "0.8", 1.2, 10, inject=[Injection("reward-sawtooth", n // 2, magnitude)]
+    )
+    (f,) = RewardSawtooth().detect(sim.to_run())
+    assert abs(f.step - sim.truth[0].step) <= f.evidence["period_steps"]
+    assert f.evidence["amplitude"] >= 2.5 * f.evidence["amplitude_by_chance"]
+
+
+VALIDATION_DIP_BY_CHANCE = [
+    # 60 prompts: 0.883, 0.85, then 0.683, back to 0.78
+    (1504290878, 61, "grpo", "0.8", 0.8497855051788792, 5),
+    # 1319 prompts, .3f print: 0.779, 0.729, back to 0.776
+    (14135213, 672, "grpo", "0.4", 1.0529394620157673, 50),
+    # 60 prompts: 0.833 then 0.6, back to 0.73-0.87
+    (880965706, 80, "grpo", "0.3", 1.3160868926007026, 5),
+    # 100 prompts: 0.84, 0.78, 0.67, back to 0.8
+    (1833900854, 83, "ppo", "0.5", 1.156241738089169, 5),
+]
+
+
+@pytest.mark.parametrize("case", VALIDATION_DIP_BY_CHANCE)
+def test_a_one_point_validation_dip_that_comes_back_is_no_drop(case):
+    """A low validation right after a high one makes a deep "turn" (the level after it is
+    extrapolated from that point), but the later validations come back to the level: the last
+    third after the turn is within 2.5σ of it. Not over-fitting."""
+    sim = _healthy_realistic(*case)
+    assert ValidationDrop().detect(sim.to_run()) == []
+
+
+def test_hand_built_validation_dip_that_comes_back_is_no_drop():
+    """The first case above as bare numbers: 60 prompts, validation every 5 steps."""
+    steps = np.array([0, 5, 10, 15, 20, 25, 30, 35, 40, 45, 50, 55, 60, 61])
+    k = np.array([28, 27, 30, 41, 43, 44, 47, 53, 51, 41, 48, 46, 47, 46])  # correct of 60
+    train = 0.38 + 0.4 * (1 - np.exp(-np.arange(1, 62) / 15))
+    run = make_run({"critic/score/mean": train})
+    run.metrics = run.metrics.vstack(
+        make_run({"val-core/openai/gsm8k/acc/mean@1": k / 60}, steps=steps).metrics
+    )
+    assert ValidationDrop().detect(run) == []
+
+
+@pytest.mark.parametrize(
+    ("seed", "size", "magnitude"), [(41, 60, 0.8), (42, 100, 0.8), (43, 1319, 0.9)]
+)
+def test_realistic_validation_drop_that_stays_down_is_found(seed, size, magnitude):
+    """Over-fitting on realistic dynamics: validation falls and stays down while training rises."""
+    import dataclasses
+
+    from logscope.synthetic import realistic
+
+    n = 300
+    dyn, config = realistic(np.random.default_rng([seed, 7]), n, "grpo")
+    dyn = dataclasses.replace(dyn, val_size=size, resume_step=None)
+    sim = simulate(n, "grpo", seed=seed, config=config, dynamics=dyn, test_freq=10,
+                   inject=[Injection("validation-drop", 150, magnitude)])  # fmt: skip
+    (f,) = ValidationDrop().detect(sim.to_run())
+    assert abs(f.step - sim.truth[0].step) <= 10
