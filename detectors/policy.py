@@ -674,6 +674,10 @@ class _SpikeDetector(Detector):
         return spike_findings(self, s, found, rises, make)
 
 
+#: logged steps a clip-ratio spike needs before its onset (a run that starts high has no "before")
+MIN_STEPS_BEFORE_SPIKE = 2
+
+
 class ClipRatioSpike(_SpikeDetector, code="LS120", name="clip-ratio-spike"):
     """Spikes (or a sudden lasting rise) of response truncation or of PPO clipping.
 
@@ -693,7 +697,9 @@ class ClipRatioSpike(_SpikeDetector, code="LS120", name="clip-ratio-spike"):
         `pg_clipfrac`/`pg_clipfrac_lower`: robust z-score against a centred running median of at
         least `z_threshold` heavy-tail-aware noise units (the larger of the MAD σ and the
         95th-percentile residual / 1.96), at least `min_ratio` times the running median and at least
-        `min_rise` above it. Points within 2 steps are one spike (a burst); every spike is its own
+        `min_rise` above it. A spike needs two logged steps before it: a run that starts high
+        and settles (responses that learn to fit the cap) has no earlier level to spike from.
+        Points within 2 steps are one spike (a burst); every spike is its own
         finding, dated at its step (at most `max_spikes` per metric, the others named in each
         message). Recurrences: a spike after at least `min_gap_steps` steps with no spike of the
         metric since the ones before is a new occurrence; its finding says so ("spiked again at
@@ -757,6 +763,8 @@ class ClipRatioSpike(_SpikeDetector, code="LS120", name="clip-ratio-spike"):
                 noise["responses_source"] = source
         else:
             found = self._spikes(s, lambda c: self._big(s, c))
+        # a spike needs steps before it: a high start that settles is the run's first level
+        found = [c for c in found if c.onset >= MIN_STEPS_BEFORE_SPIKE]
         return self._report(
             s,
             found,

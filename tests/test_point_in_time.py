@@ -404,3 +404,15 @@ def test_responses_of_a_few_tokens_are_a_length_collapse_from_one_step() -> None
     assert f.severity == "warning" and f.step == 200 and "(almost) empty" in f.message
     brief = {"response_length/mean": 12.0, "response_length/max": 40.0}  # a short-answer task
     assert not named(analyze(excerpt(healthy(**brief))), "response-length-collapse")
+
+
+def test_truncation_that_starts_high_and_settles_is_no_spike() -> None:
+    # responses start cut at the cap and learn to fit: no earlier level to spike from
+    ratios = [0.333, 0.25, 0.2, 0.16, 0.14] + [0.13, 0.14, 0.12, 0.13, 0.14] * 3
+    steps = [healthy(**{"response_length/clip_ratio": r}) for r in ratios]
+    report = analyze(excerpt(*steps, config=grpo_config()))
+    assert not named(report, "clip-ratio-spike")
+    # the same jump after a settled start is one
+    spiked = [*ratios[5:], 0.333, *ratios[5:]]
+    steps = [healthy(**{"response_length/clip_ratio": r}) for r in spiked]
+    assert named(analyze(excerpt(*steps, config=grpo_config())), "clip-ratio-spike")
