@@ -235,10 +235,15 @@ def test_v1_without_a_config_cannot_judge_the_ratio() -> None:
 
 
 def test_v0_trainer_on_09_trusts_the_ratio() -> None:
-    step = healthy(**{"response_length/clip_ratio": 0.3, "response/aborted_ratio": 0.0})
-    run = excerpt(step)  # TaskRunner (legacy trainer), dated 0.9 by the aborted-ratio key
+    step = healthy(**{"response_length/clip_ratio": 0.3, "training/num_turns/mean": 1.0})
+    run = excerpt(step)  # TaskRunner (legacy trainer), dated 0.9 by a 0.9 key
     assert run.meta["verl_version"] == "0.9"
     assert named(analyze(run), "response-length-clipped")
+
+
+def test_the_aborted_response_keys_date_a_log_from_06() -> None:
+    step = healthy(**{"response/aborted_ratio": 0.0, "response_length_non_aborted/mean": 300.0})
+    assert excerpt(step).meta["verl_version"] == "0.6-0.7"  # the keys came in verl 0.6.0
 
 
 # ---- advantages and rewards ------------------------------------------------------------------

@@ -411,12 +411,12 @@ def guess_version(names: set[str], signals: dict[str, Any], config: dict[str, An
             or signals.get("logger_lines")
             or has("training/off_policy/")
             or has("training/num_turns/")
-            or has("response_length_non_aborted/")
-            or "response/aborted_ratio" in names
         ):
             return "0.9"
         if has("actor/perf/") or has("critic/perf/") or "actor/loss" in names:
             return "0.8"
+        if has("response_length_non_aborted/") or "response/aborted_ratio" in names:
+            return "0.6-0.7"  # the aborted-response keys came in 0.6.0 (verl_metrics.md)
         if (  # values printed in full (a W&B summary) with the ≤ 0.3 key set
             "actor/entropy_loss" in names
             and "actor/entropy" not in names
