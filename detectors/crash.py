@@ -262,15 +262,9 @@ def _signal_of(text: str) -> tuple[str, str]:
 
 def _cuda_detail(story: CrashStory) -> str:
     """` (an illegal memory access was encountered, reported by NCCL's watchdog thread)`."""
-    what = None
-    for x in story.lines:
-        m = CUDA_ERROR_RE.search(x.text)
-        if m is not None and m.group("what"):
-            what = m.group("what").strip()
-            break
-    where = []
-    if what:
-        where.append(what)
+    matches = (CUDA_ERROR_RE.search(x.text) for x in story.lines)
+    what = next((m["what"].strip() for m in matches if m and m["what"]), None)
+    where = [what] if what else []
     if any(WATCHDOG in x.text for x in story.lines):
         where.append("reported by the NCCL watchdog thread, which only carries it")
     elif story.raised_in:
@@ -355,12 +349,12 @@ def _cuda_advice(run: Run, story: CrashStory) -> list[Advice]:
 def _filter_advice(run: Run, story: CrashStory) -> list[Advice]:
     """Nearly every group was all-right or all-wrong: data the model solves only sometimes."""
     m = FILTER_EXHAUSTED_RE.search(story.kinds["filter-exhausted"].text)
-    rounds = f" {m.group(1)} generation rounds" if m else " The generation rounds"
+    rounds = f"{m.group(1)} generation rounds" if m else "The generation rounds"
     return [
         env_advice(
             "data",
             "prompts the model solves part of the time (or a larger model)",
-            f"{rounds.strip()} found too few groups with both right and wrong answers: the "
+            f"{rounds} found too few groups with both right and wrong answers: the "
             "data is far too hard (or too easy) for this model. A higher "
             "algorithm.filter_groups.max_num_gen_batches (0: no cap) only postpones the stop.",
             "verl-recipe:dapo/dapo_ray_trainer.py",

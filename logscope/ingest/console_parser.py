@@ -238,7 +238,8 @@ class ConsoleParser:
         self._unparsed_dumps = 0
         self._ray_actors: set[str] = set()
         self._saw_progress = False
-        self._first_bar: tuple[int, int, int, str] | None = None  # (line, done, total, elapsed)
+        # the last progress bar before any step line: (line, done, total, elapsed)
+        self._bar_before_steps: tuple[int, int, int, str] | None = None
         self._logger_lines = False
         self._total_training_steps: int | None = None
         # where the text shows training ended (the progress bar at 100%, W&B's footer)
@@ -314,7 +315,7 @@ class ConsoleParser:
             if sub == 0 and last and self._last_step is None:  # a whole line, before any step
                 bar = PROGRESS_BAR_RE.search(raw)
                 if bar is not None:
-                    self._first_bar = (line_no, int(bar[1]), int(bar[2]), bar[3])
+                    self._bar_before_steps = (line_no, int(bar[1]), int(bar[2]), bar[3])
             if PROGRESS_DONE in raw and PROGRESS_DONE_RE.search(raw):
                 self._run_end["progress_done"] = {"line": line_no, "after_step": self._last_step}
             self._flush()
@@ -735,7 +736,7 @@ class ConsoleParser:
             unparsed_dumps=parser._unparsed_dumps,
             ray_actors=frozenset(parser._ray_actors),
             saw_progress=parser._saw_progress,
-            first_bar=parser._first_bar,
+            bar_before_steps=parser._bar_before_steps,
             logger_lines=parser._logger_lines,
             total_training_steps=parser._total_training_steps,
             run_end={k: dict(v) for k, v in parser._run_end.items()},

@@ -92,7 +92,7 @@ class ParsedLog:
     unparsed_dumps: int
     ray_actors: frozenset[str]
     saw_progress: bool
-    first_bar: tuple[int, int, int, str] | None  # verl's progress bar before any step line
+    bar_before_steps: tuple[int, int, int, str] | None  # the last progress bar before any step
     logger_lines: bool  # verl 0.9's `LEVEL:asctime:message` lines
     total_training_steps: int | None
     run_end: dict[str, dict[str, int | None]]  # where the text shows training ended
@@ -132,8 +132,8 @@ def build_run(
         mark_seq = marks.get_column("seq").to_numpy()
         mark_step = marks.get_column("step").to_numpy()
         step_lines += pasted.records
-    if step_lines == 0 and parsed.first_bar is not None:
-        notes.append(_bar_note(*parsed.first_bar))
+    if step_lines == 0 and parsed.bar_before_steps is not None:
+        notes.append(_bar_note(*parsed.bar_before_steps))
     events: Sequence[Event] = parsed.events
     if parsed.unnumbered:
         rows, mark_step, events = _renumber(parsed, rows, mark_seq, mark_step, notes)
