@@ -55,13 +55,20 @@ class LogLine:
     repeats: int
 
 
+#: event kinds whose text is the model's, not the log's (a printed rollout response)
+MODEL_TEXT_KINDS = frozenset({"sample-response"})
+
+
 def log_lines(run: Run) -> list[LogLine]:
-    """Every line of every event, in line order, cleaned (cached on the run per events list)."""
+    """Every line of every event but the model's text, in line order, cleaned (cached on the
+    run per events list)."""
     cached = run.__dict__.get("_logscope_log_lines")
     if cached is not None and cached[0] is run.events and cached[1] == len(run.events):
         return cached[2]
     lines: list[LogLine] = []
     for event in run.events:
+        if event.kind in MODEL_TEXT_KINDS:
+            continue
         for offset, raw in enumerate(str(event.text).split("\n")):
             text, repeats = clean_line(raw)
             if text:

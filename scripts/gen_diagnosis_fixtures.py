@@ -148,6 +148,13 @@ ValueError: Using V1 AsyncLLMEngine, but envs.VLLM_USE_V1=False. This should not
 (TaskRunner pid={driver}) omegaconf.errors.ConfigKeyError: Key 'enable_activation_offloading' not in 'HFModelConfig'
 (TaskRunner pid={driver})     full_key: enable_activation_offloading
 """,
+    "LS142": """\
+(TaskRunner pid={driver}) [prompt] user
+(TaskRunner pid={driver}) What is 2 + 3? Put the final answer after "####".
+(TaskRunner pid={driver}) [response] !!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!
+(TaskRunner pid={driver}) [ground_truth] 5
+(TaskRunner pid={driver}) [score] 0.0
+""",
 }
 CRASH_RUN = Simulated(None, steps=40, at=12, keep=("actor/pg_loss", "critic/score/mean"))
 

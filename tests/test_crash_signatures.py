@@ -1082,3 +1082,27 @@ def test_dapo_dynamic_sampling_giving_up_names_the_data():
     assert "dynamic sampling" in crash.message and crash.step == 40
     assert "10 generation rounds" in advice_for(crash, "env:data").rationale
     assert advice_for(crash, "actor_rollout_ref.rollout.n").suggested == 16
+
+
+def test_a_process_prefix_inside_an_actor_prefix_is_read():
+    """vLLM's engine process inside its HTTP server actor: `(vLLMHttpServer pid=1)
+    (EngineCore_DP0 pid=2) RuntimeError: …` (verl ≥ 0.6): the error is the engine's."""
+    inner = "(vLLMHttpServer pid=27062) (EngineCore_DP0 pid=28191)"
+    text = (
+        f"{inner} Process EngineCore_DP0:\n"
+        f"{inner} Traceback (most recent call last):\n"
+        f'{inner}   File "vllm/v1/engine/core.py", line 712, in run_engine_core\n'
+        f"{inner} RuntimeError: CUDASymmetricMemoryAllocator::rendezvous: detected allocations "
+        "from overlapping devices from different ranks.\n"
+    )
+    found = by_name(findings_of(text))
+    assert "vllm-error" in found
+    assert "CUDASymmetricMemoryAllocator" in found["run-crashed"].message
+
+
+def test_a_ray_prefix_with_a_host_name_for_its_ip():
+    prefix = "(WorkerDict pid=1216, ip=train-1328222047368962304-a3a7fgd5t0jk-worker-0)"
+    text = steps(1, 2) + f"{prefix} Fatal Python error: Aborted\n"
+    found = by_name(findings_of(text))
+    assert found["run-crashed"].severity == "error"
+    assert "Aborted" in found["run-crashed"].message

@@ -112,6 +112,23 @@ class _Pending:
     prefix: str | None = None
 
 
+# verl's reward managers print a few samples per step: `[prompt] …`, `[response] …` (each maybe
+# many lines), then `[ground_truth] …` and `[score] …` (or one `[key] value` per score field).
+SAMPLE_TAG_RE = re.compile(r"\[(prompt|response|ground_truth|gt|score|data_source)\]", re.I)
+SAMPLE_END_TAGS = ("ground_truth", "gt", "score")
+MAX_SAMPLE_LINES = 2000  # a sample whose end never comes stops being one
+
+
+@dataclass
+class _Sample:
+    """A printed sample (prompt and response): the model's text, never log events."""
+
+    step_hint: int | None
+    response_line: int | None = None
+    response: list[str] = field(default_factory=list)
+    lines: int = 0
+
+
 HEADLESS_HEAD = "step:0 - "  # in front of a headless record's items until its step is known
 
 
@@ -209,6 +226,7 @@ class ConsoleParser:
         self._last_step_seq = -1
         self._last_provisional = False
         self._blocks: dict[str | None, _Traceback | _Dump] = {}
+        self._samples: dict[str | None, _Sample] = {}  # printed samples being read, by prefix
         self._wrappable: tuple[int, Any] | None = None  # (line_no, event or block) a cut may go on
         # step lines: metric rows (in lists, moved into frames now and then) and step marks
         self._rows_seq: list[int] = []
@@ -274,6 +292,7 @@ class ConsoleParser:
         if seq > self._last_step_seq:
             self._last_step, self._last_step_seq = step, seq
             self._last_provisional = False
+            self._end_samples()
 
     def segment(self, line_no: int, sub: int, last: bool, raw: str) -> None:
         """Consume one `\\r`-separated segment of a physical line."""
@@ -302,6 +321,7 @@ class ConsoleParser:
             m = vt.match_step(clean[at:]) if at >= 0 else None
             if m is not None:
                 self._flush()
+                self._end_samples()
                 self._note_actor(prefix)
                 step = int(m.group(1))
                 bare = m.group(2) is None and at == 0
@@ -337,6 +357,10 @@ class ConsoleParser:
         if p is not None and p.per_line and self._item_line(p, line_no, sub, prefix, clean):
             return
         self._flush()
+        if (prefix in self._samples or clean[:1] == "[") and self._sample_line(
+            line_no, prefix, clean
+        ):
+            return
         if prefix is None and pasted.headless_items(clean):
             body = pasted.cut_first_item(clean.strip(" -") if clean.startswith(" -") else clean)
             self._pending = _Pending(seq, line_no, sub, last, HEADLESS_HEAD + body, 0, True)
@@ -488,6 +512,49 @@ class ConsoleParser:
         name = vt.prefix_name(prefix)
         if name is not None:
             self._ray_actors.add(name)
+
+    # ---- printed samples ------------------------------------------------------------------
+    def _sample_line(self, line_no: int, prefix: str | None, clean: str) -> bool:
+        """Take a line of a printed sample (True): its tags and the model's text, which may say
+        anything (`Traceback …`, `CUDA out of memory`) and is not the log's. The response is
+        kept as one `sample-response` event."""
+        tag = SAMPLE_TAG_RE.match(clean)
+        sample = self._samples.get(prefix)
+        if tag is None:
+            if sample is None:
+                return False
+            if prefix is None and _starts_traceback(clean):
+                self._end_sample(prefix)  # no Ray prefix: the traceback may well be the log's
+                return False
+            sample.lines += 1
+            if sample.response_line is not None:
+                sample.response.append(clean)
+            if sample.lines >= MAX_SAMPLE_LINES:
+                self._end_sample(prefix)
+            return True
+        name = tag.group(1).lower()
+        if name in SAMPLE_END_TAGS:
+            if sample is not None:
+                self._end_sample(prefix)
+            return sample is not None
+        if sample is None or name != "response" or sample.response_line is not None:
+            if sample is not None:
+                self._end_sample(prefix)  # the next sample begins
+            sample = self._samples[prefix] = _Sample(self._last_step)
+        if name == "response":
+            sample.response_line = line_no
+            sample.response = [clean]
+        return True
+
+    def _end_sample(self, prefix: str | None) -> None:
+        sample = self._samples.pop(prefix)
+        if sample.response_line is not None:
+            text = "\n".join(sample.response)
+            self._event(sample.response_line, "sample-response", text, 0, sample.step_hint)
+
+    def _end_samples(self) -> None:
+        for prefix in list(self._samples):
+            self._end_sample(prefix)
 
     # ---- other lines ---------------------------------------------------------------------
     def _other(self, line_no: int, seq: int, prefix: str | None, rest: str, clean: str) -> None:
@@ -672,6 +739,7 @@ class ConsoleParser:
         self._flush(drop_last=ended_mid_line and p is not None and p.seq == self._last_seq)
         for key in list(self._blocks):
             self._close(key)
+        self._end_samples()
 
     def result(
         self, *, ended_mid_line: bool = False, final: bool = False, since_step: int | None = None
@@ -784,4 +852,5 @@ class ConsoleParser:
         twin.counts = copy.copy(self.counts)
         twin._pending = copy.copy(self._pending)
         twin._blocks = copy.deepcopy(self._blocks)
+        twin._samples = copy.deepcopy(self._samples)
         return twin

@@ -105,6 +105,7 @@ EVENT_KINDS: tuple[str, ...] = (
     *(kind for kind, _ in EVENT_PATTERNS),
     "restart",
     "config-dump-unparsed",
+    "sample-response",  # a response a reward manager printed (console_parser.py)
 )
 TOTAL_STEPS_RE = re.compile(r"Total training steps: ([0-9]+)")
 

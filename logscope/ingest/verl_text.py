@@ -21,7 +21,7 @@ from typing import Any
 ANSI = r"\x1b\[[0-9;?]*[A-Za-z]"
 PREFIX_BODY = (
     r"(?:[A-Za-z_][A-Za-z0-9_.\-]*(?: \+[0-9A-Za-z.]+)?(?: pid=[0-9]+)?|pid=[0-9]+)"
-    r"(?:, ip=[0-9A-Fa-f.:]+)?"
+    r"(?:, ip=[0-9A-Za-z.:_\-]+)?"  # an address, or a host name (`ip=train-1328-worker-0`)
 )
 PREFIX = r"^\(" + PREFIX_BODY + r"\) ?"
 TAIL = r"[ \t]*(?:(?:\[repeated [0-9]+x across cluster\]|\(Ray deduplicates logs by default\.).*)?$"
@@ -52,6 +52,7 @@ LOGGER = r"^(DEBUG|INFO|WARNING|ERROR|CRITICAL):([0-9]{4}-[0-9]{2}-[0-9]{2} [0-9
 
 ANSI_RE = re.compile(ANSI)
 PREFIX_RE = re.compile(PREFIX)
+INNER_PREFIX_RE = re.compile(r"\([A-Za-z_][A-Za-z0-9_.\-]* pid=[0-9]+\) ?")  # no `^`: at a position
 TAIL_RE = re.compile(TAIL)
 SUFFIX_RE = re.compile(r"\[repeated [0-9]+x across cluster\]|\(Ray deduplicates logs by default\.")
 STEP_RE = re.compile(STEP)
@@ -119,7 +120,13 @@ def split_prefix(text: str) -> tuple[str | None, str]:
     m = PREFIX_RE.match(text)
     if m is None:
         return None, text
-    return m.group(0).rstrip(" "), text[m.end() :]
+    end = m.end()
+    # a process of the actor: `(vLLMHttpServer pid=1) (EngineCore_DP0 pid=2)`
+    if text[end : end + 1] == "(":
+        inner = INNER_PREFIX_RE.match(text, end)
+        if inner is not None:
+            end = inner.end()
+    return text[:end].rstrip(" "), text[end:]
 
 
 @functools.lru_cache(maxsize=4096)  # few distinct prefixes, one call per line
