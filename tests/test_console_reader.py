@@ -38,7 +38,7 @@ def run_key(run: Run) -> dict:
         "events": [(e.line_no, e.step_hint, e.kind, e.text) for e in run.events],
         "segments": [(s.first_step, s.line_no, repr(s.config)) for s in run.config_segments],
         "stats": run.parse_stats.to_dict(),
-        "meta": run.meta,
+        "meta": repr(run.meta),  # a NaN in the W&B summary is never equal to itself
     }
 
 

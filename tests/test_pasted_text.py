@@ -392,3 +392,67 @@ def test_unreadable_metric_lines_are_counted_with_a_reason(tmp_path):
         "starts like a step line but is not one": 1,
     }
     assert run.parse_stats.skipped_lines == 2
+
+
+# ---- shapes from notes and chat exports ---------------------------------------------------------
+
+
+def test_a_markdown_list_of_items_after_a_bare_step(tmp_path):
+    text = (
+        "step:7\n- actor/pg_loss: 0.000\n- actor/entropy: 1.019\n"
+        "- timing_s/gen: 71.489\n- timing_s/step: 85.929\n\nSaving actor checkpoint\n"
+    )
+    run = read_both(tmp_path, text)
+    assert run.steps.tolist() == [7]
+    assert value(run, "timing_s/gen", 7) == 71.489
+    assert value(run, "actor/entropy", 7) == 1.019
+
+
+def test_a_wandb_summary_copied_as_key_value_lines_keeps_its_step_and_nans(tmp_path):
+    text = (
+        "_step: 218\ncritic/score/mean: 0.05\nresponse_length/clip_ratio: 1\n"
+        "actor/pg_loss: NaN\nactor/grad_norm: NaN\nactor/lr: 7.6e-07\n"
+    )
+    run = read_both(tmp_path, text)
+    assert run.steps.tolist() == [218]
+    assert value(run, "critic/score/mean", 218) == 0.05
+    for metric in ("actor/pg_loss", "actor/grad_norm"):
+        assert value(run, metric, 218) != value(run, metric, 218)  # NaN
+
+
+def test_wandb_run_summary_step_and_capital_nan(tmp_path):
+    text = (
+        "wandb: Run summary:\nwandb:             _step 105\nwandb:     actor/pg_loss NaN\n"
+        "wandb:     actor/entropy 0.05\nwandb:  critic/score/mean 0.9\n"
+    )
+    run = read_both(tmp_path, text)
+    assert run.steps.tolist() == [105]
+    assert "_step" not in run.metric_names
+    pg = value(run, "actor/pg_loss", 105)
+    assert pg != pg
+
+
+@pytest.mark.parametrize(
+    ("lines", "steps"),
+    [
+        # two verl metrics, padded, one annotated: a timing table typed by hand
+        ("timing_s/step:           43.64\ntiming_s/gen:            31.27   (72%)\n", [1]),
+        ("my/thing: 3\nother/thing: 4\n", []),  # two keys nobody knows: not a step
+        ("training/global_step: 3\nactor/entropy: 0.4\n", []),  # one metric and the step
+    ],
+)
+def test_two_known_metrics_make_a_step_without_a_step_line(tmp_path, lines, steps):
+    run = read_both(tmp_path, lines)
+    assert run.steps.tolist() == steps
+
+
+def test_rank_checkpoint_messages_and_numpy_values_do_not_date_a_log_as_09(tmp_path):
+    text = (
+        "(TaskRunner pid=1) step:10 - actor/entropy:np.float64(0.5) - actor/pg_loss:0.01 - "
+        "timing_s/generate_sequences:12.5 - perf/max_memory_allocated_gb:30.1\n"
+        "(WorkerDict pid=2) INFO:2025-08-07 08:43:28,409:[Rank 2] Saved model to /ckpt/step_10\n"
+    )
+    run = read_both(tmp_path, text)
+    assert run.meta["verl_version"] == "0.5-0.7"
+    v1 = "INFO:2026-03-01 10:00:00,000:Total training steps: 100\n"
+    assert read_both(tmp_path, text + v1).meta["verl_version"] == "0.9"

@@ -422,7 +422,7 @@ def _wrapped(frame: pl.DataFrame, cand: pl.Series, rows: pl.DataFrame) -> pl.Ser
 def _may_continue(text: pl.Series) -> pl.Series:
     """Could each segment be the wrapped rest of the step line before it? Not when it starts
     with a Ray prefix, nor when it has no ANSI code and starts with `step:N` or does not look
-    like items (`CONT`, asked last: it reads whole lines)."""
+    like items (`CONT`, or one item of a Markdown list: asked last, they read whole lines)."""
     raw = pl.col("raw")
     frame = text.alias("raw").to_frame()
     ansi = text.str.contains("\x1b", literal=True)
@@ -433,7 +433,8 @@ def _may_continue(text: pl.Series) -> pl.Series:
     plain = maybe & ~ansi
     if plain.any():
         idx = plain.arg_true()
-        maybe = maybe.scatter(idx, frame.gather(idx).select(raw.str.contains(vt.CONT)).to_series())
+        items = raw.str.contains(vt.CONT) | raw.str.contains(vt.ONE_ITEM)
+        maybe = maybe.scatter(idx, frame.gather(idx).select(items).to_series())
     return maybe
 
 

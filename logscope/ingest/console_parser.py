@@ -400,7 +400,7 @@ class ConsoleParser:
         m = vt.ONE_ITEM_RE.match(clean)
         if m is None:
             return False
-        p.text += " - " + m.group(1)
+        p.text += " - " + m.group(1) + m.group(2)  # `- key: value` (a Markdown list) too
         p.line_no = line_no
         return True
 
@@ -587,8 +587,9 @@ class ConsoleParser:
         level = None
         m = vt.LOGGER_RE.match(clean)
         if m is not None:  # verl 0.9 V1 logger: LEVEL:asctime:message
-            self._logger_lines = True
             body = clean[m.end() :]
+            # ... but a rank's checkpoint messages print so in earlier verl too
+            self._logger_lines = self._logger_lines or not body.startswith("[Rank ")
             level = m.group(1)
         if body.startswith("{'"):
             dump = _Dump(line_no, seq, self._last_step)

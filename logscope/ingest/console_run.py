@@ -206,7 +206,8 @@ def _pasted_steps(parsed: ParsedLog, notes: list[str]) -> PastedSteps | None:
     elif parsed.wandb_summary:
         layout = "wandb-summary"
         summary = parsed.wandb_summary
-        marked = None if "training/global_step" in summary else parsed.wandb_last_step
+        logged = "training/global_step" in summary or "_step" in summary
+        marked = None if logged else parsed.wandb_last_step
         records = [(parsed.wandb_line_no or 0, marked, summary)]
     else:
         if parsed.wandb_history:
@@ -215,7 +216,8 @@ def _pasted_steps(parsed: ParsedLog, notes: list[str]) -> PastedSteps | None:
     seqs, steps, keys, values = [], [], [], []
     previous = 0
     for line_no, marked, pairs in records:
-        logged = pairs.get("training/global_step")
+        # verl's own step, else W&B's `_step` (verl logs with step=global_steps)
+        logged = pairs.get("training/global_step", pairs.get("_step"))
         if marked is not None:
             step = marked
         elif logged is not None and logged == logged:
@@ -224,6 +226,8 @@ def _pasted_steps(parsed: ParsedLog, notes: list[str]) -> PastedSteps | None:
             step = previous + 1
         previous = step
         for key, value in pairs.items():
+            if key.startswith("_"):
+                continue  # W&B's own `_step`, `_runtime`, `_timestamp`
             seqs.append(line_no << vt.SUB_BITS)
             steps.append(step)
             keys.append(key)
@@ -405,9 +409,10 @@ def guess_version(names: set[str], signals: dict[str, Any], config: dict[str, An
             return "0.4"
         return "0.2-0.3"
     if names:
+        # `np.float64(…)` values say numpy ≥ 2, which 0.9 requires but earlier verl runs with
+        # too (real 0.5-era logs print them), so they date nothing.
         if (
-            signals.get("numpy_wrappers")
-            or "TaskRunnerV1" in actors
+            "TaskRunnerV1" in actors
             or signals.get("logger_lines")
             or has("training/off_policy/")
             or has("training/num_turns/")

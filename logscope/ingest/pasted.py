@@ -169,7 +169,7 @@ class WandbFooter:
             self.mode = None
             return False
         if self.mode == "summary":
-            value = vt.parse_value(pair.group(2))
+            value = value_of(pair.group(2))
             if value is not None:
                 self.summary[pair.group(1)] = value
         elif pair.group(1) not in self.history:
@@ -179,16 +179,27 @@ class WandbFooter:
 
 # ---- metrics in a layout that is not verl's ----------------------------------------------------
 
-_NUM = r"(?:np\.(?:float|int)[0-9]+\()?(" + vt.NUMBER + r")\)?"
+# W&B and JSON spell non-finite values `NaN`, `Infinity`; pandas and others `Inf`
+NON_FINITE = {"NaN": "nan", "Inf": "inf", "-Inf": "-inf", "Infinity": "inf", "-Infinity": "-inf"}
+_NUM = r"(?:np\.(?:float|int)[0-9]+\()?(" + vt.NUMBER + r"|NaN|-?Inf(?:inity)?)\)?"
+
+
+def value_of(text: str) -> float | None:
+    """A value as pasted metrics print it: verl's (`0.5`, `nan`, `np.float64(0.5)`) or `NaN`,
+    `Inf`, `Infinity`."""
+    return vt.parse_value(NON_FINITE.get(text, text))
+
+
 LOOSE_PAIR_RE = re.compile(
     r"(?<![\w/.\-])['\"]?(" + METRIC_KEY + r")['\"]?"
     r"(?:[ \t]*[:=][ \t]*|[ \t]*\|[ \t]*|[ \t]+)['\"]?" + _NUM + r"(?![\w.])"
 )
 STEP_MARK_RE = re.compile(
-    r"(?i)(?<![\w/])(?:global[_ ]step|step|iteration|iter)[ \t]*[:=#]?[ \t]*([0-9]{1,12})\b"
+    r"(?i)(?<![\w/])(?:_step|global[_ ]step|step|iteration|iter)[ \t]*[:=#]?[ \t]*([0-9]{1,12})\b"
 )
 INITIAL_VAL_RE = re.compile(r"Initial validation metrics")
 MIN_LOOSE_KEYS = 3
+MIN_KNOWN_KEYS = 2  # ... or this many keys that are all known verl metrics
 
 
 @dataclass
@@ -220,7 +231,7 @@ class LooseMetrics:
             self._new_mark(line_no, int(m.group(1)))
         for pair in pairs:
             key, value = pair.group(1), pair.group(2)
-            parsed = vt.parse_value(value)
+            parsed = value_of(value)
             if parsed is None:
                 continue
             rec = self.records[-1] if self.records else None
@@ -234,5 +245,17 @@ class LooseMetrics:
         self._mark, self._mark_line = step, line_no
 
     def steps(self) -> list[LooseRecord]:
-        """The records that hold a step's worth of metrics (at least three keys)."""
-        return [r for r in self.records if len(r.pairs) >= MIN_LOOSE_KEYS]
+        """The records that hold a step's worth of metrics: at least three keys, or two that
+        are both verl metrics the registry knows (`timing_s/step`, `timing_s/gen`; the step
+        itself does not count)."""
+        from logscope import metric_registry
+
+        return [
+            r
+            for r in self.records
+            if len(r.pairs) >= MIN_LOOSE_KEYS
+            or (
+                len(keys := [k for k in r.pairs if k != "training/global_step"]) >= MIN_KNOWN_KEYS
+                and all(metric_registry.lookup(k) is not None for k in keys)
+            )
+        ]

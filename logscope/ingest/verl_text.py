@@ -43,6 +43,8 @@ NUMBER = DECIMAL + r"|nan|-?inf|True|False"
 VALUE = r"^(?:" + NUMBER + r")$"
 # VALUE minus True/False: what a Float64 cast reads (the bulk path fixes booleans up itself).
 NUMERIC = r"^(?:" + DECIMAL + r"|nan|-?inf)$"
+# One `key:value` on a line of its own (after a bare `step:N`), maybe a Markdown list item.
+ONE_ITEM = r"^[ -]{0,3}([A-Za-z_][\w./@-]*:)\s?(" + NUMBER + r")$"
 NP_WRAP = r"^np\.(?:float|int|uint)[0-9]+\((.*)\)$"
 NP_BOOL = r"^np\.(True|False)_$"
 # `.3f` shape (verl 0.1–0.4); nan/inf print the same in both eras.
@@ -65,7 +67,7 @@ TQDM_IT_RE = re.compile(r"it \[[0-9:]+(?:<[0-9:?]+)?, *[0-9.?]+(?:it/s|s/it)\]")
 _DIGITS = frozenset("0123456789")
 CONT_RE = re.compile(CONT)
 # One `key:value` item alone on a line (optionally after ` - `): a record printed one per line.
-ONE_ITEM_RE = re.compile(r"^[ -]{0,3}([A-Za-z_][\w./@-]*:\s?(?:" + NUMBER + r"))$")
+ONE_ITEM_RE = re.compile(ONE_ITEM)
 VALUE_RE = re.compile(VALUE)
 DECIMAL_RE = re.compile(DECIMAL)
 NP_WRAP_RE = re.compile(NP_WRAP)
