@@ -21,9 +21,11 @@ from ._signatures import (
     TRACEBACK_KEYS,
     TRACEBACK_RE,
     Phase,
+    batch_arithmetic,
     exception_of,
     phase_at,
     signature_kinds,
+    source_index,
 )
 
 # Training finished: verl prints the final validation after the last step's metrics. (tqdm's bar
@@ -68,7 +70,12 @@ class CrashStory:
     cause: Exc | None = None  # the innermost non-wrapper exception
     kind: str | None = None  # the signature kind that explains it (see SIGNATURES)
     kinds: dict[str, LogLine] = field(default_factory=dict)  # every fatal kind, its first line
-    raised_in: str | None = None  # "vllm"/"sglang": the cause was raised in that engine's code
+    #: "vllm"/"sglang": the cause was raised in that engine's code (or, for a traceback cut
+    #: before its exception, its innermost frame shown is the engine's: see `cut_in`)
+    raised_in: str | None = None
+    #: a traceback cut before its exception whose innermost frame shown is the engine's:
+    #: (engine, index of that frame in `lines`)
+    cut_in: tuple[str, int] | None = None
     phase: Phase | None = None
     last_step: int | None = None  # the last training step logged before the error
     finished_line: int | None = None  # training had finished before this line
@@ -189,7 +196,16 @@ def _read_error(story: CrashStory) -> None:
     story.tracebacks = sum("Traceback (most recent call last)" in t for t in texts)
     story.cause = _cause(story.exceptions)
     story.raised_in = _raised_in(texts, story.cause)
+    if story.cause is None:
+        story.cut_in = _cut_in(texts)
+        story.raised_in = story.cut_in[0] if story.cut_in else None
+    elif not story.cause.from_wrapper:
+        src = source_index(texts, story.cause.index)
+        if src is not None and batch_arithmetic(story.cause.name, texts[src]):
+            story.kinds.setdefault("batch", story.lines[src])
     story.kind = _kind(story)
+    if story.cut_in is not None and story.kind is not None and story.kind not in story.kinds:
+        story.kinds[story.kind] = story.lines[story.cut_in[1]]  # the engine's frame tells it
     story.phase = phase_at(texts, _anchor(story))
     if story.cause is None:
         story.missing = _missing(texts)
@@ -239,6 +255,25 @@ def _raised_in(texts: list[str], cause: Exc | None) -> str | None:
             return next((e for e in ("vllm", "sglang") if f"/{e}/" in path), None)
         if "Traceback (most recent call last)" in text:
             return None
+    return None
+
+
+# Frames a cut traceback passes through on its way down that do not tell whose code failed.
+PASS_THROUGH_RE = re.compile(r"/torch/|/contextlib\.py|/functools\.py|/threading\.py")
+
+
+def _cut_in(texts: list[str]) -> tuple[str, int] | None:
+    """(engine, frame index) when a traceback cut before its exception last shows a frame of
+    vLLM's or SGLang's code (verl's `third_party/vllm` included), torch's frames skipped."""
+    for i in range(len(texts) - 1, -1, -1):
+        m = FRAME_RE.match(texts[i])
+        if m is None:
+            continue
+        path = m.group("path")
+        if PASS_THROUGH_RE.search(path):
+            continue
+        engine = next((e for e in ("vllm", "sglang") if f"/{e}/" in path), None)
+        return (engine, i) if engine else None
     return None
 
 

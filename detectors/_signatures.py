@@ -47,10 +47,13 @@ RAY_REGISTER_RE = re.compile(r"(?:Failed|Unable) to register worker\b")
 VLLM_INSPECT_RE = re.compile(
     r"Model architectures? (\[[^\]]*\]) failed to be inspected|failed to be inspected"
 )
+# torch.distributed's `DistBackendError` is an error of the process group's backend: NCCL for a
+# GPU job (Ray's `RayTaskError(DistBackendError)` header alone names it when the message is cut).
 NCCL_RE = re.compile(
     r"NCCL operation failed|NCCL error|nccl(?:InternalError|UnhandledCudaError|SystemError"
     r"|InvalidUsage|InvalidArgument|RemoteError)|Watchdog caught collective operation timeout"
     r"|NCCL communicator was aborted|NCCL (?:watchdog )?timeout"
+    r"|RayTaskError\(DistBackendError\)|^(?:torch\.distributed\.)?DistBackendError\b"
 )
 ACTOR_DIED_RE = re.compile(
     r"ActorDiedError|RayActorError|The actor died unexpectedly|The actor is dead because"
@@ -60,6 +63,11 @@ ACTOR_DIED_RE = re.compile(
 VLLM_ENGINE_RE = re.compile(
     r"^Process EngineCore_\w*:|EngineCore failed to start|Engine core initialization failed"
     r"|\bEngineDeadError\b|EngineCore encountered (?:a fatal error|an issue)"
+)
+# vLLM's dtype check on a GPU older than Ampere (V100, T4): bf16 needs compute capability 8.0.
+BF16_GPU_RE = re.compile(
+    r"Bfloat16 is only supported on GPUs with compute capability of at least 8\.0"
+    r"(?:\. Your (?P<gpu>.+?) GPU has compute capability (?P<cc>\d+\.\d+))?"
 )
 SGLANG_RE = re.compile(
     r"(?:Scheduler|TpModelWorkerClient|DetokenizerManager|DataParallelController) hit an exception"
@@ -114,7 +122,7 @@ CUDA_OOM_KEYS = ("ut of memory", "OutOfMemoryError", "OUT_OF_MEMORY")
 HOST_OOM_KEYS = ("memory pressure", "OutOfMemoryError", "running low on memory", "ut of memory")
 RAY_REGISTER_KEYS = ("register worker",)
 VLLM_INSPECT_KEYS = ("failed to be inspected",)
-NCCL_KEYS = ("NCCL", "nccl", "Watchdog")
+NCCL_KEYS = ("NCCL", "nccl", "Watchdog", "DistBackendError")
 ACTOR_DIED_KEYS = (
     "ActorDiedError",
     "RayActorError",
@@ -125,6 +133,7 @@ ACTOR_DIED_KEYS = (
     "WorkerCrashedError",
 )
 VLLM_ENGINE_KEYS = ("EngineCore", "Engine core", "EngineDead")
+BF16_GPU_KEYS = ("Bfloat16 is only supported",)
 SGLANG_KEYS = ("hit an exception",)
 HYDRA_KEYS = (
     "Could not",
@@ -220,6 +229,14 @@ BATCH_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("article-n", re.compile(r"batch_size must be divisible by n\b")),
 )
 BATCH_RE = re.compile("|".join(f"(?:{p.pattern})" for _, p in BATCH_PATTERNS))
+# A traceback's source line doing arithmetic on batch sizes (old verl's own check `assert
+# self.config.ppo_mini_batch_size % self.config.ppo_micro_batch_size == 0`): the failing line and
+# the exception type tell the check even when no message names it.
+BATCH_ARITHMETIC_RE = re.compile(
+    r"(?P<lhs>\w*batch_size\w*)\s*(?P<op>%|//|/)\s*\(?\s*(?:\w+\.)*(?P<rhs>\w+)"
+)
+BATCH_ARITHMETIC_EXCEPTIONS = ("ZeroDivisionError", "AssertionError")
+CARET_RE = re.compile(r"^[\s~^]+$")
 
 
 @dataclass(frozen=True)
@@ -317,6 +334,13 @@ SIGNATURES: tuple[Signature, ...] = (
         "ray-worker-registration-failed",
         "Ray workers could not register with the raylet",
     ),
+    Signature(
+        "bf16-gpu",
+        BF16_GPU_RE,
+        BF16_GPU_KEYS,
+        "vllm-error",
+        "the rollout engine (vLLM) refused bfloat16 on a GPU older than Ampere",
+    ),
     Signature("cuda-error", CUDA_ERROR_RE, CUDA_ERROR_KEYS, None, "a CUDA error on the GPU"),
     Signature(
         "vllm-engine",
@@ -357,6 +381,16 @@ def signature_kinds(text: str) -> list[str]:
 RAY_HEADER_RE = re.compile(r"ray::(?:[\w<>.]*?\.)?(\w+)\(\)")
 # The driver's call into a worker group (`self.actor_rollout_wg.update_actor(batch)`).
 WORKER_GROUP_CALL_RE = re.compile(r"\b\w+_wg\.(\w+)\(")
+# What verl's trainer loop names the result of each worker-group call, for a source line cut
+# before the call (`actor_output = self.actor_rollo`).
+TRAINER_RESULTS = {
+    "actor_output": "update-actor",
+    "critic_output": "update-critic",
+    "old_log_prob": "log-prob",
+    "ref_log_prob": "ref-log-prob",
+    "gen_batch_output": "rollout",
+}
+TRAINER_RESULT_RE = re.compile(rf"^({'|'.join(TRAINER_RESULTS)}) = self\.[\w.]*$")
 FRAME_RE = re.compile(r'^File "(?P<path>[^"]*)", line \d+, in (?P<func>\S+)')
 TRACEBACK_RE = re.compile(
     r"Traceback \(most recent call last\)|RayTaskError|Error executing job with overrides"
@@ -391,6 +425,32 @@ def exception_of(text: str) -> re.Match[str] | None:
     if not any(k in text for k in ("Error", "Exception", "Interrupt", "Exit")):
         return None
     return EXCEPTION_RE.match(unquote(text))
+
+
+def source_index(texts: Sequence[str], index: int) -> int | None:
+    """Index of the source line printed just above the exception at `texts[index]` (its
+    innermost frame's code), skipping Python's `~~~^^^` markers; None when there is none."""
+    for i in range(index - 1, max(index - 4, 0) - 1, -1):
+        text = texts[i]
+        if CARET_RE.match(text):
+            continue
+        if FRAME_RE.match(text) or exception_of(text) is not None:
+            return None
+        return i if i > 0 and FRAME_RE.match(texts[i - 1]) else None
+    return None
+
+
+def batch_arithmetic(exc_name: str, source: str | None) -> re.Match[str] | None:
+    """The batch-size arithmetic in `source` that raised `exc_name`: a ZeroDivisionError whose
+    divisor is a batch size (normalised to 0), or an `assert` of divisibility that failed."""
+    if source is None or exc_name not in BATCH_ARITHMETIC_EXCEPTIONS or "batch_size" not in source:
+        return None
+    for m in BATCH_ARITHMETIC_RE.finditer(source):
+        if exc_name == "ZeroDivisionError" and "batch_size" in m.group("rhs"):
+            return m
+        if exc_name == "AssertionError" and source.startswith("assert ") and m.group("op") == "%":
+            return m
+    return None
 
 
 # ---- phases ------------------------------------------------------------------------------------
@@ -524,10 +584,27 @@ def phase_of_call(func: str, path: str = "") -> Phase | None:
             continue
         if rule.not_path is not None and rule.not_path.search(path):
             continue
-        engine = re.search(ENGINE_PATH, path) if rule.tier == 2 else None
-        short = path[engine.start() + 1 :] if engine else ""
+        short = engine_path(path) if rule.tier == 2 else ""
         return Phase(rule.phase, func, rule.tier, short)
     return None
+
+
+PACKAGES_RE = re.compile(r"(?:site|dist)-packages/")
+
+
+def engine_path(path: str) -> str:
+    """The rollout engine's file without the environment's prefix (`sglang/srt/managers/
+    scheduler.py`, `verl/third_party/vllm/…/llm.py`); "" when `path` is not the engine's."""
+    found = list(re.finditer(ENGINE_PATH, path))
+    if not found:
+        return ""
+    packages = list(PACKAGES_RE.finditer(path))
+    if packages and packages[-1].end() <= found[-1].start() + 1:
+        return path[packages[-1].end() :]
+    third_party = path.rfind("verl/third_party/")
+    if third_party >= 0:
+        return path[third_party:]
+    return path[found[-1].start() + 1 :]
 
 
 def phase_of_line(text: str) -> Phase | None:
@@ -543,6 +620,9 @@ def phase_of_line(text: str) -> Phase | None:
                 return phase
     if "_wg." in text and (call := WORKER_GROUP_CALL_RE.search(text)):
         return phase_of_call(call.group(1), RAY)
+    if " = self." in text and (m := TRAINER_RESULT_RE.match(text)):
+        phase = TRAINER_RESULTS[m.group(1)]  # a source line cut before its call
+        return Phase(phase, PHASE_METHODS[phase], tier=3)
     if "cumem_allocator" in text or "CuMemAllocator" in text:
         return Phase("weight-sync", "cumem allocator")
     return None

@@ -11,18 +11,26 @@ from logscope.advice import SEED_GRPO, SEED_PPO, advise, current_value
 from logscope.model import Advice, Finding, Run
 from logscope.sources import cite_all
 from logscope.verl_config import ACT, RO, divisor_at_most
+from logscope.verl_schema import present_in
 
 from ._common import (
     Hit,
     context,
+    log_lines,
     quote,
     where,
+    window,
 )
 from ._signatures import (
+    BATCH_ARITHMETIC_EXCEPTIONS,
+    BATCH_ARITHMETIC_RE,
     BATCH_PATTERNS,
     SignatureDetector,
+    batch_arithmetic,
     batch_for,
+    exception_of,
     ints_of,
+    source_index,
 )
 
 
@@ -40,7 +48,12 @@ class BatchSizeDivisibilityError(
         B`, `ppo_mini_batch_size A should be larger than 0 after normalization`, the legacy
         `ppo_mini_batch_size (A) must be divisible by ppo_micro_batch_size (B)`,
         `train_batch_size (X) must be divisible by parameter_sync_step (Y)`, and the seed
-        article's `batch_size must be divisible by n`. The numbers go into the evidence.
+        article's `batch_size must be divisible by n`. The numbers go into the evidence. Also a
+        check that failed without a message, told by a traceback's source line on batch sizes
+        and the exception under it: a `ZeroDivisionError` whose divisor is a batch size (old
+        verl's `assert self.config.ppo_mini_batch_size % self.config.ppo_micro_batch_size ==
+        0` after the micro batch was divided by the GPU count down to 0), or an
+        `AssertionError` of such a `%` check.
 
     Why it matters:
         The run stops at start-up (or at the first step, for the chunk check). The fix is
@@ -58,7 +71,9 @@ class BatchSizeDivisibilityError(
         current one that makes the product divisible. For the mini/micro checks: a
         `ppo_micro_batch_size_per_gpu` that divides the normalized mini batch, or a larger
         `ppo_mini_batch_size`. For the GRPO article's message: a train batch that is a multiple of
-        `rollout.n`.
+        `rollout.n`. For a batch size divided down to 0: that key (actor's, or critic's when the
+        traceback is the critic's) at the number of GPUs or a multiple of it, or its
+        `_per_gpu` form, which verl does not divide.
 
     Known false positives:
         The same messages come from critic and reference workers; the advice names the actor's
@@ -73,8 +88,13 @@ class BatchSizeDivisibilityError(
     title = "Batch sizes rejected by verl's divisibility checks"
     groups = ("config", "crash")
 
+    def hits(self, run: Run) -> list[Hit]:
+        return super().hits(run) or arithmetic_hits(run)
+
     def build(self, run: Run, hits: list[Hit]) -> Finding:
         first = hits[0]
+        if first.match.re is BATCH_ARITHMETIC_RE:
+            return self._arithmetic(run, hits)
         kind, numbers = "unknown", []
         for k, pattern in BATCH_PATTERNS:
             m = pattern.search(first.text)
@@ -100,6 +120,94 @@ class BatchSizeDivisibilityError(
             evidence=evidence,
             advice=advice,
             references=cite_all(["verl:trainer/ppo/ray_trainer.py", f"{SEED_GRPO} §2.3"]),
+        )
+
+    def _arithmetic(self, run: Run, hits: list[Hit]) -> Finding:
+        """A batch-size check that failed without a message: its source line and exception."""
+        first = hits[0]
+        m = first.match
+        exc = _exception_after(run, first)
+        divisor, dividend = m.group("rhs"), m.group("lhs")
+        near = context(run, first.line_no, 6, 0)
+        role = "critic" if re.search(r"critic", near, re.I) else "actor"
+        base = ACT if role == "actor" else "critic"
+        zero = exc == "ZeroDivisionError"
+        evidence: dict[str, Any] = {
+            "check": "arithmetic-zero" if zero else "arithmetic-assert",
+            "exception_type": exc,
+            "source": quote(first.text, 160),
+            "dividend": dividend,
+            "divisor": divisor,
+            "role": role,
+        }
+        message = f"A batch-size check failed at {where(first)}: `{quote(first.text, 160)}`"
+        gpus = verl_config.n_gpus(run.config()) if run.config_segments else None
+        key = f"{base}.{divisor}"
+        if not present_in(key):  # a name of the code's own, not a verl key
+            message += f" raised {exc}" + (f": {divisor} was 0." if zero else ".")
+            return self.signature_finding(
+                hits,
+                message,
+                evidence=evidence,
+                advice=[
+                    advise(
+                        run,
+                        "data.train_batch_size",
+                        "Check the train, mini and micro batch sizes against rollout.n and the "
+                        "number of GPUs: verl divides them by the GPU count at start-up.",
+                        "verl:trainer/ppo/ray_trainer.py",
+                        rule="train_batch_size ≥ ppo_mini_batch_size ≥ micro batch, all > 0",
+                    )
+                ],
+                references=cite_all(["verl:workers/fsdp_workers.py"]),
+            )
+        if zero:
+            message += f" raised {exc}: {divisor} was 0 when it ran."
+            per_gpu = divisor.endswith("_per_gpu")
+            if not per_gpu:
+                message += (
+                    " verl divides the global batch sizes by the number of GPUs (÷ the "
+                    "sequence-parallel size) at start-up, so a size smaller than the GPU count "
+                    "becomes 0."
+                )
+            advice = [
+                advise(
+                    run,
+                    key,
+                    "It must stay ≥ 1 after verl's normalisation: set it to the number of GPUs "
+                    "or a multiple of it (verl ≥ 0.2 also has the per-GPU "
+                    f"{base}.ppo_micro_batch_size_per_gpu, which is not divided)."
+                    if not per_gpu
+                    else "It was 0: a micro batch needs at least one sample per GPU.",
+                    "verl:workers/fsdp_workers.py",
+                    suggest=1 if per_gpu else gpus,
+                    rule="≥ 1"
+                    if per_gpu
+                    else "a multiple of trainer.n_gpus_per_node × trainer.nnodes",
+                )
+            ]
+        else:
+            message += f" raised {exc}: {dividend} is not a multiple of {divisor}."
+            mini = current_value(run, f"{base}.{dividend}")
+            micro = current_value(run, f"{base}.{divisor}")
+            ok = isinstance(mini, int) and isinstance(micro, int) and mini > 0 and micro > 0
+            advice = [
+                advise(
+                    run,
+                    key,
+                    f"{dividend} must split into whole micro batches of {divisor} (both after "
+                    "verl divides them by the number of GPUs).",
+                    "verl:workers/fsdp_workers.py",
+                    suggest=divisor_at_most(mini, micro) if ok else None,
+                    rule=f"a divisor of {dividend}",
+                )
+            ]
+        return self.signature_finding(
+            hits,
+            message,
+            evidence=evidence,
+            advice=advice,
+            references=cite_all(["verl:workers/fsdp_workers.py"]),
         )
 
     def _advice(
@@ -236,6 +344,35 @@ class BatchSizeDivisibilityError(
                 rule="a multiple of actor_rollout_ref.rollout.n",
             )
         ], ""
+
+
+def arithmetic_hits(run: Run) -> list[Hit]:
+    """Source lines of batch-size arithmetic that raised the exception printed under them
+    (`assert … ppo_mini_batch_size % … ppo_micro_batch_size == 0` → ZeroDivisionError)."""
+    lines = log_lines(run)
+    texts: list[str] | None = None
+    out = []
+    for i, line in enumerate(lines):
+        if not any(k in line.text for k in BATCH_ARITHMETIC_EXCEPTIONS):
+            continue
+        exc = exception_of(line.text)
+        if exc is None:
+            continue
+        texts = texts if texts is not None else [x.text for x in lines]
+        src = source_index(texts, i)
+        m = batch_arithmetic(exc.group("type").rsplit(".", 1)[-1], texts[src]) if src else None
+        if m is not None and src is not None:
+            out.append(Hit(lines[src], m))
+    return out
+
+
+def _exception_after(run: Run, hit: Hit) -> str:
+    """The class of the exception printed just below a source line."""
+    for x in window(run, hit.line_no + 1, 0, 4):
+        m = exception_of(x.text)
+        if m is not None:
+            return m.group("type").rsplit(".", 1)[-1]
+    return "an exception"
 
 
 class PromptTooLong(SignatureDetector, code="LS019", name="prompt-too-long"):

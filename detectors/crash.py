@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from logscope.advice import advise, current_value
@@ -11,14 +12,16 @@ from logscope.sources import cite, cite_all
 from logscope.verl_config import RO, divisor_at_most
 from logscope.words import plural
 
-from ._common import LogLine, env_advice, quote
+from ._common import LogLine, env_advice, gpu_memory_advice, log_lines, quote
 from ._crash_story import CrashStory, crash_story
 from ._signatures import (
     CUDA_ERROR_RE,
     FILTER_EXHAUSTED_RE,
+    FRAME_RE,
     KILLED_RE,
     SIGNATURE_BY_KIND,
     TP_WORLD_RE,
+    engine_path,
     ints_of,
 )
 from .sampling import filter_advice
@@ -67,7 +70,11 @@ class RunCrashed(Detector, code="LS017", name="run-crashed"):
         log-prob, actor/critic update, weight sync or sleep/wake, validation, checkpoint,
         shutdown), the last step logged before the error, and the innermost cause (the last
         exception that is not a `RayTaskError` wrapper). When the cause is not in the text (a
-        traceback cut before its exception, only Hydra's wrapper line), it says so. Evidence:
+        traceback cut before its exception, only Hydra's wrapper line, only Ray's
+        `RayTaskError(X)` header), it says so, and `cause_in_log` is false; a cut traceback
+        whose innermost frame shown is vLLM's or SGLang's is that engine's failure. Ray's
+        `RayTaskError(OutOfMemoryError)` alone is read as a CUDA OOM but says that GPU or host
+        memory is not shown; `RayTaskError(DistBackendError)` is an NCCL failure. Evidence:
         exception type, message and chain, line, phase, the explaining diagnosis. A
         `KeyboardInterrupt` is a warning (stopped by hand). An error after training finished
         (final validation printed, last step reached, W&B's end-of-run block) is not a crash
@@ -98,8 +105,12 @@ class RunCrashed(Detector, code="LS017", name="run-crashed"):
         a debug rerun; DAPO's `num_gen_batches=N >= max_num_gen_batches=N` (dynamic sampling
         gave up) → data the model solves part of the time, and a larger `rollout.n`; a bare
         SIGKILL → the kernel log (OOM killer); a SIGABRT → the failing
-        worker's log (a native abort); a cause not in the log → `HYDRA_FULL_ERROR=1` and the
-        workers' logs under /tmp/ray/session_latest/logs.
+        worker's log (a native abort); an SGLang crash while it starts (initialisation) → the
+        SGLang version verl pins, `rollout.gpu_memory_utilization` and CUDA graphs off; a cause
+        not in the log → `HYDRA_FULL_ERROR=1` (only when the log shows Hydra: its messages or
+        frames, or verl's TaskRunner / main_task driver; forks without Hydra, such as EasyR1's
+        `Runner`, are not told to set it) and the workers' logs under
+        /tmp/ray/session_latest/logs.
 
     Known false positives:
         A log that was copied while the run was still going, and ends just after a traceback
@@ -162,19 +173,34 @@ class RunCrashed(Detector, code="LS017", name="run-crashed"):
         """The cause in words, and advice when no specific diagnosis gives it."""
         sig = SIGNATURE_BY_KIND.get(story.kind) if story.kind else None
         exc = story.cause.text() if story.cause else None
+        wrapped = story.cause is not None and story.cause.from_wrapper
         if sig is None:
-            if exc and story.cause is not None and story.cause.from_wrapper:
+            if exc and wrapped:
                 return f"{exc}; its message is not in the log ({story.missing})", [
-                    _full_error_advice()
+                    _full_error_advice(run)
                 ]
             if exc:
                 return exc, []
             missing = story.missing or "no exception line is in the excerpt"
-            return f"the cause is not in the log ({missing})", [_full_error_advice()]
+            return f"the cause is not in the log ({missing})", [_full_error_advice(run)]
         text = sig.cause
+        if story.kind == "cuda-oom" and wrapped and _wrapper_only(story):
+            text = WRAPPED_OOM
+        elif story.kind == "nccl" and wrapped:
+            text = WRAPPED_DIST
         if story.kind == "cuda-error":
             text += _cuda_detail(story)
-        if exc and story.kind in QUOTED_KINDS:
+        engine_phase = story.phase is not None and story.phase.tier == 2  # names the frame
+        if (
+            story.cut_in is not None
+            and story.kind in ("vllm-engine", "sglang")
+            and not engine_phase
+        ):
+            text += _cut_detail(story)
+        quoted = story.kind in QUOTED_KINDS or (  # a check that failed without a message
+            story.kind == "batch" and story.cause is not None and not _own_kind(story)
+        )
+        if exc and quoted and not wrapped:
             text += f": {exc}"
         if sig.finding:
             text += f" (see {sig.finding})"
@@ -182,14 +208,14 @@ class RunCrashed(Detector, code="LS017", name="run-crashed"):
         if story.kind == "tp-world":
             advice = [_tp_advice(run, story.kinds["tp-world"].text)]
         elif story.kind == "sglang":
-            advice = _sglang_advice(story)
+            advice = _sglang_advice(story, run)
         elif story.kind == "cuda-error":
             advice = _cuda_advice(run, story)
         elif story.kind == "filter-exhausted":
             advice = _filter_advice(run, story)
-        if story.cause is None and story.missing:
+        if story.missing and (story.cause is None or wrapped):
             text += f"; its exception is not in the log ({story.missing})"
-            advice.append(_full_error_advice())
+            advice.append(_full_error_advice(run))
         return text, advice
 
     @staticmethod
@@ -207,8 +233,10 @@ class RunCrashed(Detector, code="LS017", name="run-crashed"):
             "phase_method": story.phase.method if story.phase else None,
             "cause_kind": story.kind,
             "explained_by": sig.finding if sig else None,
-            "cause_in_log": (cause is not None and not cause.from_wrapper)
-            or story.kind is not None,
+            # a signature names the cause unless the text says it is cut off (a wrapper's
+            # header, a traceback ending before its exception line)
+            "cause_in_log": story.missing is None
+            and ((cause is not None and not cause.from_wrapper) or story.kind is not None),
         }
         evidence["quote"] = quote(line.text, 200)
         if story.missing:
@@ -378,13 +406,70 @@ def _when(run: Run, step: int | None) -> str:
     return f"after step {step}"
 
 
-def _full_error_advice() -> Advice:
+# Ray's wrapper names only the class: torch's CUDA OOM raised in the task, or Ray's own
+# `ray.exceptions.OutOfMemoryError` (its memory monitor killed a worker) passed on by ray.get.
+WRAPPED_OOM = (
+    "an OutOfMemoryError: most likely CUDA out of memory in the task, though Ray's host-memory "
+    "OutOfMemoryError (a worker its memory monitor killed, passed on by ray.get) has the same "
+    "name and the text does not show which"
+)
+WRAPPED_DIST = (
+    "a torch.distributed backend error (DistBackendError; the backend of a GPU job is NCCL)"
+)
+# The log shows Hydra: its messages or frames, or verl's Hydra entry point (main_ppo and the
+# driver it starts, TaskRunner / main_task).
+HYDRA_SHOWN_RE = re.compile(
+    r"HYDRA_FULL_ERROR|Error executing job with overrides|/hydra/|\bhydra\.|main_ppo\.py"
+)
+HYDRA_DRIVERS = ("TaskRunner", "TaskRunnerV1", "main_task")
+
+
+def _own_kind(story: CrashStory) -> bool:
+    """Whether the cause's own line is the one its signature matched."""
+    line = story.kinds.get(story.kind) if story.kind else None
+    return story.cause is not None and line is story.cause.line
+
+
+def _wrapper_only(story: CrashStory) -> bool:
+    """Whether the OOM is named only by Ray's `RayTaskError(OutOfMemoryError)` header."""
+    line = story.kinds.get("cuda-oom")
+    return line is not None and "CUDA" not in line.text and "torch" not in line.text
+
+
+def _cut_detail(story: CrashStory) -> str:
+    """` (the traceback ends in wake_up, vllm/entrypoints/llm.py)`: its innermost frame shown."""
+    assert story.cut_in is not None
+    m = FRAME_RE.match(story.lines[story.cut_in[1]].text)
+    if m is None:
+        return ""
+    return f" (the traceback ends in {m.group('func')}, {engine_path(m.group('path'))})"
+
+
+def shows_hydra(run: Run) -> bool:
+    """Whether the log shows Hydra at work (verl's own launcher; forks such as EasyR1 use none)."""
+    actors = set(run.meta.get("ray_actors") or ())
+    if actors & set(HYDRA_DRIVERS) or run.meta.get("overrides"):
+        return True
+    return any(HYDRA_SHOWN_RE.search(x.text) for x in log_lines(run))
+
+
+def _full_error_advice(run: Run) -> Advice:
+    logs = (
+        f"read the failing worker's own log in {RAY_LOGS} (worker-*.err, raylet.out), where Ray "
+        "keeps each worker's full output."
+    )
+    if not shows_hydra(run):
+        return env_advice(
+            "ray-logs",
+            f"{RAY_LOGS}: the driver's full output and the failing worker's worker-*.err",
+            f"The exception that ended the run is not in this text: {logs}",
+            "ray:ray-observability/user-guides/configure-logging",
+        )
     return env_advice(
         "HYDRA_FULL_ERROR",
         1,
         "The exception that ended the run is not in this text. Rerun with HYDRA_FULL_ERROR=1 for "
-        f"the full traceback, and read the failing worker's own log in {RAY_LOGS} "
-        "(worker-*.err, raylet.out).",
+        f"the full traceback, and {logs}",
         "hydra:configure_hydra/logging",
     )
 
@@ -426,9 +511,11 @@ def _sglang_override(key: str, why: str) -> Advice:
     )
 
 
-def _sglang_advice(story: CrashStory) -> list[Advice]:
+def _sglang_advice(story: CrashStory, run: Run | None = None) -> list[Advice]:
     overlap = any("event_loop_overlap" in x.text for x in story.lines)
     where = " (the crash is in event_loop_overlap)" if overlap else ""
+    if story.phase is not None and story.phase.id == "init" and run is not None:
+        return _sglang_init_advice(run)
     return [
         env_advice(
             "sglang",
@@ -448,3 +535,32 @@ def _sglang_advice(story: CrashStory) -> list[Advice]:
             "decoding is slower but the fault points at its real kernel.",
         ),
     ]
+
+
+def _sglang_init_advice(run: Run) -> list[Advice]:
+    """SGLang failed while building its workers: its version, its memory share, CUDA graphs."""
+    advice = [
+        env_advice(
+            "sglang",
+            "the SGLang version your verl release pins",
+            "SGLang failed while starting its scheduler and TP workers (loading the model, "
+            "reserving the KV cache, capturing CUDA graphs): most often an SGLang that does not "
+            "match verl or torch, or too little GPU memory left beside the training side's.",
+            "verl:docs/workers/sglang_worker",
+        )
+    ]
+    mem = gpu_memory_advice(
+        run,
+        "SGLang reserves this share of GPU memory (its mem_fraction_static) at start-up, next "
+        "to what FSDP already holds on the same GPU.",
+    )
+    if mem is not None:
+        advice.append(mem)
+    advice.append(
+        _sglang_override(
+            "disable_cuda_graph",
+            "Capturing CUDA graphs at start-up takes memory and time; without them SGLang "
+            "starts with less, at some decoding speed.",
+        )
+    )
+    return advice

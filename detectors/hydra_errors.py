@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import difflib
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from logscope.model import Advice, Finding, Run
 from logscope.sources import cite, cite_all
 
-from ._common import Hit, context, env_advice, quote, where
+from ._common import Hit, context, env_advice, quote, where, window
 from ._crash_story import crash_story
-from ._signatures import HYDRA_RE, SignatureDetector, phase_near
+from ._signatures import FRAME_RE, HYDRA_RE, SignatureDetector, phase_near
 
 FULL_KEY_RE = re.compile(r"full_key: ([\w.\[\]-]+)")
 OBJECT_TYPE_RE = re.compile(r"object_type=(\w+)")
@@ -76,6 +77,65 @@ def override_for(run: Run, key: str) -> tuple[str, Any] | None:
     return None
 
 
+# Frames of the config libraries themselves (what raised, not what asked).
+CONFIG_LIB_RE = re.compile(r"/(?:omegaconf|hydra)/")
+# verl's training loop: a config error raised under it comes from code, after start-up.
+TRAINING_FUNCS = ("fit",)
+
+
+@dataclass(frozen=True)
+class CodeAccess:
+    """The program's own frame that set or read a key its config struct lacks."""
+
+    func: str
+    path: str
+    source: str
+    verb: str  # "set" / "read"
+    whose: str  # "verl's" / "The program's"
+    caller: str  # ", called from fit" or ""
+
+
+def code_access(run: Run, hit: Hit, key: str) -> CodeAccess | None:
+    """The innermost frame outside OmegaConf/Hydra near `hit` whose source line names `key`
+    (`policy_loss_config["rollout_correction"] = …`): code, not an override, used the key."""
+    lines = window(run, hit.line_no, 30, 30)
+    texts = [x.text for x in lines]
+    literal = re.compile(rf"""\[\s*['"]{re.escape(key)}['"]\s*\]|\.{re.escape(key)}\b""")
+    frames = [(i, m) for i, t in enumerate(texts) if (m := FRAME_RE.match(t))]
+    own = [(i, m) for i, m in frames if not CONFIG_LIB_RE.search(m.group("path"))]
+    for i, m in reversed(own):
+        source = texts[i + 1] if i + 1 < len(texts) else ""
+        found = literal.search(source) if not FRAME_RE.match(source) else None
+        if found is None:
+            continue
+        rest = source[found.end() :]
+        verb = "set" if re.match(r"\s*=(?!=)", rest) else "read"
+        path = m.group("path")
+        short = path[path.rfind("/verl/") + 1 :] if "/verl/" in path else path.rsplit("/", 1)[-1]
+        callers = [f.group("func") for _, f in own if f.group("func") in TRAINING_FUNCS]
+        return CodeAccess(
+            func=m.group("func"),
+            path=short,
+            source=source,
+            verb=verb,
+            whose="verl's" if "/verl/" in path else "The program's",
+            caller=f", called from {callers[0]}" if callers else "",
+        )
+    return None
+
+
+def _code_advice(key: str) -> Advice:
+    return env_advice(
+        "verl",
+        "the config and the code of one verl release (then a release that fixes it)",
+        f"The code set or read '{key}' on a struct config that has no such key. Use the trainer "
+        "config of the same verl checkout as the code (not a YAML copied from another release); "
+        "when they already match, it is a bug in that verl version: search verl's issues for "
+        "the key, or move to a release that fixes it.",
+        "verl:trainer/config/ppo_trainer.yaml",
+    )
+
+
 class HydraConfigError(SignatureDetector, code="LS024", name="hydra-config-error"):
     """Hydra or OmegaConf rejected a config key or a command-line override.
 
@@ -89,7 +149,11 @@ class HydraConfigError(SignatureDetector, code="LS024", name="hydra-config-error
         key (with its full dotted path from `full_key:`, the append hint, or the run's own
         overrides) and, when the log holds the run's config dump, the closest existing key.
         Hydra's `Error executing job with overrides: […]` alone is not this diagnosis: Hydra
-        prints it for any exception (run-crashed reports it).
+        prints it for any exception (run-crashed reports it). A `ConfigKeyError` raised under
+        code that names the key itself (a traceback frame outside OmegaConf whose source line
+        is `policy_loss_config["rollout_correction"] = …`, e.g. in verl's `fit`) is not a typo:
+        the message says which code set or read the key its struct lacks (evidence
+        `raised_by_code`, `code_frame`, `access`).
 
     Why it matters:
         The run stops before training, often after minutes of start-up (verl 0.6+ builds its
@@ -105,8 +169,10 @@ class HydraConfigError(SignatureDetector, code="LS024", name="hydra-config-error
         The closest key from the run's own config dump, with the override rewritten to it
         (suggested only when the log holds that dump: no key list is assumed). For an append
         error: drop the `+`. For a missing value: set it. For a grammar error: quote the whole
-        override for the shell (`'key=[a,b]'`). Otherwise: check the key against this verl
-        version's config (`python -m verl.trainer.main_ppo --cfg job` prints it).
+        override for the shell (`'key=[a,b]'`). A key set or read by code: the config and the
+        code of one verl release, then a release that fixes the bug. Otherwise: check the key
+        against this verl version's config (`python -m verl.trainer.main_ppo --cfg job` prints
+        it).
 
     Known false positives:
         A config error raised and caught by custom code would still be reported.
@@ -138,12 +204,20 @@ class HydraConfigError(SignatureDetector, code="LS024", name="hydra-config-error
         message = f"Hydra/OmegaConf rejected the config at {where(first)}"
         if phase:
             message += f", during {phase.label}"
-        message += f": {quote(first.text, 160)}."
-        if bad:
-            shown = full if full and full != bad else bad
+        message += f": {quote(first.text, 160).rstrip('.')}."
+        code = code_access(run, first, bad) if what in ("key", "cls") and bad else None
+        shown = full if full and full != bad else bad
+        if code is not None:
+            message += (
+                f" {code.whose} code {code.verb} '{shown}' (`{quote(code.source, 100)}` in "
+                f"{code.func}, {code.path}{code.caller}), a key its config struct does not "
+                "have: not a typo in an override, but a config and code from different verl "
+                "versions (a YAML of another release) or a bug in that code."
+            )
+        elif bad:
             meaning = MEANINGS[what].format(cls=cls or "its class")
             message += f" '{shown}' {meaning}."
-        if closest:
+        if closest and code is None:
             message += f" The closest key in this run's config is '{closest}'."
         evidence = {
             "error": what,
@@ -152,13 +226,15 @@ class HydraConfigError(SignatureDetector, code="LS024", name="hydra-config-error
             "config_class": cls,
             "closest_key": closest,
             "phase": phase.id if phase else None,
+            "raised_by_code": code is not None,
         }
+        if code is not None:
+            evidence.update(code_frame=f"{code.func} ({code.path})", access=code.verb)
+            advice = [_code_advice(shown or bad)]
+        else:
+            advice = self._advice(what, full or bad, value, closest)
         return self.signature_finding(
-            hits,
-            message,
-            evidence=evidence,
-            advice=self._advice(what, full or bad, value, closest),
-            references=cite_all([HYDRA_DOC]),
+            hits, message, evidence=evidence, advice=advice, references=cite_all([HYDRA_DOC])
         )
 
     @staticmethod

@@ -48,7 +48,12 @@ class CudaOom(SignatureDetector, code="LS010", name="cuda-oom"):
         `CUDA out of memory`, `torch.OutOfMemoryError` / `torch.cuda.OutOfMemoryError`,
         `CUDA error: out of memory` (also vLLM's cumem allocator's `CUDA Error: out of memory
         at …cumem_allocator.cpp`, raised when the rollout engine wakes up), and
-        `RayTaskError(OutOfMemoryError)` lines. The phase is read from the traceback around the
+        `RayTaskError(OutOfMemoryError)` lines. A `RayTaskError(OutOfMemoryError)` header alone
+        (the task's own error line not in the text) is reported as a CUDA OOM, the likelier
+        reading, and says that Ray's host-memory `OutOfMemoryError` (a worker killed by Ray's
+        memory monitor, passed on by `ray.get`) has the same name (evidence `wrapper_only`); a
+        host-OOM line nearby makes it host-oom-worker-killed instead. The phase is read from
+        the traceback around the
         first one, innermost first: verl's methods (`generate_sequences`, `compute_log_prob`,
         `compute_ref_log_prob`, `update_actor`, `update_critic`, `compute_values`, `wake_up` /
         `sleep`, `init_model`) in frames and Ray task headers
@@ -69,7 +74,9 @@ class CudaOom(SignatureDetector, code="LS010", name="cuda-oom"):
         (pid=3141, ip=10.0.0.2, actor_id=..., repr=<verl.single_controller.ray.base.WorkerDict ...>)
 
     Advice:
-        For the phase that ran out: the actor update (or a bare backward pass) →
+        For a wrapper-only OutOfMemoryError, first the worker's log (worker-*.err, raylet.out)
+        to tell GPU from host. For the phase that ran out: the actor update (or a bare backward
+        pass) →
         `actor.ppo_micro_batch_size_per_gpu` no larger than the golden formula
         floor(24·1024 / (max_prompt_length + max_response_length)) (halved when already below
         it), or a halved `actor.ppo_max_token_len_per_gpu` with dynamic batch sizes; the
@@ -142,7 +149,18 @@ class CudaOom(SignatureDetector, code="LS010", name="cuda-oom"):
         if leak:
             evidence["memory_reserved_climb"] = leak
         where_phase = f" during {phase.label}" if phase else ""
-        message = f"CUDA out of memory{where_phase} at {where(first)}"
+        wrapped = all(_wrapper_only(h.text) for h in hits)
+        evidence["wrapper_only"] = wrapped
+        if wrapped:
+            message = (
+                f"An OutOfMemoryError{where_phase} at {where(first)}, named only by Ray's "
+                "`RayTaskError(OutOfMemoryError)` header (the task's own error line is not in "
+                "the text): most likely torch's CUDA out of memory raised in the task, but Ray's "
+                "host-memory OutOfMemoryError (its memory monitor killed a worker, and ray.get "
+                "passed the error on) has the same name; the text does not show GPU or host"
+            )
+        else:
+            message = f"CUDA out of memory{where_phase} at {where(first)}"
         if "tried_to_allocate" in evidence:
             message += f", trying to allocate {evidence['tried_to_allocate']}"
         message += f"; printed {plural(occurrences(hits), 'time')}."
@@ -159,6 +177,8 @@ class CudaOom(SignatureDetector, code="LS010", name="cuda-oom"):
         advice = self._advice(run, phase.id if phase else None, leak)
         if _fragmented(evidence):
             advice.insert(0, _expandable_segments_advice(evidence))
+        if wrapped:
+            advice.insert(0, _which_memory_advice())
         return self.signature_finding(
             hits,
             message,
@@ -219,6 +239,24 @@ MICRO_BATCH_KEYS = {
     "critic-values": ("critic.forward_micro_batch_size_per_gpu", f"{SEED_GRPO} §1.2"),
 }
 SIZE = r"([\d.]+ ?[KMGT]i?B)"
+
+
+def _wrapper_only(text: str) -> bool:
+    """A `RayTaskError(OutOfMemoryError)` header that does not say whose memory ran out."""
+    return "RayTaskError(OutOfMemoryError)" in text and "CUDA" not in text
+
+
+def _which_memory_advice() -> Advice:
+    return env_advice(
+        "ray-logs",
+        "the failing worker's worker-*.err and raylet.out under /tmp/ray/session_latest/logs",
+        "Tell GPU from host first: torch's `OutOfMemoryError: CUDA out of memory. Tried to "
+        "allocate …` in the worker's log is the GPU (the advice below); Ray's `Task was killed "
+        "due to the node running low on memory` / raylet's `killed due to memory pressure "
+        "(OOM)` is host RAM (see host-oom-worker-killed: CPU offload, dataloader and reward "
+        "workers), and GPU settings will not fix it.",
+        RAY_OOM_DOC,
+    )
 
 
 def _memory_numbers(blob: str) -> dict[str, str]:

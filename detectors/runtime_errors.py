@@ -13,16 +13,19 @@ from logscope.words import plural
 
 from ._common import (
     Hit,
+    context,
     env_advice,
     find_lines,
     gpu_memory_advice,
     occurrences,
     where,
 )
+from ._crash_story import crash_story
 from ._signatures import (
     CUDA_OOM_KEYS,
     CUDA_OOM_RE,
     SignatureDetector,
+    phase_near,
 )
 
 
@@ -186,9 +189,15 @@ class NcclError(SignatureDetector, code="LS014", name="nccl-error"):
 
     What it detects:
         `NCCL operation failed`, `NCCL error`, NCCL result codes (`ncclInternalError`,
-        `ncclUnhandledCudaError`, `ncclSystemError`, …), `NCCL communicator was aborted`, and
-        the process-group watchdog's `Watchdog caught collective operation timeout:
-        WorkNCCL(... OpType=ALLGATHER ... Timeout(ms)=600000)`. Evidence: error or timeout,
+        `ncclUnhandledCudaError`, `ncclSystemError`, …), `NCCL communicator was aborted`, the
+        process-group watchdog's `Watchdog caught collective operation timeout:
+        WorkNCCL(... OpType=ALLGATHER ... Timeout(ms)=600000)`, and torch.distributed's
+        `DistBackendError` (the backend of a GPU job is NCCL), also when only Ray's
+        `RayTaskError(DistBackendError)` header names it. The kind of failure is read from the
+        message: shared memory (`/dev/shm`), network (`ncclSystemError` / `unhandled system
+        error`, `ncclRemoteError`, socket and InfiniBand errors, `operation=Connect`), CUDA
+        (`ncclUnhandledCudaError`), usage (`ncclInvalidUsage`, `Duplicate GPU`), unknown (only
+        the error's class is in the text). Evidence: error or timeout, that kind, the phase,
         the collective and its timeout when printed, and whether a CUDA OOM was logged too.
 
     Why it matters:
@@ -202,8 +211,14 @@ class NcclError(SignatureDetector, code="LS014", name="nccl-error"):
         ncclUnhandledCudaError: Call to CUDA function failed.
 
     Advice:
-        For an error: lower `actor_rollout_ref.rollout.gpu_memory_utilization` into the advised
-        range (or 0.1 below the current value) so FSDP has room for its buffers. For a timeout:
+        For a CUDA or unnamed error: lower `actor_rollout_ref.rollout.gpu_memory_utilization`
+        into the advised range (or 0.1 below the current value) so FSDP has room for its
+        buffers, and `NCCL_DEBUG=INFO` (first, when the message is cut). For a network error:
+        `NCCL_SOCKET_IFNAME` (the interface the nodes share), `NCCL_IB_DISABLE=1` to tell
+        whether InfiniBand is at fault (then fix `NCCL_IB_HCA` / the IB setup), the firewall,
+        `NCCL_DEBUG=INFO`; no memory advice unless a CUDA OOM is logged. For shared memory: a
+        larger `/dev/shm` (`--shm-size`, `--ipc=host`). For a usage error: `NCCL_DEBUG=INFO` to
+        see each rank's GPU (two ranks on one GPU). For a timeout:
         find the rank that stopped first (its own log, often a CUDA OOM reported separately;
         `NCCL_DEBUG=INFO`); when the first collective (`SeqNum=1`) timed out the ranks never
         connected (`NCCL_SOCKET_IFNAME`, `NCCL_IB_DISABLE=1` / `NCCL_P2P_DISABLE=1` to narrow it
@@ -236,10 +251,30 @@ class NcclError(SignatureDetector, code="LS014", name="nccl-error"):
         m = re.search(r"SeqNum=(\d+)", blob)
         if m:
             evidence["seq_num"] = int(m.group(1))
+        after = context(run, hits[0].line_no, 0, 6)
+        failure = "timeout" if timeout else nccl_failure(hits, after)
+        evidence["failure"] = failure
         oom = find_lines(run, CUDA_OOM_RE, CUDA_OOM_KEYS)
         evidence["cuda_oom_logged"] = bool(oom)
+        story = crash_story(run)
+        final = story.crashed and story.in_final_error(hits[0].line_no)
+        phase = story.phase if final else phase_near(run, hits[0].line_no, 80, 40)
+        evidence["phase"] = phase.id if phase else None
         what = "NCCL collective timed out" if timeout else "NCCL operation failed"
-        message = f"{what} at {where(hits[0])}; printed {plural(occurrences(hits), 'time')}."
+        during = f" during {phase.label}" if phase else ""
+        message = (
+            f"{what}{during} at {where(hits[0])}; printed {plural(occurrences(hits), 'time')}."
+        )
+        m = re.search(r"operation=(\w+)", after)
+        if m:
+            evidence["operation"] = m.group(1)
+        while_connecting = (
+            " while connecting to another rank (operation=Connect)"
+            if m and m.group(1) == "Connect"
+            else ""
+        )
+        if failure in FAILURE_NOTES:
+            message += " " + FAILURE_NOTES[failure].format(connect=while_connecting)
         if oom:
             message += (
                 f" A CUDA OOM is logged too (line {oom[0].line_no}): probably the root cause."
@@ -250,10 +285,10 @@ class NcclError(SignatureDetector, code="LS014", name="nccl-error"):
             "starved (for a timeout: on the rank that stopped).",
             always=True,
         )
-        advice = [mem] if mem else []
+        memory = [mem] if mem else []
         if timeout:
             connect = evidence.get("seq_num") == 1  # memory does not stop ranks connecting
-            advice = _timeout_advice(run, evidence, bool(oom)) + ([] if connect else advice)
+            advice = _timeout_advice(run, evidence, bool(oom)) + ([] if connect else memory)
             if connect:
                 message += " It was the first collective (SeqNum=1): the ranks never connected."
             elif evidence.get("timeout_ms", 0) >= LONG_TIMEOUT_MS:
@@ -262,6 +297,8 @@ class NcclError(SignatureDetector, code="LS014", name="nccl-error"):
                     f" The timeout was already {hours:g} h: a rank hung or died rather than ran "
                     "slow, so more time will not help."
                 )
+        else:
+            advice = _failure_advice(failure, memory, bool(oom))
         return self.signature_finding(
             hits,
             message,
@@ -269,6 +306,110 @@ class NcclError(SignatureDetector, code="LS014", name="nccl-error"):
             advice=advice,
             references=cite_all([f"{SEED_GRPO} §4.1", DIST_DEBUG_DOC]),
         )
+
+
+# What kind of NCCL failure a message (and the lines NCCL prints after it) names, first match.
+NCCL_FAILURES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("shm", re.compile(r"/dev/shm|shared memory segment|NCCL_SHM")),
+    (
+        "network",
+        re.compile(
+            r"ncclSystemError|unhandled system error|ncclRemoteError|remote process exited"
+            r"|network error|operation=Connect|Connection (?:refused|reset|closed|timed out)"
+            r"|NET/(?:Socket|IB)|Socket Timeout|\bibv_\w+"
+        ),
+    ),
+    ("cuda", re.compile(r"ncclUnhandledCudaError|unhandled cuda error")),
+    (
+        "usage",
+        re.compile(r"ncclInvalid(?:Usage|Argument)|invalid (?:usage|argument)|Duplicate GPU"),
+    ),
+)
+# A line that names only the error's class: Ray's header, or torch's exception cut before its text.
+CLASS_ONLY_RE = re.compile(r"RayTaskError\(DistBackendError\)|^[\w.]*DistBackendError:?\s*$")
+FAILURE_NOTES = {
+    "shm": "NCCL could not create its shared-memory segment (/dev/shm): a container with too "
+    "little shared memory, not a training setting.",
+    "network": "A system or socket call inside NCCL failed{connect}: most often the network "
+    "between the ranks (interface, InfiniBand, firewall), not GPU memory.",
+    "cuda": "A CUDA call inside NCCL failed: usually GPU memory left for NCCL's buffers.",
+    "usage": "The ranks disagree (different tensor sizes in one collective, or two ranks on one "
+    "GPU): a setup or code problem, not memory.",
+    "unknown": "Only torch's DistBackendError is named (the backend of a GPU job is NCCL); the "
+    "NCCL message itself is not in the text.",
+}
+
+
+def nccl_failure(hits: list[Hit], after: str) -> str:
+    """The kind of an NCCL failure from its lines and the ones after the first (NCCL's `Last
+    error:`): shm, network, cuda, usage, unknown (only the error's class is named) or error."""
+    text = "\n".join(h.text for h in hits) + "\n" + after
+    for kind, pattern in NCCL_FAILURES:
+        if pattern.search(text):
+            return kind
+    if all(CLASS_ONLY_RE.search(h.text) for h in hits):
+        return "unknown"
+    return "error"
+
+
+def _failure_advice(failure: str, memory: list[Advice], oom: bool) -> list[Advice]:
+    """Advice for an NCCL error (not a timeout) by its kind."""
+    debug = env_advice(
+        "NCCL_DEBUG",
+        "INFO",
+        "NCCL then logs each rank's setup (interfaces, transports, GPUs) and the exact call that "
+        "failed, which tells a network, memory or setup problem apart.",
+        DIST_DEBUG_DOC,
+    )
+    if failure == "shm":
+        return [
+            env_advice(
+                "shm",
+                "a larger /dev/shm (docker run --shm-size=16g, or --ipc=host)",
+                "NCCL passes data between the GPUs of one node through /dev/shm; a container's "
+                "default (64 MB) is too small. NCCL_SHM_DISABLE=1 avoids it at a speed cost.",
+                DIST_DEBUG_DOC,
+            ),
+            debug,
+        ]
+    if failure == "network":
+        return [*network_advice(), debug, *(memory if oom else [])]
+    if failure == "usage":
+        return [
+            env_advice(
+                "NCCL_DEBUG",
+                "INFO",
+                "The log then shows each rank's GPU: two ranks on one GPU (CUDA_VISIBLE_DEVICES, "
+                "trainer.n_gpus_per_node larger than the GPUs each node has) or ranks that call "
+                "a collective with different shapes.",
+                DIST_DEBUG_DOC,
+            )
+        ]
+    if failure == "unknown":
+        return [debug, *memory]
+    return [*memory, debug]
+
+
+def network_advice() -> list[Advice]:
+    """The ranks cannot reach each other: the interface NCCL uses, InfiniBand, the firewall."""
+    return [
+        env_advice(
+            "NCCL_SOCKET_IFNAME",
+            "the interface the nodes reach each other on (see `ip addr`)",
+            "NCCL picked an interface the other nodes cannot reach (a docker bridge, a "
+            "loopback or a management network): name the one they share, for every worker "
+            "(Ray's runtime env).",
+            DIST_DEBUG_DOC,
+        ),
+        env_advice(
+            "NCCL_IB_DISABLE",
+            1,
+            "To tell whether InfiniBand/RoCE is at fault: with it off NCCL uses plain TCP "
+            "sockets (slower). If that works, fix the IB setup (NCCL_IB_HCA, the HCAs' ports, "
+            "GID index) instead of keeping it off. Check the firewall between the nodes too.",
+            DIST_DEBUG_DOC,
+        ),
+    ]
 
 
 #: PyTorch's page on debugging distributed jobs (NCCL_DEBUG, TORCH_DISTRIBUTED_DEBUG)

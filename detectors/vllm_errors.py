@@ -4,19 +4,33 @@ from __future__ import annotations
 
 from typing import Any
 
+from logscope.advice import advise
 from logscope.detector import Detector
 from logscope.model import Advice, Finding, Run
 from logscope.sources import cite_all
+from logscope.verl_config import ACT, REF, RO
 
-from ._common import Hit, LogLine, env_advice, find_lines, log_lines, quote
+from ._common import (
+    Hit,
+    LogLine,
+    env_advice,
+    find_lines,
+    gpu_memory_advice,
+    log_lines,
+    quote,
+    where,
+)
 from ._crash_story import IMPORT_ERRORS, CrashStory, crash_story
 from ._signatures import (
+    BF16_GPU_KEYS,
+    BF16_GPU_RE,
     FRAME_RE,
     SIGNATURE_BY_KIND,
     VLLM_ENGINE_KEYS,
     VLLM_ENGINE_RE,
     VLLM_SPECIFIC_KINDS,
     SignatureDetector,
+    engine_path,
     phase_near,
 )
 
@@ -37,7 +51,12 @@ class VllmError(Detector, code="LS023", name="vllm-error"):
         from vLLM's own code (the innermost frame is under a `vllm/` path, e.g. `ValueError:
         Using V1 AsyncLLMEngine, but envs.VLLM_USE_V1=False` from `AsyncLLM.from_vllm_config`),
         or an `ImportError` of one of vLLM's modules (`cannot import name 'x' from 'vllm.y'`:
-        the installed vLLM is not the one this verl release was written for).
+        the installed vLLM is not the one this verl release was written for); a traceback cut
+        before its exception whose innermost frame shown is vLLM's (`vllm/entrypoints/llm.py
+        … wake_up`, `llm_engine.step`, verl's `third_party/vllm`; torch's frames skipped): the
+        failure is inside the engine, its cause not in the text; and vLLM's `Bfloat16 is only
+        supported on GPUs with compute capability of at least 8.0` (a V100 or T4), with the
+        GPU and its compute capability.
         Silent when vllm-kv-cache-no-memory, vllm-model-inspection-failed or
         max-num-batched-tokens-too-small fires (they are the specific cases). Evidence: the
         engine line, the exception, the vLLM frame it came from, the phase (engine start-up
@@ -56,9 +75,13 @@ class VllmError(Detector, code="LS023", name="vllm-error"):
 
     Advice:
         `VLLM_USE_V1=1` in the environment (and in Ray's runtime env) when vLLM complains about
-        it: verl's async rollout (`rollout.mode=async`) needs the V1 engine. Otherwise install
-        the vLLM version your verl release pins, and read the engine core's own traceback (in
-        the log above, or the worker's log) for the reason.
+        it: verl's async rollout (`rollout.mode=async`) needs the V1 engine. bfloat16 refused:
+        `actor_rollout_ref.rollout.dtype=float16` and the actor's
+        `actor_rollout_ref.actor.fsdp_config.dtype=float16` (verl ≥ 0.6.1), or an Ampere-or-newer
+        GPU. A failure in sleep/wake-up: `rollout.gpu_memory_utilization` lower (waking up
+        re-allocates the weights and KV cache). Otherwise install the vLLM version your verl
+        release pins, and read the engine core's own traceback (in the log above, or the
+        worker's log) for the reason.
 
     Known false positives:
         An exception raised in vLLM's code because of bad input from a custom agent loop or
@@ -78,13 +101,67 @@ class VllmError(Detector, code="LS023", name="vllm-error"):
         if any(_has(run, kind) for kind in VLLM_SPECIFIC_KINDS):
             return []
         story = crash_story(run)
+        bf16 = find_lines(run, BF16_GPU_RE, BF16_GPU_KEYS)
+        if bf16:
+            finding = self._bf16(run, bf16)
+            return [SignatureDetector.at_shutdown(run, bf16, finding)]
         hits = find_lines(run, VLLM_ENGINE_RE, VLLM_ENGINE_KEYS)
         raised = story.crashed and story.kind in RAISED_KINDS and story.raised_in == "vllm"
         if not hits and not raised:
             return []
-        first = story.cause.line if raised and story.cause else hits[0].line
+        if raised and story.cause is not None:
+            first = story.cause.line
+        elif hits:
+            first = hits[0].line
+        else:
+            assert story.cut_in is not None  # raised without a cause: a cut traceback
+            first = story.lines[story.cut_in[1]]  # its innermost frame shown
         finding = self._finding(run, story, hits, first, raised)
         return [SignatureDetector.at_shutdown(run, hits, finding) if hits else finding]
+
+    def _bf16(self, run: Run, hits: list[Hit]) -> Finding:
+        """vLLM refused bfloat16: the GPU is older than Ampere (V100, T4)."""
+        m = hits[0].match
+        gpu, cc = m.group("gpu"), m.group("cc")
+        what = f"this GPU ({gpu}, compute capability {cc})" if gpu and cc else "this GPU"
+        message = (
+            f"vLLM refused bfloat16 on {what} at {where(hits[0])}: bfloat16 needs compute "
+            "capability 8.0 (Ampere: A100, A10, L4, RTX 30xx or newer), so the rollout engine "
+            "never starts. Run in float16 on this GPU, or move to an Ampere-or-newer GPU."
+        )
+        why = (
+            "vLLM loads the model in the rollout's dtype (bfloat16 by default); float16 is the "
+            "half-precision type GPUs before Ampere support (vLLM's own hint: --dtype=half)."
+        )
+        advice = [
+            advise(run, f"{RO}.dtype", why, "verl:trainer/config/ppo_trainer.yaml", "float16"),
+            advise(
+                run,
+                f"{ACT}.fsdp_config.dtype",
+                "The actor's FSDP mixed precision is bfloat16 by default too, and the weights it "
+                "syncs to the rollout must match: set it (and the reference model's, "
+                f"{REF}.fsdp_config.dtype) to float16 as well (verl ≥ 0.6.1; older releases read "
+                f"+{ACT}.fsdp_config.mixed_precision.param_dtype=fp16). float16 training needs "
+                "loss scaling and is less stable than bfloat16.",
+                "verl:trainer/config/ppo_trainer.yaml",
+                "float16",
+            ),
+        ]
+        return self.finding(
+            message=message,
+            step=hits[0].step,
+            evidence={
+                "line": hits[0].line_no,
+                "quote": quote(hits[0].text),
+                "gpu": gpu,
+                "compute_capability": float(cc) if cc else None,
+                "phase": "init",
+            },
+            advice=advice,
+            references=cite_all(
+                ["verl:trainer/config/ppo_trainer.yaml", "vllm:docs/usage/troubleshooting"]
+            ),
+        )
 
     def _finding(
         self, run: Run, story: CrashStory, hits: list[Hit], first: LogLine, raised: bool
@@ -93,6 +170,8 @@ class VllmError(Detector, code="LS023", name="vllm-error"):
         phase = story.phase if final else phase_near(run, first.line_no, 80, 40)
         cause = story.cause if final else None
         frame = _vllm_frame(story) if raised else None
+        if raised and frame is None and story.cut_in is not None:
+            frame = _frame_text(story.lines[story.cut_in[1]].text)
         where = f"line {first.line_no}" + (
             f" (last step logged before it: {first.step})" if first.step is not None else ""
         )
@@ -107,6 +186,12 @@ class VllmError(Detector, code="LS023", name="vllm-error"):
             if frame:
                 message += f", in {frame}"
             message += "."
+        elif raised and story.cut_in is not None and not hits:
+            message = (
+                f"The traceback ends inside vLLM's code ({frame}){during} "
+                f"at {where}: the rollout engine failed, but the excerpt is cut before the "
+                f"exception ({story.missing or 'no exception line is in it'})."
+            )
         else:
             message = f"The vLLM engine failed ({quote(first.text, 80)}){during} at {where}"
             if cause is not None:
@@ -128,7 +213,7 @@ class VllmError(Detector, code="LS023", name="vllm-error"):
             message=message,
             step=first.step,
             evidence=evidence,
-            advice=_advice(cause.message if cause else None),
+            advice=_advice(run, cause.message if cause else None, phase.id if phase else None),
             references=cite_all(
                 ["verl:workers/rollout/vllm_rollout", "vllm:docs/usage/troubleshooting"]
             ),
@@ -138,6 +223,12 @@ class VllmError(Detector, code="LS023", name="vllm-error"):
 def _has(run: Run, kind: str) -> bool:
     sig = SIGNATURE_BY_KIND[kind]
     return bool(find_lines(run, sig.pattern, sig.keywords))
+
+
+def _frame_text(text: str) -> str:
+    """`wake_up in vllm/entrypoints/llm.py` for a traceback frame line."""
+    m = FRAME_RE.match(text)
+    return f"{m.group('func')} in {engine_path(m.group('path'))}" if m else quote(text, 80)
 
 
 def _vllm_frame(story: CrashStory) -> str | None:
@@ -152,8 +243,16 @@ def _vllm_frame(story: CrashStory) -> str | None:
     return None
 
 
-def _advice(message: str | None) -> list[Advice]:
+def _advice(run: Run, message: str | None, phase: str | None) -> list[Advice]:
     out = []
+    if phase == "weight-sync":
+        mem = gpu_memory_advice(
+            run,
+            "Waking vLLM up re-allocates its weights and KV cache (the cumem allocator of vLLM's "
+            "sleep mode); what fails there is most often GPU memory the training side still "
+            "holds.",
+        )
+        out.extend([mem] if mem else [])
     if message and "VLLM_USE_V1" in message:
         out.append(
             env_advice(
@@ -169,8 +268,8 @@ def _advice(message: str | None) -> list[Advice]:
         env_advice(
             "vllm",
             PIN,
-            "Engine failures at start-up are most often a vLLM that does not match verl, torch "
-            "or transformers; the engine core's own traceback names the reason.",
+            "Engine failures (at start-up above all) are most often a vLLM that does not match "
+            "verl, torch or transformers; the engine core's own traceback names the reason.",
             "verl:docs/start/install",
         )
     )

@@ -1106,3 +1106,306 @@ def test_a_ray_prefix_with_a_host_name_for_its_ip():
     found = by_name(findings_of(text))
     assert found["run-crashed"].severity == "error"
     assert "Aborted" in found["run-crashed"].message
+
+
+# ---- Ray wrappers, cut tracebacks in the engine, NCCL kinds, batch arithmetic, code config ----
+
+
+def test_a_dist_backend_error_named_only_by_ray_is_an_nccl_failure_at_init():
+    text = (
+        f'{T}   File "/opt/verl/verl/single_controller/ray/base.py", line 50, in __call__\n'
+        f"{T}     output = ray.get(output)\n"
+        f"{T} ray.exceptions.RayTaskError(DistBackendError): "
+        f"ray::WorkerDict.actor_rollout_init_model() {HEADER}\n"
+        f'{T}   File "/opt/verl/verl/workers/megatron_workers.py", line 400, in init_model\n'
+        f"{T}     self._build_model_optimizer(\n"
+        f'{T}   File "/venv/lib/python3.11/site-packages/mbridge/core/util.py", line 200, in '
+        "get_model\n"
+        f"{T}     module.broadcast_params()\n"
+    )
+    found = by_name(findings_of(text))
+    nccl = found["nccl-error"]
+    assert nccl.evidence["failure"] == "unknown" and nccl.evidence["phase"] == "init"
+    assert "DistBackendError" in nccl.message and "not in the text" in nccl.message
+    assert nccl.advice[0].parameter == "env:NCCL_DEBUG"  # find the message first
+    crash = found["run-crashed"]
+    assert crash.evidence["explained_by"] == "nccl-error"
+    assert crash.evidence["cause_in_log"] is False
+    assert "not in the log" in crash.message
+
+
+def test_an_oom_named_only_by_ray_says_gpu_or_host_is_not_shown():
+    text = (
+        "Traceback (most recent call last):\n"
+        '  File "/work/verl/verl/trainer/main_ppo.py", line 60, in main\n'
+        "    run_ppo(config)\n"
+        '  File "/venv/lib/python3.10/site-packages/ray/_private/worker.py", line 900, in '
+        "get_objects\n"
+        "    raise value.as_instanceof_cause()\n"
+        "ray.exceptions.RayTaskError(OutOfMemoryError): ray::main_task() (pid=4242, "
+        "ip=10.0.0.7)\n"
+        '  File "/work/verl/verl/trainer/ppo/ray_trainer.py", line 880, in fit\n'
+        "    actor_output = self.actor_rollo\n"
+    )
+    found = by_name(findings_of(text))
+    oom = found["cuda-oom"]
+    assert oom.evidence["wrapper_only"] is True and oom.evidence["phase"] == "update-actor"
+    assert "host" in oom.message and "does not show GPU or host" in oom.message
+    assert oom.advice[0].parameter == "env:ray-logs"  # tell GPU from host first
+    crash = found["run-crashed"]
+    assert crash.evidence["cause_in_log"] is False  # the message says it is not in the excerpt
+    assert "does not show which" in crash.message and "not in the log" in crash.message
+    # torch's own line is a CUDA OOM, told as such
+    full = text + "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n"
+    oom = by_name(findings_of(full))["cuda-oom"]
+    assert oom.evidence["wrapper_only"] is False and oom.message.startswith("CUDA out of memory")
+
+
+WAKE_UP_CUT = (
+    f"{T} Unhandled error (suppress with 'RAY_IGNORE_UNHANDLED_ERRORS=1'): "
+    f"ray::WorkerDict.actor_rollout_generate_sequences() {HEADER}\n"
+    f'{T}   File "/opt/verl/verl/workers/fsdp_workers.py", line 470, in generate_sequences\n'
+    f"{T}     with self.rollout_sharding_manager:\n"
+    f'{T}   File "/opt/verl/verl/workers/sharding_manager/fsdp_vllm.py", line 80, in __enter__\n'
+    f"{T}     self.inference_engine.wake_up()\n"
+    f'{T}   File "/env/lib/python3.10/site-packages/vllm/entrypoints/llm.py", line 1200, in '
+    "wake_up\n"
+    f"{T}     self.llm_engine.wake_up()\n"
+    f'{T}   File "/env/lib/python3.10/site-packages/vllm/engine/llm_eng\n'
+)
+STEP_CUT = (
+    f"Unhandled error (suppress with 'RAY_IGNORE_UNHANDLED_ERRORS=1'): "
+    f"ray::WorkerDict.actor_rollout_generate_sequences() {HEADER}\n"
+    '  File "/src/verl/verl/third_party/vllm/vllm_v_0_5_4/llm.py", line 180, in _run_engine\n'
+    "    step_outputs = self.llm_engine.step()\n"
+    '  File "/usr/lib/python3.10/dist-packages/vllm/engine/llm_engine.py", line 900, in step\n'
+    "    output = self.model_executor.execute_model(\n"
+    '  File "/usr/lib/python3.10/dist-packages/torch/utils/_contextlib.py", line 116, in '
+    "decorate_context\n"
+    "    return func(*args, **kwargs)\n"
+    '  File "/src/verl/verl/third_p\n'
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "phase", "frame"),
+    [
+        (WAKE_UP_CUT, "weight-sync", "wake_up in vllm/entrypoints/llm.py"),
+        (STEP_CUT, "rollout", "step in vllm/engine/llm_engine.py"),  # torch's frame skipped
+    ],
+)
+def test_a_traceback_cut_inside_vllm_is_a_vllm_failure(text, phase, frame):
+    found = by_name(findings_of(text))
+    vllm = found["vllm-error"]
+    assert vllm.evidence["phase"] == phase and vllm.evidence["vllm_frame"] == frame
+    assert "cut before the exception" in vllm.message
+    crash = found["run-crashed"]
+    assert crash.evidence["explained_by"] == "vllm-error"
+    assert crash.evidence["cause_in_log"] is False
+    if phase == "weight-sync":  # waking up re-allocates memory
+        assert advice_for(vllm, "actor_rollout_ref.rollout.gpu_memory_utilization")
+
+
+def test_a_traceback_cut_in_verl_code_is_not_a_vllm_failure():
+    text = WAKE_UP_CUT.replace("site-packages/vllm/entrypoints", "site-packages/verl/utils")
+    text = text.replace("vllm/engine/llm_eng", "verl/utils/x")
+    found = by_name(findings_of(text))
+    assert "vllm-error" not in found
+    assert found["run-crashed"].evidence["cause_kind"] is None
+
+
+def test_bfloat16_refused_on_an_old_gpu_advises_float16_for_rollout_and_actor():
+    from logscope.verl_schema import present_in
+
+    text = (
+        f"{W} ValueError: Bfloat16 is only supported on GPUs with compute capability of at "
+        "least 8.0. Your Tesla T4 GPU has compute capability 7.5. You can use float16 instead "
+        "by explicitly setting the `dtype` flag in CLI, for example: --dtype=half.\n"
+    )
+    found = by_name(findings_of(text))
+    vllm = found["vllm-error"]
+    assert vllm.evidence["gpu"] == "Tesla T4" and vllm.evidence["compute_capability"] == 7.5
+    rollout = advice_for(vllm, "actor_rollout_ref.rollout.dtype")
+    assert rollout.suggested == "float16"
+    assert rollout.override == "actor_rollout_ref.rollout.dtype=float16"
+    actor = advice_for(vllm, "actor_rollout_ref.actor.fsdp_config.dtype")
+    assert actor.suggested == "float16"
+    for advice in (rollout, actor):  # real verl keys
+        assert present_in(advice.parameter), advice.parameter
+    assert found["run-crashed"].evidence["explained_by"] == "vllm-error"
+
+
+def test_sglang_crash_at_start_up_reads_its_phase_and_gets_start_up_advice():
+    site = "/home/u/miniconda3/envs/sglang/lib/python3.10/site-packages/sglang/srt/managers"
+    text = (
+        f"{W} [2025-01-01 00:00:00 TP0] Scheduler hit an exception: Traceback (most recent "
+        "call last):\n"
+        f'{W}   File "{site}/scheduler.py", line 1700, in run_scheduler_process\n'
+        f"{W}     scheduler = Scheduler(server_args, port_args, gpu_id, tp_rank, dp_rank)\n"
+        f'{W}   File "{site}/scheduler.py", line 200, in __init__\n'
+        f"{W}     self.tp_worker = TpWorkerClass(\n"
+        f'{W}   File "{site}/tp_worker_ove\n'
+    )
+    crash = by_name(findings_of(text))["run-crashed"]
+    assert "(sglang/srt/managers/scheduler.py: __init__)" in crash.message
+    assert "site-packages" not in crash.message and "miniconda" not in crash.message
+    assert crash.evidence["phase"] == "init" and crash.evidence["cause_in_log"] is False
+    params = [a.parameter for a in crash.advice]
+    assert "actor_rollout_ref.rollout.gpu_memory_utilization" in params
+    assert not any("disable_overlap_schedule" in p for p in params)  # a running-loop switch
+
+
+@pytest.mark.parametrize(
+    ("path", "short"),
+    [
+        ("/env/sglang/lib/python3.10/site-packages/sglang/srt/a.py", "sglang/srt/a.py"),
+        (
+            "/src/verl/verl/third_party/vllm/vllm_v_0_5_4/llm.py",
+            "verl/third_party/vllm/vllm_v_0_5_4/llm.py",
+        ),
+        ("/vllm/v1/engine/core.py", "vllm/v1/engine/core.py"),
+        ("/verl/workers/fsdp_workers.py", ""),
+    ],
+)
+def test_engine_path_drops_the_environment_prefix(path, short):
+    from logscope.detectors._signatures import engine_path
+
+    assert engine_path(path) == short
+
+
+def test_nccl_system_error_while_connecting_gets_network_advice_not_memory():
+    text = (
+        f'{W}   File "/venv/site-packages/torch/distributed/distributed_c10d.py", line 3900, '
+        "in barrier\n"
+        f"{W}     work = default_pg.barrier(opts=opts)\n"
+        f"{W} torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/"
+        "c10d/ProcessGroupNCCL.cpp:2000, unhandled system error (run with NCCL_DEBUG=INFO for "
+        "details), NCCL version 2.21.5\n"
+        f"{W} ncclSystemError: System call (e.g. socket, malloc) or external library call "
+        "failed or device error.\n"
+    )
+    nccl = by_name(findings_of(text, config=CONFIG_7B))["nccl-error"]
+    assert nccl.evidence["failure"] == "network" and "not GPU memory" in nccl.message
+    params = [a.parameter for a in nccl.advice]
+    assert params[:2] == ["env:NCCL_SOCKET_IFNAME", "env:NCCL_IB_DISABLE"]
+    assert "env:NCCL_DEBUG" in params
+    assert "actor_rollout_ref.rollout.gpu_memory_utilization" not in params
+    joined = text.replace(
+        "device error.\n",
+        "device error. Last error: Error encountered progressing operation=Connect\n",
+    )
+    nccl = by_name(findings_of(joined))["nccl-error"]
+    assert nccl.evidence["operation"] == "Connect" and "while connecting" in nccl.message
+    # a CUDA failure inside NCCL keeps the memory advice (the GRPO article's case)
+    cuda = text.replace("unhandled system error", "unhandled cuda error").replace(
+        "ncclSystemError: System call (e.g. socket, malloc) or external library call failed "
+        "or device error.",
+        "ncclUnhandledCudaError: Call to CUDA function failed.",
+    )
+    nccl = by_name(findings_of(cuda, config=CONFIG_7B))["nccl-error"]
+    assert nccl.evidence["failure"] == "cuda"
+    assert nccl.advice[0].parameter == "actor_rollout_ref.rollout.gpu_memory_utilization"
+
+
+CRITIC_ZERO_DIVISION = (
+    f'{T}   File "/src/verl/workers/fsdp_workers.py", line 690, in init_model\n'
+    f"{T}     self.critic = DataParallelPPOCritic(config=self.config,\n"
+    f'{T}   File "/src/verl/workers/critic/dp_critic.py", line 50, in __init__\n'
+    f"{T}     assert self.config.ppo_mini_batch_size % self.config.ppo_micro_batch_size == 0\n"
+    f"{T} ZeroDivisionError: integer division or modulo by zero\n"
+)
+
+
+def test_zero_division_in_a_batch_size_check_is_a_batch_size_error():
+    config = {"trainer": {"n_gpus_per_node": 8, "nnodes": 1}, "critic": {"ppo_micro_batch_size": 4}}
+    found = by_name(findings_of(CRITIC_ZERO_DIVISION, config=config))
+    batch = found["batch-size-divisibility-error"]
+    assert batch.evidence["check"] == "arithmetic-zero" and batch.evidence["role"] == "critic"
+    assert "ppo_micro_batch_size was 0" in batch.message and batch.message.startswith(
+        "A batch-size check"
+    )
+    micro = advice_for(batch, "critic.ppo_micro_batch_size")
+    assert micro.current == 4 and micro.suggested == 8  # the GPU count: 8 // 8 = 1
+    crash = found["run-crashed"]
+    assert crash.evidence["explained_by"] == "batch-size-divisibility-error"
+    assert "ZeroDivisionError" in crash.message
+
+
+def test_a_failed_divisibility_assert_without_message_is_a_batch_size_error():
+    text = CRITIC_ZERO_DIVISION.replace("critic/dp_critic.py", "actor/dp_actor.py").replace(
+        "self.critic = DataParallelPPOCritic", "self.actor = DataParallelPPOActor"
+    )
+    text = text.replace("ZeroDivisionError: integer division or modulo by zero", "AssertionError")
+    config = {
+        "actor_rollout_ref": {"actor": {"ppo_mini_batch_size": 12, "ppo_micro_batch_size": 8}}
+    }
+    batch = by_name(findings_of(text, config=config))["batch-size-divisibility-error"]
+    assert batch.evidence["check"] == "arithmetic-assert" and batch.evidence["role"] == "actor"
+    assert advice_for(batch, "actor_rollout_ref.actor.ppo_micro_batch_size").suggested == 6
+
+
+def test_a_zero_division_elsewhere_is_not_a_batch_size_error():
+    text = CRITIC_ZERO_DIVISION.replace(
+        "assert self.config.ppo_mini_batch_size % self.config.ppo_micro_batch_size == 0",
+        "ratio = total_tokens / valid_tokens",
+    )
+    found = by_name(findings_of(text))
+    assert "batch-size-divisibility-error" not in found
+    assert found["run-crashed"].evidence["exception_type"] == "ZeroDivisionError"
+
+
+def test_a_config_key_set_by_verl_code_is_not_called_a_typo():
+    text = (
+        "omegaconf.errors.ConfigKeyError: Key 'new_option' is not in struct\n"
+        "    full_key: actor_rollout_ref.actor.loss_cfg.new_option\n"
+        "    object_type=dict\n"
+        'File "/src/verl/verl/trainer/ppo/ray_trainer.py", line 1100, in fit\n'
+        "    apply_new_option(\n"
+        'File "/src/verl/verl/trainer/ppo/helpers.py", line 90, in apply_new_option\n'
+        '    loss_cfg["new_option"] = option_cfg\n'
+        'File "/venv/site-packages/omegaconf/dictconfig.py", line 310, in __setitem__\n'
+        "    self._format_and_raise(\n"
+        "omegaconf.errors.ConfigKeyError: Key 'new_option' is not in struct\n"
+    )
+    hydra = by_name(findings_of(text))["hydra-config-error"]
+    assert hydra.evidence["raised_by_code"] is True and hydra.evidence["access"] == "set"
+    assert hydra.evidence["code_frame"] == "apply_new_option (verl/trainer/ppo/helpers.py)"
+    assert "not a typo" in hydra.message and "called from fit" in hydra.message
+    assert [a.parameter for a in hydra.advice] == ["env:verl"]
+    # an override Hydra rejected is still the user's typo
+    typo = by_name(
+        findings_of("Could not override 'trainer.nnode'.\nKey 'nnode' is not in struct\n")
+    )
+    assert typo["hydra-config-error"].evidence["raised_by_code"] is False
+
+
+def test_no_hydra_advice_for_a_fork_whose_log_shows_no_hydra():
+    runner = "(Runner pid=7001)"
+    text = (
+        f"{runner} wandb:   val/accuracy ▁▅█\n"
+        "(pid=7001) Running step 3:   2%|▏ | 9/420 [0:41:10<31:20:02, 274s/it]\n"
+        "Traceback (most recent call last):\n"
+    )
+    crash = by_name(findings_of(text))["run-crashed"]
+    params = [a.parameter for a in crash.advice]
+    assert "env:HYDRA_FULL_ERROR" not in params and "env:ray-logs" in params
+    # verl's own driver (TaskRunner, started by main_ppo under Hydra) keeps it
+    crash = by_name(findings_of(text.replace(runner, T)))["run-crashed"]
+    assert advice_for(crash, "env:HYDRA_FULL_ERROR").suggested == 1
+
+
+def test_a_trainer_source_line_cut_before_its_call_still_names_the_phase():
+    texts = [frame("fit", "/verl/trainer/ppo/ray_trainer.py"), "actor_output = self.actor_rollo"]
+    assert phase_at(texts, 1).id == "update-actor"
+    texts = [frame("fit", "/verl/trainer/ppo/ray_trainer.py"), "old_log_prob = self.actor_rol"]
+    assert phase_at(texts, 1).id == "log-prob"
+
+
+def test_a_batch_size_check_on_names_verl_does_not_have_gets_no_made_up_key():
+    text = CRITIC_ZERO_DIVISION.replace(
+        "self.config.ppo_mini_batch_size % self.config.ppo_micro_batch_size",
+        "self.mini_batch_size % self.micro_batch_size",
+    )
+    batch = by_name(findings_of(text))["batch-size-divisibility-error"]
+    assert [a.parameter for a in batch.advice] == ["data.train_batch_size"]
+    assert "micro_batch_size was 0" in batch.message
