@@ -1296,6 +1296,12 @@ def test_nccl_system_error_while_connecting_gets_network_advice_not_memory():
     )
     nccl = by_name(findings_of(joined))["nccl-error"]
     assert nccl.evidence["operation"] == "Connect" and "while connecting" in nccl.message
+    # ... and NCCL's detail on lines of their own after the error, as its proxy prints them
+    detail = (
+        "Last error:\n[Service thread] Error encountered progressing operation=Connect, res=3\n"
+    )
+    apart = text.replace("device error.\n", "device error.\n" + detail)
+    assert by_name(findings_of(apart))["nccl-error"].evidence["operation"] == "Connect"
     # a CUDA failure inside NCCL keeps the memory advice (the GRPO article's case)
     cuda = text.replace("unhandled system error", "unhandled cuda error").replace(
         "ncclSystemError: System call (e.g. socket, malloc) or external library call failed "

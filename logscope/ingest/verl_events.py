@@ -38,7 +38,9 @@ EVENT_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             r"NCCL (?:operation failed|error|timeout|watchdog)|nccl(?:InternalError"
             r"|UnhandledCudaError|SystemError|InvalidUsage|InvalidArgument|RemoteError)"
             r"|Watchdog caught collective operation timeout|NCCL communicator was aborted"
-            r"|ProcessGroupNCCL.*(?:[Tt]imeout|[Ee]rror)",
+            r"|ProcessGroupNCCL.*(?:[Tt]imeout|[Ee]rror)"
+            # NCCL's detail on the lines after an error: `Last error:` and what failed
+            r"|^Last error:|\bsocket(?:Start|Poll)?Connect\b|progressing operation=",
         ),
         (
             "vllm-error",
@@ -117,7 +119,7 @@ EVENT_KEYWORDS: dict[str, tuple[str, ...]] = {
     "cuda-oom": ("CUDA", "OutOfMemoryError"),
     "cuda-error": ("CUDA", "c10_cuda", "device-side", "illegal memory", "STATUS_", "cudaError"),
     "host-oom": ("memory", "Memory on the node", "OutOfMemoryError", "oom-kill", "ray::"),
-    "nccl-error": ("NCCL", "nccl", "Watchdog caught"),
+    "nccl-error": ("NCCL", "nccl", "Watchdog caught", "Last error:", "Connect", "operation="),
     "vllm-error": (
         "failed to be inspected",
         "No available memory",
