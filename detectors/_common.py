@@ -18,6 +18,7 @@ from typing import Any
 
 from logscope import verl_config, verl_version
 from logscope.advice import SEED_GRPO, SEED_PPO, advise, current_value
+from logscope.aliases import name_of
 from logscope.model import Advice, Finding, Run
 from logscope.sources import cite
 from logscope.verl_config import ACT, RO
@@ -335,24 +336,81 @@ def grad_clip_advice(run: Run, role: str, why: str) -> Advice | None:
     return advice
 
 
-def non_finite_advice(run: Run, role: str = "actor") -> list[Advice]:
-    """B11: what to change when a loss, KL, reward or grad norm turns NaN/inf."""
+def non_finite_advice(run: Run, role: str = "actor", first_step: int | None = None) -> list[Advice]:
+    """B11: what to change when a loss, KL, reward or grad norm turns NaN/inf: resume from the
+    checkpoint before `first_step` (when given), halve the LR, clip, check the precision; lower
+    `rollout.gpu_memory_utilization` only when the config shows it above the advised range."""
     out: list[Advice] = []
-    mem = gpu_memory_advice(
-        run,
-        "NaN/inf losses often follow a too-large vLLM memory share: FSDP is starved and "
-        "falls back to CPU offload or fails mid-computation.",
-        always=False,
+    if first_step is not None:
+        out.append(resume_advice(run, first_step))
+    lr_key = f"{ACT}.optim.lr" if role == "actor" else "critic.optim.lr"
+    out.append(
+        halve_advice(
+            run,
+            lr_key,
+            "A learning rate that is too high makes updates overshoot until values overflow.",
+            f"{SEED_PPO} §3.3",
+        )
     )
-    if mem is not None:
-        out.append(mem)
-    return out + clip_and_lr_advice(
+    clip = grad_clip_advice(
         run,
         role,
         "verl skips the optimizer step when the gradient norm is not finite, but a "
         "large finite gradient just before it is what usually pushes the weights to overflow.",
-        "A learning rate that is too high makes updates overshoot until values overflow; "
-        "halve it and resume from the last checkpoint before the first non-finite step.",
+    )
+    if clip is not None:
+        out.append(clip)
+    if role == "actor":
+        out.append(
+            advise(
+                run,
+                f"{RO}.dtype",
+                "float16 (the only half precision on V100/T4) overflows above 65504, where "
+                "bfloat16 keeps float32's range: on GPUs that have bfloat16 use it for the "
+                "rollout and the actor's FSDP mixed precision. To see whether the rollout's "
+                f"log-probs part from the actor's before the NaN, set {RO}.calculate_log_probs"
+                f"=True (verl 0.6+ then logs {name_of(run, 'rollout_probs_diff_mean')}).",
+                "pytorch:amp",
+                suggest=lambda cur: "bfloat16" if str(cur).lower() in _FP16 else None,
+                rule="bfloat16, not float16, where the GPU supports it",
+            )
+        )
+    key = f"{RO}.gpu_memory_utilization"
+    current = _num(current_value(run, key))
+    if current is not None and current > gpu_memory_bound(run)[0]:
+        mem = gpu_memory_advice(
+            run,
+            "NaN/inf losses can follow a too-large vLLM memory share: FSDP is starved and "
+            "falls back to CPU offload or fails mid-computation.",
+            always=False,
+        )
+        if mem is not None:
+            out.append(mem)
+    return out
+
+
+_FP16 = ("float16", "fp16", "half", "torch.float16")
+
+
+def resume_advice(run: Run, first_step: int) -> Advice:
+    """Resume from the checkpoint saved before `first_step` (weights after it may be NaN)."""
+    freq = _num(current_value(run, "trainer.save_freq"))
+    before = int((first_step - 1) // freq * freq) if freq and freq > 0 else None
+    folder = current_value(run, "trainer.default_local_dir")
+    path = None
+    if before and isinstance(folder, str) and folder and "${" not in folder:
+        path = f"{folder.rstrip('/')}/global_step_{before}"
+    where = f"global_step_{before}" if before else f"the last global_step_K with K < {first_step}"
+    return advise(
+        run,
+        "trainer.resume_from_path",
+        f"Weights updated from a non-finite value are garbage from then on: restart from the "
+        f"checkpoint saved before step {first_step} ({where}) with trainer.resume_mode="
+        "resume_path (resume_mode=auto takes the latest checkpoint, which may be after it), "
+        "together with the changes below.",
+        "verl:trainer/ppo/ray_trainer.py",
+        suggest=path,
+        rule=f"the checkpoint before step {first_step} ({where})",
     )
 
 

@@ -17,9 +17,10 @@ from logscope.verl_config import RO
 from logscope.words import plural
 
 from ._common import grad_clip_advice
+from ._consequences import constant_score, root_cause
 from ._series import Series, binned, moving_average, stretches
 from ._stats import best_split, fmt, mad_sigma
-from .reward import constant_score, reward_fires_advice, score_story
+from .reward import reward_fires_advice, score_story
 
 
 def _close_gaps(mask: np.ndarray, gap: int) -> np.ndarray:
@@ -377,7 +378,10 @@ class AdvantageCollapse(Detector, code="LS211", name="advantage-collapse"):
     Known false positives:
         Runs whose reward is intentionally constant for a phase (e.g. a warm-up with a dummy
         reward). PPO/GAE advantages are whitened and never all 0, so for PPO this only fires
-        when the logged values really are 0.
+        when the logged values really are 0. Accounted for: on an excerpt of a few steps,
+        advantages that vanish while a loss, KL or entropy is non-finite at the same steps, or
+        the entropy is far above its range, are that failure's consequence (garbage
+        generations score alike): info, without advice.
 
     References:
         seed:grpo-pitfalls §2 (rollout.n: n=1 degenerates, ≥ 4 and even);
@@ -439,26 +443,32 @@ class AdvantageCollapse(Detector, code="LS211", name="advantage-collapse"):
             + ": there is no learning signal."
         )
         score = constant_score(run, wanted)
-        if score is not None:
+        cause = root_cause(run, wanted)
+        if cause is not None:
+            msg += " " + cause.note("The lack of signal")
+        elif score is not None:
             story = score_story(score, len(wanted))
             msg += " " + story[0].upper() + story[1:]
         advice = reward_fires_advice(run) if score is not None else self._advice(run)
+        evidence: dict[str, Any] = {
+            "steps": wanted,
+            "max_abs_advantage": float(size.max()),
+            "max_abs_pg_loss": max((abs(v) for v in pg_at), default=None),
+            "epsilon": eps,
+            "constant_score": score,
+            "judged_on": "every logged step (too few for the stretch test)",
+        }
+        if cause is not None:
+            evidence["consequence_of"] = cause.evidence()
         return [
             self.finding(
-                severity="warning",
+                severity="info" if cause is not None else "warning",
                 message=msg,
                 metric=metric,
                 step=first,
                 end_step=last,
-                evidence={
-                    "steps": wanted,
-                    "max_abs_advantage": float(size.max()),
-                    "max_abs_pg_loss": max((abs(v) for v in pg_at), default=None),
-                    "epsilon": eps,
-                    "constant_score": score,
-                    "judged_on": "every logged step (too few for the stretch test)",
-                },
-                advice=advice,
+                evidence=evidence,
+                advice=[] if cause is not None else advice,
                 references=cite_all([f"{SEED_GRPO} §2", "verl:trainer/ppo/core_algos.py"]),
             )
         ]

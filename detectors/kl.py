@@ -283,7 +283,8 @@ class KLJump(Detector, code="LS101", name="kl-jump"):
         steps) are found from robust z-scores against a running median (`spike_z`), the noise
         scale raised so that the series' own 99th percentile of residuals sits where a
         Gaussian's would. A run with fewer than `min_points` values (an excerpt) is judged by
-        `logscope.health`'s band instead: a rise to 10× the step before and above the band's
+        `logscope.health`'s band instead: a rise to 10× the step before (and above every
+        earlier logged value, 10× their median) and above the band's
         top (KL to the reference 0.05, 0.1 for PPO; `ppo_kl` 0.02), or a level of 0.3 nat
         (`ppo_kl` 0.1) or more. `actor/kl_loss`-like metrics are analysed on a log scale (their
         noise is multiplicative); `actor/ppo_kl`, which sits near 0 and can be negative, on a

@@ -112,12 +112,18 @@ class NonFiniteMetric(Detector, code="LS001", name="non-finite-metric"):
         (TaskRunner pid=2231) step:59 - actor/pg_loss:nan - actor/grad_norm:nan - ...
 
     Advice:
-        Lower `actor_rollout_ref.rollout.gpu_memory_utilization` into the advised range (0.4–0.5
-        on one GPU, 0.3–0.4 with 8-GPU FSDP, up to 0.65 for small models) when the run is above
-        it: a starved FSDP is a common cause of inf/nan losses. Clip gradients at 0.5
-        (`actor.grad_clip`, or `actor.optim.clip_grad` in verl ≥ 0.8) and halve the learning
-        rate (`actor.optim.lr`; the critic's keys for critic metrics), then resume from the last
-        checkpoint before the first non-finite step.
+        Resume from the checkpoint saved before the first non-finite step
+        (`trainer.resume_from_path` with `trainer.resume_mode=resume_path`; the folder is
+        computed from `trainer.default_local_dir` and `trainer.save_freq` when the config
+        shows them): weights updated from a NaN are garbage. Halve the learning rate
+        (`actor.optim.lr`; the critic's keys for critic metrics) and clip gradients at 0.5
+        (`actor.grad_clip`, or `actor.optim.clip_grad` in verl ≥ 0.8). Use bfloat16 rather
+        than float16 (`actor_rollout_ref.rollout.dtype`; float16 overflows above 65504), and
+        `rollout.calculate_log_probs=True` to see whether rollout and actor log-probs part
+        before the NaN. Lower `actor_rollout_ref.rollout.gpu_memory_utilization` only when the
+        config shows it above the advised range (0.4–0.5 on one GPU, 0.3–0.4 with 8-GPU FSDP,
+        up to 0.65 for small models): the GRPO article's claim that a starved FSDP causes
+        inf/nan losses is the weakest of these levers.
 
     Known false positives:
         Metrics that are NaN by construction in some setups (e.g. `critic/values/*` when a
@@ -128,7 +134,8 @@ class NonFiniteMetric(Detector, code="LS001", name="non-finite-metric"):
     References:
         seed:grpo-pitfalls §4.1 (too high gpu_memory_utilization → inf/nan loss);
         seed:ppo-tuning §3.2 (grad_clip 1.0 → 0.5); verl:workers/actor/dp_actor.py
-        (`grad_norm is not finite`, optimizer step skipped).
+        (`grad_norm is not finite`, optimizer step skipped); verl:trainer/ppo/ray_trainer.py
+        (resume_mode, resume_from_path); pytorch:amp (float16 and bfloat16).
     """
 
     title = "NaN/inf in a loss, gradient norm, KL or reward"
@@ -312,7 +319,7 @@ class NonFiniteMetric(Detector, code="LS001", name="non-finite-metric"):
             step=lead["first_step"],
             end_step=max(s["last_step"] for s in items),
             evidence=evidence,
-            advice=non_finite_advice(run, role),
+            advice=non_finite_advice(run, role, lead["first_step"]),
             references=cite_all([f"{SEED_GRPO} §4.1", "verl:workers/actor/dp_actor.py"]),
         )
 
@@ -339,9 +346,10 @@ class GradNormNotFiniteStepSkipped(
         (WorkerDict pid=4411) WARN: rank 1 grad_norm is not finite: nan [repeated 7x across cluster]
 
     Advice:
-        As for NaN/inf metrics: lower `rollout.gpu_memory_utilization` when above the advised
-        range, clip gradients at 0.5 (`actor.grad_clip` / `actor.optim.clip_grad`), and halve
-        `actor.optim.lr`.
+        As for NaN/inf metrics, without the resume (verl kept the weights): halve
+        `actor.optim.lr`, clip gradients at 0.5 (`actor.grad_clip` / `actor.optim.clip_grad`),
+        prefer bfloat16 to float16, and lower `rollout.gpu_memory_utilization` only when the
+        config shows it above the advised range.
 
     Known false positives:
         Mixed-precision loss scaling can produce an occasional inf gradient by design (the

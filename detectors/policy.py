@@ -47,6 +47,7 @@ from ._common import (
     halve_advice,
     per_concept,
 )
+from ._consequences import garbage_signs, root_cause
 from ._series import Series, odd_width, running_median
 from ._stats import binom_sf, fmt, robust_sigma, sig, theil_sen
 
@@ -555,7 +556,13 @@ class EntropyBlowup(Detector, code="LS111", name="entropy-blowup"):
     Advice:
         Switch off or halve the entropy bonus (`actor_rollout_ref.actor.entropy_coeff`), halve
         the actor learning rate, and keep `actor_rollout_ref.rollout.temperature` at or below 1
-        (verl divides the logits by it when it computes log-probs and entropy).
+        (verl divides the logits by it when it computes log-probs and entropy). When every
+        response also runs to the length cap (`response_length/clip_ratio` ≥ 0.9, or the
+        shortest response at the cap) or every sample gets one score at the same steps, the
+        rollout emits garbage: the message says so, and the advice leads with the rollout's
+        side — on a LoRA run (or one whose config is not in the log)
+        `actor_rollout_ref.rollout.load_format=safetensors`, which verl's LoRA guide requires
+        so that vLLM applies the adapter — then the temperature.
 
     Known false positives:
         A sampling temperature above 1 on purpose raises the measured entropy; recipes that
@@ -563,7 +570,8 @@ class EntropyBlowup(Detector, code="LS111", name="entropy-blowup"):
 
     References:
         verl:workers/actor/dp_actor.py (entropy of logits / temperature, entropy_coeff);
-        verl:trainer/ppo/core_algos.py (agg_loss, loss_agg_mode).
+        verl:trainer/ppo/core_algos.py (agg_loss, loss_agg_mode); verl:docs/advance/ppo_lora.rst
+        (load_format=safetensors for LoRA); verl#3159, verl#5211 (LoRA rollouts of garbage).
     """
 
     title = "Entropy far above a healthy range"
@@ -584,6 +592,20 @@ class EntropyBlowup(Detector, code="LS111", name="entropy-blowup"):
             "11.9): the policy samples near-random text."
         )
         temperature = current_value(run, f"{RO}.temperature")
+        signs = garbage_signs(run, level.steps)
+        advice = self._advice(run)
+        references = ["verl:workers/actor/dp_actor.py", "verl:trainer/ppo/core_algos.py"]
+        if signs:
+            message += (
+                f" With {' and '.join(signs)} at the same steps, the rollout emits garbage "
+                "(near-uniform tokens such as '!!!!' or token soup): read a few generated "
+                "responses. Common causes are trained weights that do not reach the rollout "
+                "engine (a LoRA adapter not loaded or synced into vLLM, verl#3159, verl#5211; "
+                "weights corrupted by the engine's sleep/wake, verl#7904) or a sampling "
+                "temperature far above 1, rather than an entropy bonus."
+            )
+            advice = [*self._garbage_advice(run), advice[2], advice[0], advice[1]]
+            references += ["verl:docs/advance/ppo_lora.rst", "verl#3159", "verl#5211"]
         return [
             self.finding(
                 severity="error" if level.value >= self.error_entropy else "warning",
@@ -593,11 +615,33 @@ class EntropyBlowup(Detector, code="LS111", name="entropy-blowup"):
                     threshold=self.max_entropy,
                     loss_agg_mode=run.config_value(f"{ACT}.loss_agg_mode"),
                     rollout_temperature=temperature,
+                    garbage_signs=signs,
                 ),
-                advice=self._advice(run),
-                references=cite_all(
-                    ["verl:workers/actor/dp_actor.py", "verl:trainer/ppo/core_algos.py"]
-                ),
+                advice=advice,
+                references=cite_all(references),
+            )
+        ]
+
+    @staticmethod
+    def _garbage_advice(run: Run) -> list[Advice]:
+        """A LoRA run (or one whose config is unknown): the adapter must reach vLLM."""
+        rank = current_value(run, "actor_rollout_ref.model.lora_rank") or current_value(
+            run, "actor_rollout_ref.model.lora.rank"
+        )
+        lora = isinstance(rank, (int, float)) and not isinstance(rank, bool) and rank > 0
+        if run.config_segments and not lora:
+            return []
+        return [
+            advise(
+                run,
+                f"{RO}.load_format",
+                "verl's LoRA guide requires it so that vLLM loads the base model and applies "
+                "the trained adapter; a rollout engine without the adapter or with weights "
+                "that did not sync samples near-random text (verl#3159, verl#5211). Check the "
+                "generated text after the first weight sync.",
+                "verl:docs/advance/ppo_lora.rst",
+                suggest=lambda cur: "safetensors" if cur != "safetensors" else None,
+                rule="safetensors (LoRA runs)",
             )
         ]
 
@@ -917,7 +961,11 @@ class GradNormSpike(_SpikeDetector, code="LS130", name="grad-norm-spike"):
         alerted; `max_spikes` keeps the first spike of every occurrence first). The first
         `warmup_steps` logged values are not judged. Non-finite values are LS001's. A run with fewer than
         `min_points` values (an excerpt) is judged step to step instead: a rise to 10× the step
-        before and above 5× the clip, after step 5.
+        before and above 5× the clip, after step 5, and above every earlier logged value (a
+        sparse excerpt's dip is not the level: 27 → 0.48 → 10.5 is no spike); or, at any step
+        (warm-up included), a norm `extreme_factor` × the registry's alarm level (critic 20×
+        the clip → 200×, actor 5× → 50×), with the critic's other signs at that step (value
+        loss, explained variance, values far outside the returns) named: the critic diverged.
 
     Why it matters:
         verl clips the gradient to `grad_clip` after measuring it, so a spike is an update whose
@@ -933,7 +981,8 @@ class GradNormSpike(_SpikeDetector, code="LS130", name="grad-norm-spike"):
     Advice:
         Clip gradients at 0.5 (`actor_rollout_ref.actor.grad_clip`, `actor.optim.clip_grad` in
         verl ≥ 0.8; the PPO article §3.2: 1.0 → 0.5) and halve the learning rate; the critic's keys for
-        `critic/grad_norm`.
+        `critic/grad_norm`. A critic norm far past the alarm in an excerpt: halve
+        `critic.optim.lr`, give the critic a few steps alone (`trainer.critic_warmup`), clip.
 
     Known false positives:
         The first steps of a run (optimizer state empty) and the first step after a resume often
@@ -953,16 +1002,18 @@ class GradNormSpike(_SpikeDetector, code="LS130", name="grad-norm-spike"):
     min_ratio: float = param(6.0, gt=1)
     rise_ratio: float = param(3.0, gt=1)
     warmup_steps: int = param(3, ge=0)
+    extreme_factor: float = param(10.0, gt=1)
 
     def _short(self, run: Run, concept: str) -> list[Finding]:
         """Too few steps for a running median: a rise to 10× the step before, to above 5× the
-        clip (`logscope.health`), after warm-up."""
+        clip (`logscope.health`), after warm-up and above every earlier value; or, at any step,
+        a norm `extreme_factor` × beyond the registry's alarm level (`_extreme`)."""
         role = _role(concept)
         clip, clip_source = grad_clip(run, role)
         _, high = REFERENCES[concept].healthy
         jump = consecutive_jump(run, concept, 10.0, (high or 5.0) * clip)
         if jump is None:
-            return []
+            return self._extreme(run, concept, role, clip, clip_source)
         message = (
             f"{jump.metric} spiked from {fmt(jump.before)} at step {jump.step_before} to "
             f"{fmt(jump.after)} at step {jump.step} ({jump.ratio:.0f}×; {jump.after / clip:.0f}× "
@@ -984,6 +1035,72 @@ class GradNormSpike(_SpikeDetector, code="LS130", name="grad-norm-spike"):
                 },
                 advice=advice,
                 references=cite_all([f"{SEED_PPO} §3.2", "verl:workers/actor/dp_actor.py"]),
+            )
+        ]
+
+    def _extreme(
+        self, run: Run, concept: str, role: str, clip: float, clip_source: str
+    ) -> list[Finding]:
+        """The largest logged norm of an excerpt when it is at least `extreme_factor` × the
+        registry's alarm level (its `alarm_high`, else the top of its healthy range, × the
+        clip): past anything a warm-up explains, so warm-up steps count too."""
+        ref = REFERENCES[concept]
+        per_clip = ref.alarm_high or ref.healthy[1]
+        norms = values_by_step(run, concept)
+        if not norms or per_clip is None:
+            return []
+        step, value = max(norms.items(), key=lambda kv: kv[1])
+        limit = self.extreme_factor * per_clip * clip
+        if value < limit:
+            return []
+        metric = resolve(run, concept) or concept
+        message = (
+            f"{metric} is {fmt(value)} at step {step}, {value / clip:.0f}× the clip {clip:g} "
+            f"({clip_source}): {value / (per_clip * clip):.0f}× the level that already flags a "
+            f"step ({per_clip:g}× the clip), far past anything a warm-up explains. The log is "
+            "too short to see where it rose."
+        )
+        evidence: dict[str, Any] = {
+            "level": sig(value),
+            "clip": clip,
+            "alarm_per_clip": per_clip,
+            "extreme_factor": self.extreme_factor,
+            "judged_on": "every logged step (too few for a running median)",
+        }
+        advice = _grad_spike_advice(run, role)
+        if role == "critic":
+            signs = _critic_off(run, step)
+            if signs:
+                message += f" At the same step {'; '.join(signs)}: the critic diverged."
+                evidence["critic_signs"] = signs
+            advice = [
+                halve_advice(
+                    run,
+                    "critic.optim.lr",
+                    "A critic that diverges in a step or two is usually stepping too far: "
+                    "verl's default critic LR is 1e-5.",
+                    f"{SEED_PPO} §4",
+                ),
+                advise(
+                    run,
+                    "trainer.critic_warmup",
+                    "Steps of critic-only updates before the actor's first: the actor then "
+                    "trains on advantages from a critic that fits the returns, not on noise.",
+                    "verl:trainer/ppo/ray_trainer.py",
+                    suggest=lambda cur: 5 if not cur else None,
+                    rule="a few steps (verl's default is 0)",
+                ),
+                *[a for a in advice if a.parameter != "critic.optim.lr"],
+            ]
+        return [
+            self.finding(
+                message=message,
+                metric=metric,
+                step=step,
+                end_step=step,
+                evidence=evidence,
+                advice=advice,
+                references=cite_all([f"{SEED_PPO} §3.2", "verl:workers/critic/dp_critic.py"]),
             )
         ]
 
@@ -1059,6 +1176,37 @@ class GradNormSpike(_SpikeDetector, code="LS130", name="grad-norm-spike"):
 def _role(concept: str) -> str:
     """The role whose gradient norm a concept is (`critic_grad_norm`: the critic)."""
     return "critic" if concept.startswith("critic") else "actor"
+
+
+def _critic_off(run: Run, step: int) -> list[str]:
+    """Signs at `step` that the critic is far from its targets: value loss 10× its healthy
+    top, explained variance 10× below its alarm, values outside the returns' range by 10× it."""
+    signs: list[str] = []
+    vf = values_by_step(run, "vf_loss").get(step)
+    if vf is not None and vf >= 10 * VF_LOSS_HIGH:
+        signs.append(f"{name_of(run, 'vf_loss')} is {fmt(vf)}")
+    ev = values_by_step(run, "vf_explained_var").get(step)
+    ev_alarm = REFERENCES["vf_explained_var"].alarm_low
+    if ev is not None and ev_alarm is not None and ev <= 10 * ev_alarm:
+        signs.append(f"{name_of(run, 'vf_explained_var')} is {fmt(ev)}")
+    value = values_by_step(run, "values_mean").get(step)
+    low = values_by_step(run, "returns_min").get(step)
+    high = values_by_step(run, "returns_max").get(step)
+    off = (
+        max(low - value, value - high) > 10 * max(high - low, 0.01)
+        if value is not None and low is not None and high is not None
+        else False
+    )
+    if off:
+        signs.append(
+            f"{name_of(run, 'values_mean')} is {fmt(value)} while the returns span "
+            f"{fmt(low)}–{fmt(high)}"
+        )
+    return signs
+
+
+#: `critic/vf_loss` above this for long means the critic does not fit (seed:ppo-tuning §4.1)
+VF_LOSS_HIGH = 0.1
 
 
 def _grad_spike_advice(run: Run, role: str) -> list[Advice]:
@@ -1328,7 +1476,11 @@ class ResponseLengthClipped(Detector, code="LS141", name="response-length-clippe
 
     Known false positives:
         Tasks whose answers are meant to be cut at the cap (a hard length budget); a run of
-        a model that loops on a few prompts. Sudden bursts on long runs are LS120's.
+        a model that loops on a few prompts. Sudden bursts on long runs are LS120's. Accounted
+        for: a model that writes garbage runs every response to the cap — when a loss, KL or
+        entropy is non-finite on at least half of the judged steps, or the entropy is far
+        above its range (near-random text) over them, the finding is info, names that cause
+        and gives no cap advice.
 
     References:
         seed:ppo-tuning §2.2, §5.2 (clip_ratio 0.012 → 0.003 after tuning);
@@ -1406,7 +1558,7 @@ class ResponseLengthClipped(Detector, code="LS141", name="response-length-clippe
                 "counted only on the steps at the cap"
             )
         message += "."
-        evidence = {
+        evidence: dict[str, Any] = {
             "clip_ratio": None if ratio is None else sig(ratio),
             "steps": list(steps),
             "response_length_max": None if top is None else sig(top.value),
@@ -1415,6 +1567,14 @@ class ResponseLengthClipped(Detector, code="LS141", name="response-length-clippe
             "threshold": self.min_ratio,
             "judged_by": judged_by,
         }
+        advice = cap_advice(run, limit, inferred)
+        cause = root_cause(run, steps)
+        if cause is not None:  # garbage runs to the cap: a longer cap would not help
+            message += (
+                " " + cause.note("Truncation at the cap") + " Raising the cap would not help."
+            )
+            evidence["consequence_of"] = cause.evidence()
+            severity, advice = "info", []
         return self.finding(
             severity=severity,
             message=message,
@@ -1422,7 +1582,7 @@ class ResponseLengthClipped(Detector, code="LS141", name="response-length-clippe
             step=steps[0],
             end_step=steps[-1],
             evidence=evidence,
-            advice=cap_advice(run, limit, inferred),
+            advice=advice,
             references=cite_all([f"{SEED_PPO} §5.2", "verl:trainer/ppo/metric_utils.py"]),
         )
 

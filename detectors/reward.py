@@ -18,6 +18,7 @@ from logscope.model import Advice, Finding, Run
 from logscope.sources import cite_all
 from logscope.verl_config import ACT
 
+from ._consequences import constant_score, root_cause
 from ._fits import hinge_fit, isotonic_prefix_fit, line_at, line_rss, poly_prefix_fit
 from ._series import (
     Series,
@@ -427,6 +428,13 @@ class RewardPlateau(Detector, code="LS202", name="reward-plateau"):
         `critic/score/max` in every logged step (every sample got the same reward: 0 means the
         reward never fires) is a warning, unless the advantages are all ~0 too in a single step
         (LS211 reports that; over two or more steps at one score the reward is stuck as well).
+        At any run length, `critic/score/max` at one partial score (above 0, at most
+        `max_partial_score`) in every logged step (at least `min_stuck_steps`) while the
+        scores below it vary is a warning too: no sample ever got more than that score, the
+        reward is stuck at the format score (e.g. 0.1 for a well-formed answer, 1.0 for a
+        right one). Either is info, without advice, when a loss, KL or entropy is non-finite
+        at the same steps or the entropy is far above its range: garbage generations score
+        alike, and that failure is the finding to read.
 
     Why it matters:
         Steps after the reward stops improving cost compute without buying reward. If
@@ -445,8 +453,10 @@ class RewardPlateau(Detector, code="LS202", name="reward-plateau"):
 
     Known false positives:
         A reward that is flat while the policy still improves on something the reward does not
-        measure, or a curriculum that keeps the reward level by design. A flat reward with other
-        findings (advantage collapse, entropy collapse) is a symptom of those: read them first.
+        measure, or a curriculum that keeps the reward level by design. A reward whose full
+        score is at most `max_partial_score` (0.5) reads as stuck at a partial score. A flat
+        reward with other findings (advantage collapse, entropy collapse) is a symptom of
+        those: read them first.
 
     References:
         seed:ppo-tuning §6 (total_epochs and test/save frequency in the tuned command);
@@ -464,11 +474,16 @@ class RewardPlateau(Detector, code="LS202", name="reward-plateau"):
     max_change_fraction: float = param(0.2, gt=0, le=1)
     max_points: int = param(2000, ge=1)
     rising_p: float = param(0.01, gt=0, le=1)
+    max_partial_score: float = param(0.5, gt=0, le=1)
+    min_stuck_steps: int = param(3, ge=2)
 
     def detect(self, run: Run) -> list[Finding]:
         s = Series.load(run, *self.concepts)
         if s is None:
             return []
+        stuck = self._stuck_at_partial(run)
+        if stuck:
+            return stuck
         metric, steps, values = s.metric, s.steps, s.values
         if len(steps) < self.min_points:
             return self._never_moves(run, [int(s) for s in steps])
@@ -596,7 +611,9 @@ class RewardPlateau(Detector, code="LS202", name="reward-plateau"):
     def _never_moves(self, run: Run, steps: list[int]) -> list[Finding]:
         """Too few steps for a plateau: every sample got the same score in every logged step.
         With all-~0 advantages one step is LS211's finding alone; over two or more steps at the
-        same score the reward also does not move, which is this one."""
+        same score the reward also does not move, which is this one. When a NaN update or
+        near-random generation explains it at the same steps it is that failure's consequence
+        (info, no advice of its own)."""
         score = constant_score(run, steps)
         if score is None:
             return []
@@ -609,36 +626,108 @@ class RewardPlateau(Detector, code="LS202", name="reward-plateau"):
             f"{name_of(run, 'score_min')} = {metric} = {fmt(score)} in every logged training step "
             f"({len(steps)}): " + score_story(score, len(steps))
         )
+        evidence: dict[str, Any] = {
+            "constant_score": score,
+            "steps": steps,
+            "judged_on": "every logged step (too few for the plateau fit)",
+        }
+        cause = root_cause(run, steps)
+        if cause is not None:
+            msg = (
+                f"{name_of(run, 'score_min')} = {metric} = {fmt(score)} in every logged training "
+                f"step ({len(steps)}). " + cause.note("One score for every sample")
+            )
+            evidence["consequence_of"] = cause.evidence()
         return [
             self.finding(
-                severity="warning",
+                severity="info" if cause is not None else "warning",
                 message=msg,
                 metric=metric,
                 step=steps[0],
                 end_step=steps[-1],
-                evidence={
-                    "constant_score": score,
-                    "steps": steps,
-                    "judged_on": "every logged step (too few for the plateau fit)",
-                },
-                advice=reward_fires_advice(run),
+                evidence=evidence,
+                advice=[] if cause is not None else reward_fires_advice(run),
                 references=cite_all(["verl:trainer/ppo/metric_utils.py", f"{SEED_GRPO} §2"]),
             )
         ]
 
-
-def constant_score(run: Run, steps: list[int]) -> float | None:
-    """The score every sample got when `critic/score/min` == `/max` (within the print
-    resolution) in every one of `steps` that logs both; None when any step varies or none logs."""
-    top = values_by_step(run, "score_max")
-    bottom = values_by_step(run, "score_min")
-    both = [s for s in steps if s in top and s in bottom]
-    if not both:
-        return None
-    tol = max(1e-9, 2 * (run.value_resolution or 0.0))
-    if any(abs(top[s] - bottom[s]) > tol for s in both):
-        return None
-    return float(np.median([top[s] for s in both]))
+    def _stuck_at_partial(self, run: Run) -> list[Finding]:
+        """`critic/score/max` the same partial score (0 < max ≤ `max_partial_score`) at every
+        logged step (at least `min_stuck_steps`) while the scores below it vary: no sample ever
+        got more than that score (typically the format score)."""
+        top = values_by_step(run, "score_max")
+        bottom = values_by_step(run, "score_min")
+        steps = sorted(top)
+        if len(steps) < self.min_stuck_steps:
+            return []
+        tol = max(1e-9, 2 * (run.value_resolution or 0.0))
+        highest = [top[s] for s in steps]
+        level = float(np.median(highest))
+        if not 0 < level <= self.max_partial_score:
+            return []
+        if any(abs(v - level) > tol for v in highest):
+            return []
+        if all(s in bottom and abs(bottom[s] - level) <= tol for s in steps):
+            return []  # every sample at that score: `_never_moves` tells that story
+        mean = values_by_step(run, "score_mean")
+        means = [mean[s] for s in steps if s in mean]
+        metric = name_of(run, "score_max")
+        where = f"steps {steps[0]}–{steps[-1]}"
+        msg = (
+            f"{metric} is {fmt(level)} at every logged step ({len(steps)}, {where})"
+            + (
+                f" while {name_of(run, 'score_mean')} moves between {fmt(min(means))} and "
+                f"{fmt(max(means))} below it"
+                if means
+                else ""
+            )
+            + f": no sample ever scored above {fmt(level)}. The reward is stuck at a partial "
+            "score — typically the format score (answers well-formed, never right)."
+        )
+        evidence: dict[str, Any] = {
+            "score_max": level,
+            "steps": steps,
+            "score_mean_range": [min(means), max(means)] if means else None,
+            "max_partial_score": self.max_partial_score,
+            "judged_on": "every logged step",
+        }
+        cause = root_cause(run, steps)
+        if cause is not None:
+            msg += " " + cause.note("A score that never rises")
+            evidence["consequence_of"] = cause.evidence()
+        advice = [
+            advise(
+                run,
+                "custom_reward_function.path",
+                f"No sample ever got more than {fmt(level)}: score a few rollouts by hand and "
+                "check that a correct answer can get the full reward (answer extraction and "
+                "the expected format, e.g. <answer> tags or \\boxed{}).",
+                "verl:trainer/ppo/reward.py",
+                suggest=None,
+                rule="a reward function whose full score a correct answer reaches",
+            ),
+            advise(
+                run,
+                "data.train_files",
+                "Prompts far too hard for the model are never solved, so only the partial "
+                "score is ever earned: mix in problems it solves part of the time.",
+                f"{SEED_GRPO} §2",
+                suggest=None,
+                rule="training data of a difficulty the model solves part of the time",
+            ),
+        ]
+        return [
+            self.finding(
+                severity="info" if cause is not None else "warning",
+                message=msg,
+                metric=metric,
+                step=steps[0],
+                end_step=steps[-1],
+                evidence=evidence,
+                advice=[] if cause is not None else advice,
+                references=cite_all(["verl:trainer/ppo/metric_utils.py", f"{SEED_GRPO} §2"]),
+            )
+        ]
 
 
 def _advantages_all_zero(run: Run, steps: list[int]) -> bool:

@@ -16,7 +16,6 @@ numpy is imported on use: a cached `analyze` rebuilds reports without it.
 from __future__ import annotations
 
 import fnmatch
-import itertools
 import math
 from collections.abc import Callable, Collection
 from dataclasses import asdict, dataclass, replace
@@ -275,18 +274,26 @@ def consecutive_jump(
     after_step: int = WARMUP_STEPS,
 ) -> Jump | None:
     """The largest rise among the last `last` values of `concept` to at least `min_ratio` × the
-    value before and at least `min_after`, after step `after_step` (warm-up); None if none."""
+    value before and at least `min_after`, after step `after_step` (warm-up); None if none.
+    Every earlier logged value is the baseline too: a rise is no jump when any earlier value
+    (within `last` or before it) was as high, or when it is less than `min_ratio` × the median
+    of all earlier values (a sparse excerpt's dip is not the level)."""
     metric = resolve(run, concept)
     if metric is None:
         return None
     steps, values = run.series(metric)
-    points = [(int(a), float(b)) for a, b in zip(steps[-last:], values[-last:], strict=True)]
+    finite = [math.isfinite(float(v)) for v in values]
+    first = max(0, len(values) - last)
     best: Jump | None = None
-    for (s0, v0), (s1, v1) in itertools.pairwise(points):
-        if not (math.isfinite(v0) and math.isfinite(v1)) or v0 < 0 or s1 <= after_step:
+    for i in range(max(first, 1), len(values)):
+        s0, v0, s1, v1 = int(steps[i - 1]), float(values[i - 1]), int(steps[i]), float(values[i])
+        if not (finite[i - 1] and finite[i]) or v0 < 0 or s1 <= after_step:
             continue
-        jump = Jump(metric, s0, v0, s1, v1)
+        earlier = [float(v) for v, ok in zip(values[:i], finite[:i], strict=True) if ok]
         big = v1 >= min_after and v1 >= min_ratio * max(v0, 1e-12)
+        if big and (max(earlier) >= v1 or v1 < min_ratio * max(_median(earlier), 1e-12)):
+            continue  # an earlier step was as high: the step before was a dip, not the level
+        jump = Jump(metric, s0, v0, s1, v1)
         if big and (best is None or jump.ratio > best.ratio):
             best = jump
     return best

@@ -1,7 +1,10 @@
 """Group findings that tell one story in time into incidents, naming the first mover.
 
 Two findings join when their names belong to a common story (e.g. clip-ratio spike → KL jump →
-entropy collapse) and their step spans come within a window of each other. Every located finding
+entropy collapse), or one names the other as its cause (`evidence["consequence_of"]`, e.g. a
+length cap hit because a NaN loss makes the model write garbage), and their step spans come
+within a window of each other; a finding whose named cause is in its incident is not the
+first mover. Every located finding
 ends up in exactly one incident; alerts are sent per incident.
 """
 
@@ -48,6 +51,17 @@ def _related(a: str, b: str) -> bool:
     return a == b or any(a in s and b in s for s in STORIES)
 
 
+def _cause_of(f: Finding) -> str | None:
+    """The name of the finding `f` says it is a consequence of (`evidence.consequence_of`)."""
+    cause = (f.evidence or {}).get("consequence_of")
+    return cause.get("name") if isinstance(cause, dict) else None
+
+
+def _linked(fi: Finding, fj: Finding) -> bool:
+    """One story (`STORIES`), or one finding names the other as its cause."""
+    return _related(fi.name, fj.name) or fj.name == _cause_of(fi) or fi.name == _cause_of(fj)
+
+
 def window_for(n_steps: int) -> int:
     """How close in steps two findings must be to join: 5% of the run, between 10 and 50."""
     return int(max(10, min(50, 0.05 * n_steps)))
@@ -70,7 +84,7 @@ def group_incidents(findings: list[Finding], n_steps: int) -> list[Incident]:
         i_end = fi.end_step if fi.end_step is not None else fi.step
         for j in located[a_pos + 1 :]:
             fj = findings[j]
-            if not _related(fi.name, fj.name):
+            if not _linked(fi, fj):
                 continue
             j_end = fj.end_step if fj.end_step is not None else fj.step
             gap = max(fi.step, fj.step) - min(i_end, j_end)  # type: ignore[type-var]
@@ -83,7 +97,15 @@ def group_incidents(findings: list[Finding], n_steps: int) -> list[Incident]:
 
     incidents = []
     for members in groups.values():
-        members.sort(key=lambda k: (_step_key(findings[k]), _order(findings[k].name)))
+        # a finding whose named cause is in the incident is never its first mover
+        names = {findings[k].name for k in members}
+        members.sort(
+            key=lambda k: (
+                _cause_of(findings[k]) in names,
+                _step_key(findings[k]),
+                _order(findings[k].name),
+            )
+        )
         first = findings[members[0]]
         steps = [findings[k].step for k in members if findings[k].step is not None]
         ends = [

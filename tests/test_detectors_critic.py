@@ -115,3 +115,26 @@ def test_unknown_config_gives_the_rule():
     run.config_segments = []
     (f,) = AdvantageCollapse().detect(run)
     check_advice(f, config_known=False)
+
+
+def test_advantages_all_zero_at_a_nan_step_are_a_consequence():
+    """A step whose losses are NaN, every sample scored -1 and every advantage is 0: the NaN is
+    the story, not the reward function."""
+    series = {
+        "actor/pg_loss": [np.nan],
+        "actor/kl_loss": [np.nan],
+        "critic/score/max": [-1.0],
+        "critic/score/min": [-1.0],
+        "critic/advantages/max": [0.0],
+        "critic/advantages/min": [0.0],
+    }
+    (f,) = AdvantageCollapse().detect(make_run(series, np.array([83])))
+    assert f.severity == "info" and f.advice == []
+    assert f.evidence["consequence_of"] == {
+        "name": "non-finite-metric",
+        "metric": "actor/pg_loss",
+        "step": 83,
+    }
+    finite = {**series, "actor/pg_loss": [0.0], "actor/kl_loss": [0.001]}
+    (g,) = AdvantageCollapse().detect(make_run(finite, np.array([83])))
+    assert g.severity == "warning" and "consequence_of" not in g.evidence

@@ -170,6 +170,34 @@ def test_non_finite_advice_skips_gpu_memory_when_in_range_and_uses_critic_keys()
     assert lr.suggested == pytest.approx(5e-6)
 
 
+def test_non_finite_advice_leads_with_resume_lr_clip_and_precision():
+    """No config in the log: resume before the NaN, halve the LR, clip, check the precision;
+    no gpu_memory_utilization advice (nothing shows it above the advised range)."""
+    series = L.healthy_series(40)
+    series["actor/pg_loss"][20:] = np.nan
+    f = NonFiniteMetric().detect(L.make_run(series))[0]
+    assert [a.parameter for a in f.advice] == [
+        "trainer.resume_from_path",
+        "actor_rollout_ref.actor.optim.lr",
+        "actor_rollout_ref.actor.grad_clip",
+        "actor_rollout_ref.rollout.dtype",
+    ]
+    assert "before step 21" in f.advice[0].suggested
+    # with the config: the checkpoint folder before the first NaN, bfloat16 for float16
+    config = {
+        "actor_rollout_ref": {
+            "actor": {"optim": {"lr": 1e-6}, "grad_clip": 1.0},
+            "rollout": {"dtype": "float16", "gpu_memory_utilization": 0.4},
+        },
+        "trainer": {"save_freq": 8, "default_local_dir": "/ckpt/run", "n_gpus_per_node": 8},
+    }
+    f = NonFiniteMetric().detect(L.make_run(series, config=config))[0]
+    resume = advice_for(f, "trainer.resume_from_path")
+    assert resume.override == "trainer.resume_from_path=/ckpt/run/global_step_16"
+    assert advice_for(f, "actor_rollout_ref.rollout.dtype").suggested == "bfloat16"
+    assert "actor_rollout_ref.rollout.gpu_memory_utilization" not in [a.parameter for a in f.advice]
+
+
 def test_non_finite_uses_optim_clip_grad_from_verl_08():
     series = L.healthy_series(40)
     series["actor/pg_loss"][20:] = np.nan

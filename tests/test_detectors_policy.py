@@ -552,3 +552,100 @@ def test_realistic_length_collapse_still_found(seed, magnitude):
     found = warnings_of(ResponseLengthCollapse().detect(sim.to_run()))
     assert found and abs(found[0].step - sim.truth[0].step) <= STEP_TOLERANCE
     assert found[0].evidence["direction"] == "collapse"
+
+
+# ---- consequences of a NaN update or of garbage generation (a made-up excerpt's shape) --------
+def _garbage_step(**changes: float) -> dict[str, list[float]]:
+    """One logged step of a model writing garbage: every response at the 256 cap, score 0."""
+    step = {
+        "actor/pg_loss": 0.0,
+        "actor/grad_norm": 1e-4,
+        "actor/entropy": 0.4,
+        "critic/score/mean": 0.0,
+        "critic/score/max": 0.0,
+        "critic/score/min": 0.0,
+        "response_length/mean": 256.0,
+        "response_length/max": 256.0,
+        "response_length/min": 256.0,
+        "response_length/clip_ratio": 1.0,
+        **changes,
+    }
+    return {k: [v] for k, v in step.items()}
+
+
+def test_length_cap_at_a_nan_step_is_a_consequence_without_cap_advice():
+    from logscope.detectors.policy import ResponseLengthClipped
+
+    run = make_run(_garbage_step(**{"actor/pg_loss": np.nan, "actor/ppo_kl": np.nan}), [3663])
+    (f,) = ResponseLengthClipped().detect(run)
+    assert f.severity == "info" and f.advice == []
+    assert f.evidence["consequence_of"] == {
+        "name": "non-finite-metric",
+        "metric": "actor/pg_loss",
+        "step": 3663,
+    }
+    assert "consequence of the NaN actor/pg_loss from step 3663" in f.message
+    # the same step with finite losses is the cap's own finding, with its advice
+    (g,) = ResponseLengthClipped().detect(make_run(_garbage_step(), [3663]))
+    assert g.severity == "warning" and g.advice and "consequence_of" not in g.evidence
+
+
+def test_entropy_far_above_range_with_lengths_at_cap_says_the_rollout_emits_garbage():
+    from logscope.detectors.policy import EntropyBlowup, ResponseLengthClipped
+
+    run = make_run(_garbage_step(**{"actor/entropy": 9.5}), [10])
+    (f,) = EntropyBlowup().detect(run)
+    assert "the rollout emits garbage" in f.message
+    assert f.evidence["garbage_signs"]  # lengths at the cap and one score for every sample
+    # no config in the log: the LoRA check leads, then the temperature, then the bonus
+    params = [a.parameter for a in f.advice]
+    assert params[:3] == [
+        "actor_rollout_ref.rollout.load_format",
+        "actor_rollout_ref.rollout.temperature",
+        "actor_rollout_ref.actor.entropy_coeff",
+    ]
+    (clip,) = ResponseLengthClipped().detect(run)
+    assert clip.severity == "info" and clip.evidence["consequence_of"]["name"] == "entropy-blowup"
+    # a run whose config shows no LoRA gets no LoRA advice; high entropy alone is no garbage
+    config = {
+        "actor_rollout_ref": {"model": {"lora_rank": 0}},
+        "data": {"max_response_length": 256},
+    }
+    f = EntropyBlowup().detect(make_run(_garbage_step(**{"actor/entropy": 9.5}), [10], config))[0]
+    assert "actor_rollout_ref.rollout.load_format" not in [a.parameter for a in f.advice]
+    lone = {"actor/entropy": [4.0], "response_length/clip_ratio": [0.0]}
+    f = EntropyBlowup().detect(make_run(lone, [10]))[0]
+    assert "garbage" not in f.message and f.advice[0].parameter.endswith("entropy_coeff")
+
+
+def test_grad_norm_in_a_sparse_excerpt_is_no_spike_when_an_earlier_step_was_higher():
+    """Three logged steps 52/92/122: 27 → 0.48 → 10.5 is noise around a high level, not a
+    spike from 0.48; 0.5 → 0.45 → 10.5 is one."""
+    steps = [52, 92, 122]
+    assert GradNormSpike().detect(make_run({"critic/grad_norm": [27.0, 0.477, 10.5]}, steps)) == []
+    (f,) = GradNormSpike().detect(make_run({"critic/grad_norm": [0.5, 0.45, 10.5]}, steps))
+    assert f.step == 122 and f.evidence["level_before"] == 0.45
+    # a higher value long before the last few steps counts too
+    gn = [30.0, 0.4, 0.5, 0.45, 0.4, 0.5, 12.0]
+    assert GradNormSpike().detect(make_run({"critic/grad_norm": gn}, list(range(10, 17)))) == []
+
+
+def test_critic_grad_norm_far_past_its_alarm_at_a_warmup_step_is_reported():
+    """Step 2 of a PPO excerpt: the critic's norm 554× the clip with the value loss, explained
+    variance and values all far off: the critic diverged (a warm-up explains 2–15×)."""
+    step = {
+        "critic/grad_norm": [554.0],
+        "critic/vf_loss": [24.4],
+        "critic/vf_explained_var": [-4866.8],
+        "critic/values/mean": [6.47],
+        "critic/returns/min": [-0.002],
+        "critic/returns/max": [0.102],
+        "actor/grad_norm": [1.0],
+    }
+    (f,) = GradNormSpike().detect(make_run(step, [2]))
+    assert f.metric == "critic/grad_norm" and f.step == 2 and f.severity == "warning"
+    assert "the critic diverged" in f.message and len(f.evidence["critic_signs"]) == 3
+    assert [a.parameter for a in f.advice][:2] == ["critic.optim.lr", "trainer.critic_warmup"]
+    # a large but plausible warm-up norm (20× the clip, under 200×) is left alone
+    healthy_start = {**step, "critic/grad_norm": [40.0], "critic/vf_loss": [0.3]}
+    assert GradNormSpike().detect(make_run(healthy_start, [2])) == []

@@ -344,3 +344,36 @@ def test_realistic_validation_drop_that_stays_down_is_found(seed, size, magnitud
                    inject=[Injection("validation-drop", 150, magnitude)])  # fmt: skip
     (f,) = ValidationDrop().detect(sim.to_run())
     assert abs(f.step - sim.truth[0].step) <= 10
+
+
+def test_score_max_stuck_at_a_partial_score_is_a_plateau_variant():
+    """Three sparse steps: every step's best sample scores the 0.1 format score while the mean
+    moves below it; no sample ever got the full reward."""
+    series = {
+        "critic/score/mean": [0.038, 0.094, 0.094],
+        "critic/score/max": [0.1, 0.1, 0.1],
+        "critic/score/min": [0.0, 0.0, 0.0],
+    }
+    (f,) = RewardPlateau().detect(make_run(series, np.array([52, 92, 122])))
+    assert f.severity == "warning" and f.step == 52 and f.end_step == 122
+    assert f.evidence["score_max"] == 0.1 and "format score" in f.message
+    assert f.advice and f.advice[0].parameter == "custom_reward_function.path"
+    # a max of 1.0 (the full reward) at every step is a healthy run's, and two steps too few
+    full = {**series, "critic/score/max": [1.0, 1.0, 1.0]}
+    assert RewardPlateau().detect(make_run(full, np.array([52, 92, 122]))) == []
+    two = {k: v[:2] for k, v in series.items()}
+    assert RewardPlateau().detect(make_run(two, np.array([52, 92]))) == []
+
+
+def test_one_score_for_every_sample_at_a_nan_step_is_a_consequence():
+    series = {
+        "actor/pg_loss": [np.nan],
+        "critic/score/mean": [0.0],
+        "critic/score/max": [0.0],
+        "critic/score/min": [0.0],
+    }
+    (f,) = RewardPlateau().detect(make_run(series, np.array([3663])))
+    assert f.severity == "info" and f.advice == []
+    assert f.evidence["consequence_of"]["name"] == "non-finite-metric"
+    (g,) = RewardPlateau().detect(make_run({**series, "actor/pg_loss": [0.01]}, np.array([3663])))
+    assert g.severity == "warning" and g.advice

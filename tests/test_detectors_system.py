@@ -388,3 +388,45 @@ def test_logged_generation_rounds_give_the_one_round_share():
     del series["train/num_gen_batches"]
     (f,) = RolloutBottleneck().detect(make_run(series))  # rounds seen in the jumps only
     assert f.severity == "info"
+
+
+def _one_step(
+    gen: float, update: float, testing: float, save: float, inside: bool, other: float = 2.0
+) -> dict:
+    """One step's timings; validation and checkpoint inside the step timer or after it."""
+    step = gen + update + other + (testing + save if inside else 0.0)
+    return {
+        "timing_s/gen": [gen],
+        "timing_s/update_actor": [update],
+        "timing_s/old_log_prob": [other],
+        "timing_s/testing": [testing],
+        "timing_s/save_checkpoint": [save],
+        "timing_s/step": [step],
+    }
+
+
+def test_excerpt_step_with_validation_is_judged_without_it():
+    """A one-step excerpt that also ran validation: its seconds come out of the step time when
+    the step's own accounting says they are in it (gen 70 of 100 s once 400 s are out)."""
+    run = make_run(_one_step(70.0, 28.0, 380.0, 20.0, inside=True), np.array([60]))
+    (f,) = RolloutBottleneck().detect(run)
+    assert f.severity == "warning" and f.evidence["gen_share_of_step"] == pytest.approx(0.7)
+    assert f.evidence["validation_checkpoint_seconds"] == pytest.approx(400.0)
+    # the same phases, validation logged after the step timer (a later verl): the step time is
+    # already the training phases' sum, so nothing is taken out — and 70 of 100 s stays 70 %
+    run = make_run(_one_step(70.0, 28.0, 380.0, 20.0, inside=False), np.array([60]))
+    (f,) = RolloutBottleneck().detect(run)
+    assert f.evidence["gen_share_of_step"] == pytest.approx(0.7)
+    assert f.evidence["validation_checkpoint_seconds"] == 0.0
+    # taking 400 s out of a step that never held them would have made 55 % look like 100 %
+    run = make_run(_one_step(55.0, 43.0, 380.0, 20.0, inside=False), np.array([60]))
+    assert RolloutBottleneck().detect(run) == []
+
+
+def test_excerpt_share_just_past_the_rules_is_info():
+    """62 % and 2.03× the next phase on one step is within a step's own wander: info."""
+    run = make_run(_one_step(5.46, 2.69, 21.2, 0.0, inside=True, other=0.6), np.array([1]))
+    (f,) = RolloutBottleneck().detect(run)
+    assert f.severity == "info" and "by less than 5%" in f.message
+    run = make_run(_one_step(64.0, 20.0, 0.0, 0.0, inside=True), np.array([1]))
+    assert RolloutBottleneck().detect(run)[0].severity == "warning"

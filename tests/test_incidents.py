@@ -45,3 +45,15 @@ def test_cause_wins_a_tie() -> None:
     findings = [_f("reward-sawtooth", 50), _f("kl-coef-changed-midrun", 50)]
     (inc,) = group_incidents(findings, 300)
     assert inc.first_mover == "kl-coef-changed-midrun"
+
+
+def test_a_finding_naming_its_cause_joins_it_and_never_leads() -> None:
+    """Truncation at a NaN step names non-finite-metric as its cause: one incident, led by the
+    cause even when the consequence's span starts earlier; without the link they stay apart."""
+    cause = {"name": "non-finite-metric", "metric": "actor/pg_loss", "step": 60}
+    clipped = _f("response-length-clipped", 58, "info")
+    clipped.evidence["consequence_of"] = cause
+    (inc,) = group_incidents([clipped, _f("non-finite-metric", 60, "error")], n_steps=100)
+    assert inc.first_mover == "non-finite-metric" and sorted(inc.findings) == [0, 1]
+    apart = [_f("response-length-clipped", 58), _f("non-finite-metric", 60, "error")]
+    assert len(group_incidents(apart, n_steps=100)) == 2
