@@ -74,3 +74,41 @@ def older_than(text: object, other: str) -> bool:
     """Whether the version in `text` is older than `other` (False when there is none)."""
     version = VerlVersion.parse(text)
     return version is not None and not version.at_least(other)
+
+
+#: The day each verl series was first tagged (volcengine/verl's git tags: v0.1 … v0.7.0); no
+#: later series was tagged by KNOWN_UNTIL, the newest commit read.
+FIRST_RELEASED: tuple[tuple[str, str], ...] = (
+    ("0.1", "2024-12-12"),
+    ("0.2", "2025-02-15"),
+    ("0.3", "2025-03-25"),
+    ("0.4", "2025-06-06"),
+    ("0.5", "2025-07-23"),
+    ("0.6", "2025-10-15"),
+    ("0.7", "2026-01-05"),
+)
+KNOWN_UNTIL = ("0.8", "2026-01-29")
+
+
+def newest_on(day: str | None) -> str | None:
+    """The newest verl series a log written on `day` (YYYY-MM-DD) can come from: the series
+    main was developing then (the first tagged after it), None when unknown or too late."""
+    if not day:
+        return None
+    for series, released in (*FIRST_RELEASED, KNOWN_UNTIL):
+        if day < released:
+            return series
+    return None
+
+
+def cap(guess: str | None, newest: str | None) -> str | None:
+    """A guessed range (`0.5-0.7`) without the series newer than `newest` (`0.5-0.6`). A guess
+    whose oldest is newer than `newest` stays as it is: its keys outweigh a clock."""
+    if guess is None or newest is None or "-" not in guess:
+        return guess
+    low, high = guess.split("-", 1)
+    if low == newest:
+        return low
+    if at_least(high, newest) and not at_least(low, newest):
+        return f"{low}-{newest}"
+    return guess

@@ -453,6 +453,18 @@ def test_rank_checkpoint_messages_and_numpy_values_do_not_date_a_log_as_09(tmp_p
         "(WorkerDict pid=2) INFO:2025-08-07 08:43:28,409:[Rank 2] Saved model to /ckpt/step_10\n"
     )
     run = read_both(tmp_path, text)
-    assert run.meta["verl_version"] == "0.5-0.7"
+    assert run.meta["verl_version"] == "0.5-0.6"  # 0.5 keys; on 2025-08-07 main was making 0.6
     v1 = "INFO:2026-03-01 10:00:00,000:Total training steps: 100\n"
     assert read_both(tmp_path, text + v1).meta["verl_version"] == "0.9"
+
+
+def test_logger_lines_dated_before_09_existed_do_not_date_a_log_as_09(tmp_path):
+    """`LEVEL:asctime:` lines are 0.9's logger format, but agent loops printed them in 2025
+    too; their date bounds the version (main was developing 0.6 on 2025-09-29)."""
+    text = (
+        "(TaskRunner pid=1) WARNING:2025-09-29 15:22:24,763:Task rollout-c5 timed out after 60s\n"
+        "(TaskRunner pid=1) step:3 - actor/entropy:0.41 - actor/pg_loss:0.02\n"
+    )
+    assert read_both(tmp_path, text).meta["verl_version"] == "0.5-0.6"
+    later = text.replace("2025-09-29", "2026-05-01")
+    assert read_both(tmp_path, later).meta["verl_version"] == "0.9"

@@ -48,3 +48,34 @@ def test_in_series_matches_every_patch_release_only():
     assert VerlVersion.parse("0.9").in_series("0.9")
     assert not VerlVersion.parse("0.10").in_series("0.1")
     assert not VerlVersion.parse("0.8.0").in_series("0.9")
+
+
+@pytest.mark.parametrize(
+    ("day", "newest"),
+    [
+        ("2024-11-30", "0.1"),
+        ("2025-07-22", "0.5"),  # main before the 0.5.0 tag was developing 0.5
+        ("2025-09-29", "0.6"),
+        ("2026-01-10", "0.8"),
+        ("2026-06-01", None),  # after what is known: no cap
+        (None, None),
+    ],
+)
+def test_newest_series_on_a_day(day, newest):
+    assert verl_version.newest_on(day) == newest
+
+
+@pytest.mark.parametrize(
+    ("guess", "newest", "capped"),
+    [
+        ("0.5-0.7", "0.6", "0.5-0.6"),
+        ("0.3-0.8", "0.5", "0.3-0.5"),
+        ("0.6-0.7", "0.6", "0.6"),
+        ("0.5-0.7", "0.8", "0.5-0.7"),  # nothing newer to cut
+        ("0.8", "0.6", "0.8"),  # keys outweigh a clock
+        ("0.5-0.7", None, "0.5-0.7"),
+        (None, "0.6", None),
+    ],
+)
+def test_a_guess_capped_by_the_newest_series(guess, newest, capped):
+    assert verl_version.cap(guess, newest) == capped

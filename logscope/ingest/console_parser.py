@@ -259,6 +259,7 @@ class ConsoleParser:
         # the last progress bar before any step line: (line, done, total, elapsed)
         self._bar_before_steps: tuple[int, int, int, str] | None = None
         self._logger_lines = False
+        self._log_date: str | None = None  # the latest day a `LEVEL:asctime:` line shows
         self._total_training_steps: int | None = None
         # where the text shows training ended (the progress bar at 100%, W&B's footer)
         self._run_end: dict[str, dict[str, int | None]] = {}
@@ -588,6 +589,8 @@ class ConsoleParser:
         m = vt.LOGGER_RE.match(clean)
         if m is not None:  # verl 0.9 V1 logger: LEVEL:asctime:message
             body = clean[m.end() :]
+            day = m.group(2)[:10]
+            self._log_date = day if self._log_date is None else max(self._log_date, day)
             # ... but a rank's checkpoint messages print so in earlier verl too
             self._logger_lines = self._logger_lines or not body.startswith("[Rank ")
             level = m.group(1)
@@ -807,6 +810,7 @@ class ConsoleParser:
             saw_progress=parser._saw_progress,
             bar_before_steps=parser._bar_before_steps,
             logger_lines=parser._logger_lines,
+            log_date=parser._log_date,
             total_training_steps=parser._total_training_steps,
             run_end={k: dict(v) for k, v in parser._run_end.items()},
             overrides=dict(parser._overrides),

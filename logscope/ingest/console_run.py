@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import polars as pl
 
+from logscope import verl_version
 from logscope.ingest import verl_text as vt
 from logscope.ingest._common import nest_dotted
 from logscope.ingest.pasted import LooseRecord
@@ -94,6 +95,7 @@ class ParsedLog:
     saw_progress: bool
     bar_before_steps: tuple[int, int, int, str] | None  # the last progress bar before any step
     logger_lines: bool  # verl 0.9's `LEVEL:asctime:message` lines
+    log_date: str | None  # the latest day (YYYY-MM-DD) such a line shows
     total_training_steps: int | None
     run_end: dict[str, dict[str, int | None]]  # where the text shows training ended
     overrides: dict[str, Any]  # from Hydra's `Error executing job with overrides`
@@ -155,6 +157,7 @@ def build_run(
         "ray_actors": sorted(parsed.ray_actors | fast.ray_actors),
         "training_progress": parsed.saw_progress or fast.saw_progress,
         "logger_lines": parsed.logger_lines,
+        "log_date": parsed.log_date,
     }
     run.meta = _meta(run, names, parsed, signals, pasted.layout if pasted else None)
     return run
@@ -386,7 +389,15 @@ def _meta(
 
 
 def guess_version(names: set[str], signals: dict[str, Any], config: dict[str, Any]) -> str | None:
-    """verl version range from what the log shows (verl_formats.md §1.0)."""
+    """verl version range from what the log shows (verl_formats.md §1.0), no newer than the
+    verl that existed on the day its logger lines show (`verl_version.newest_on`)."""
+    newest = verl_version.newest_on(signals.get("log_date"))
+    if newest is not None and not verl_version.at_least(newest, "0.9"):
+        signals = {**signals, "logger_lines": False}  # 0.9's logger format: not yet then
+    return verl_version.cap(_guess_version(names, signals, config), newest)
+
+
+def _guess_version(names: set[str], signals: dict[str, Any], config: dict[str, Any]) -> str | None:
 
     def has(prefix: str) -> bool:
         return any(n.startswith(prefix) for n in names)
