@@ -18,7 +18,7 @@ from logscope.model import Advice, Finding, Run
 from logscope.sources import cite_all
 from logscope.verl_config import ACT
 
-from ._consequences import constant_score, root_cause
+from ._consequences import RootCause, constant_score, root_cause
 from ._fits import hinge_fit, isotonic_prefix_fit, line_at, line_rss, poly_prefix_fit
 from ._series import (
     Series,
@@ -638,18 +638,7 @@ class RewardPlateau(Detector, code="LS202", name="reward-plateau"):
                 f"step ({len(steps)}). " + cause.note("One score for every sample")
             )
             evidence["consequence_of"] = cause.evidence()
-        return [
-            self.finding(
-                severity="info" if cause is not None else "warning",
-                message=msg,
-                metric=metric,
-                step=steps[0],
-                end_step=steps[-1],
-                evidence=evidence,
-                advice=[] if cause is not None else reward_fires_advice(run),
-                references=cite_all(["verl:trainer/ppo/metric_utils.py", f"{SEED_GRPO} §2"]),
-            )
-        ]
+        return self._every_step(msg, metric, steps, evidence, cause, reward_fires_advice(run))
 
     def _stuck_at_partial(self, run: Run) -> list[Finding]:
         """`critic/score/max` the same partial score (0 < max ≤ `max_partial_score`) at every
@@ -716,10 +705,22 @@ class RewardPlateau(Detector, code="LS202", name="reward-plateau"):
                 rule="training data of a difficulty the model solves part of the time",
             ),
         ]
+        return self._every_step(msg, metric, steps, evidence, cause, advice)
+
+    def _every_step(
+        self,
+        message: str,
+        metric: str,
+        steps: list[int],
+        evidence: dict[str, Any],
+        cause: RootCause | None,
+        advice: list[Advice],
+    ) -> list[Finding]:
+        """A finding judged on every logged step: info without advice when `cause` explains it."""
         return [
             self.finding(
                 severity="info" if cause is not None else "warning",
-                message=msg,
+                message=message,
                 metric=metric,
                 step=steps[0],
                 end_step=steps[-1],

@@ -126,7 +126,7 @@ class VllmError(Detector, code="LS023", name="vllm-error"):
         what = f"this GPU ({gpu}, compute capability {cc})" if gpu and cc else "this GPU"
         message = (
             f"vLLM refused bfloat16 on {what} at {where(hits[0])}: bfloat16 needs compute "
-            "capability 8.0 (Ampere: A100, A10, L4, RTX 30xx or newer), so the rollout engine "
+            "capability 8.0 (Ampere or newer: A100, L4, H100, RTX 30xx), so the rollout engine "
             "never starts. Run in float16 on this GPU, or move to an Ampere-or-newer GPU."
         )
         why = (
