@@ -308,13 +308,21 @@ def _ar1(resid: np.ndarray) -> float:
     return float(np.clip(0.5 * (own + from_diff), 0.0, 0.95))
 
 
+MAX_PINNED_SHARE = 0.25
+
+
 def _before_ceiling(steps: np.ndarray, values: np.ndarray, sigma: float):
     """The series up to where it got pinned at its ceiling (the allocator's limit), if it did:
-    its last 10 points or more within 3 sigma of the highest value."""
+    its last 10 points or more, but at most `MAX_PINNED_SHARE` of them, within 3 sigma of the
+    highest value. Pinned for longer, the run kept going at that level without running out:
+    the memory settled (a peak counter such as `max_memory_reserved` stops setting records),
+    and the flat end is judged with the rest."""
     at_top = values >= float(values.max()) - 3 * sigma
-    if len(values) < 20 or not at_top[-10:].all():
+    if len(values) < 20 or not at_top[-10:].all() or at_top.all():
         return steps, values
-    first = len(values) - int(np.argmin(at_top[::-1])) if not at_top.all() else 0
+    first = len(values) - int(np.argmin(at_top[::-1]))
+    if len(values) - first > MAX_PINNED_SHARE * len(values):
+        return steps, values
     cut = first + 1
     return (steps[:cut], values[:cut]) if cut >= 10 else (steps, values)
 
@@ -595,6 +603,7 @@ class MemoryLeak(Detector, code="LS301", name="memory-leak"):
 #: what a short excerpt compares generation with when no other phase's time is logged
 REST_OF_STEP = "rest-of-step"
 #: the agent loop's slowest rollout this many times its mean: a long tail holds the step
+LENGTH_TAIL_RATIO = 8  # longest response ÷ mean from which the tail sets the step's length
 LONG_TAIL_RATIO = 1.5
 
 
@@ -613,6 +622,28 @@ def _long_tail(run: Run, start: int, end: int, gen_s: float) -> str:
     return (
         f" The agent loop's slowest rollout takes {fmt(top)} s against a mean of {fmt(avg)} s "
         f"({top / avg:.1f}×): the step waits about {fmt(top - avg)} s for its long tail."
+    )
+
+
+def _length_tail(run: Run, start: int, end: int) -> str:
+    """A sentence when the longest response of a step is `LENGTH_TAIL_RATIO` × its mean or
+    more (median over steps `start`–`end`): generation then waits for a few long sequences,
+    and the share says more about the responses than about the rollout's settings."""
+    top = values_by_step(run, "response_length_max", since=start)
+    mean = values_by_step(run, "response_length_mean", since=start)
+    both = [s for s in top if s in mean and s <= end and mean[s] > 0]
+    if not both:
+        return ""
+    longest = float(np.median([top[s] for s in both]))
+    avg = float(np.median([mean[s] for s in both]))
+    if longest < LENGTH_TAIL_RATIO * avg:
+        return ""
+    return (
+        f" The longest response of a step ({longest:,.0f} tokens, median) is "
+        f"{longest / avg:.0f}× the mean ({avg:,.0f}): each step waits for its few longest "
+        "sequences, which rollout memory and batching do not shorten. This is the cost of "
+        "long responses, not a slow engine; a tighter `data.max_response_length` or an "
+        "overlong filter shortens the tail."
     )
 
 
@@ -944,6 +975,10 @@ class RolloutBottleneck(Detector, code="LS302", name="rollout-bottleneck"):
         tail = _long_tail(run, start, end, gen_s)
         if tail:
             msg += tail
+        lengths = _length_tail(run, start, end)
+        if lengths:
+            msg += lengths
+            severity = "info"
         config = run.config()
         size = model_size_b(config) if config else None
         gpus = n_gpus(config) if config else None

@@ -430,3 +430,55 @@ def test_excerpt_share_just_past_the_rules_is_info():
     assert f.severity == "info" and "by less than 5%" in f.message
     run = make_run(_one_step(64.0, 20.0, 0.0, 0.0, inside=True), np.array([1]))
     assert RolloutBottleneck().detect(run)[0].severity == "warning"
+
+
+def _peak_counter(n: int, records: dict[int, float]) -> np.ndarray:
+    """A high-water mark (torch's `max_memory_reserved`): a warm-up to 64.9 GB, then a new
+    record (+GB) at each step of `records`, never lower, flat after the last."""
+    mem = np.full(n, 64.9)
+    mem[:5] = np.linspace(63.6, 64.9, 5)
+    for step, more in records.items():
+        mem[step:] += more
+    return mem
+
+
+@pytest.mark.parametrize(
+    "records",
+    [
+        {31: 0.08, 61: 0.29, 81: 0.16, 101: 0.55},  # then flat for 139 of 240 steps
+        {20: 0.3, 45: 0.2, 70: 0.4, 95: 0.3, 110: 0.2},
+    ],
+)
+def test_a_peak_counter_that_stopped_setting_records_is_not_a_leak(records):
+    run = make_run({"actor/perf/max_memory_reserved_gb": _peak_counter(240, records)})
+    assert named(MemoryLeak().detect(run), "memory-leak") == []
+
+
+def test_a_leak_pinned_at_its_ceiling_for_the_last_steps_is_still_a_leak():
+    rng = np.random.default_rng(4)
+    n = 200
+    mem = np.minimum(40 + 0.05 * np.arange(n), 49.0) + 0.02 * rng.standard_normal(n)  # top at 180
+    (f,) = named(MemoryLeak().detect(make_run({"perf/max_memory_reserved_gb": mem})), "memory-leak")
+    assert f.severity == "warning"
+    assert f.evidence["rate_gb_per_step"] == pytest.approx(0.05, rel=0.2)
+
+
+@pytest.mark.parametrize(("longest", "severity"), [(20480.0, "info"), (2400.0, "warning")])
+def test_generation_held_by_its_longest_responses_is_info(longest, severity):
+    """Long-CoT runs: a step waits for its few responses at a 20k cap while the mean is 1k;
+    the share is the responses' cost, not a slow engine."""
+    rng = np.random.default_rng(5)
+    n = 120
+    gen = 850 + 40 * rng.standard_normal(n)
+    run = make_run(
+        {
+            "timing_s/gen": gen,
+            "timing_s/update_actor": 160 + 10 * rng.standard_normal(n),
+            "timing_s/step": gen + 230,
+            "response_length/mean": 1000 + 50 * rng.standard_normal(n),
+            "response_length/max": np.full(n, longest),
+        }
+    )
+    (f,) = RolloutBottleneck().detect(run)
+    assert f.severity == severity
+    assert ("waits for its few longest sequences" in f.message) == (severity == "info")
