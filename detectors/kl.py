@@ -38,6 +38,15 @@ ON_POLICY_NEGATIVE_SHARE = 0.2
 #: healthy runs lose 30-60 % early, so a halving alone is not
 NEAR_ZERO_ENTROPY = 0.02
 COLLAPSE_FALL = 0.8
+#: kl-jump: a rise of KL to the reference early in the run that continues its climb from ~0
+#: (the least of its first 3 values at most this share of the level before the rise, the rise
+#: no steeper than this many times the climb's mean slope) is the start-up ramp, not a jump
+RAMP_START_SHARE = 0.5
+RAMP_SLOPE_RATIO = 2.0
+#: kl-out-of-band: above the band is a warning only with a sign of harm; one is a rise of at
+#: least this many times over the RISE_STEPS steps before KL passed the high threshold
+RISE_STEPS = 30
+FAST_RISE_RATIO = 1.6
 #: a Gaussian's 99th percentile of |x| in σ: heavy tails raise a series' own 99th percentile above it
 Z99 = 2.5758293035489004  # scipy.special.ndtri(0.995)
 
@@ -217,6 +226,37 @@ def _levels(
     )
 
 
+def _halves(
+    run: Run, concepts: tuple[str, ...], step: int, end: int, share: float = 0.25
+) -> tuple[float, float, float] | None:
+    """(median over the first `share` of the logged steps in [step, end], median over the last
+    `share`, the standard error of their difference from the point-to-point noise), or None."""
+    other = Series.load(run, *concepts)
+    if other is None:
+        return None
+    v = other.values[(other.steps >= step) & (other.steps <= end)]
+    v = v[np.isfinite(v)]
+    k = max(3, int(len(v) * share))
+    if len(v) < 2 * k:
+        return None
+    first, last = float(np.median(v[:k])), float(np.median(v[-k:]))
+    noise = mad_normal(np.diff(v)) / math.sqrt(2)  # per point, a trend does not inflate it
+    return first, last, 1.2533 * noise * math.sqrt(2 / k)  # SE of a difference of medians
+
+
+def _rising(h: tuple[float, float, float] | None, z: float = 3.0) -> bool:
+    return h is not None and h[1] - h[0] > z * h[2]
+
+
+def _falling(h: tuple[float, float, float] | None, z: float = 3.0) -> bool:
+    return h is not None and h[0] - h[1] > z * h[2]
+
+
+def _kl_growing(h: tuple[float, float, float] | None) -> bool:
+    """KL to the reference up by ≥ 1.5× and ≥ 0.002 nat over a stretch: the policy moves."""
+    return h is not None and h[1] >= 1.5 * max(h[0], 0.0) and h[1] - h[0] >= 0.002
+
+
 def _stretch_fields(
     s: Series, first: int, last: int, lead: dict[str, Any], **evidence: Any
 ) -> dict[str, Any]:
@@ -368,10 +408,10 @@ class KLJump(Detector, code="LS101", name="kl-jump"):
         # warm-up is a segment of its own, not compared with what follows: KL to the reference
         # rises from 0, and ppo_kl rises with the LR while the LR warms up (update size ∝ LR)
         first = int(np.searchsorted(s.steps, s.steps[0] + self.warmup_steps))
-        share = _lr_share(run, s.steps) if concept == "ppo_kl" else None
+        share = _lr_share(run, s.steps)
         if share is not None:  # the LR warm-up ends where the LR stops rising
             first = max(first, int(np.argmax(np.append(np.diff(share) <= 0, True))))
-        s = s[first:]
+        full, s = s, s[first:]
         if len(s) < self.min_points:
             return self._short(run, concept)
         x, floor, inv = domain(s, log_scale)
@@ -386,6 +426,8 @@ class KLJump(Detector, code="LS101", name="kl-jump"):
             if judged is None or judged[2] < self.z_threshold:
                 continue
             c = replace(c, before=inv(judged.before), after=inv(judged.after), z=judged.z)
+            if concept != "ppo_kl" and self._startup_ramp(full, s, c, width):
+                continue
             if self._matters(c, concept, log_scale, s.resolution):
                 cands.append((c, self._ratio(c, log_scale, s.resolution), judged.spread))
         # Short spikes only on a log scale: near 0 (or in a .3f log printing mostly 0.000) a
@@ -405,6 +447,30 @@ class KLJump(Detector, code="LS101", name="kl-jump"):
         kept = recurring(spans, self.min_gap_steps, self.max_findings, [-c.z for c, _, _ in cands])
         kept.sort(key=lambda ir: -cands[ir[0]][0].z)
         return [self._finding(run, s, *cands[i], width, log_scale, rec=rec) for i, rec in kept]
+
+    def _startup_ramp(self, full: Series, s: Series, c: Change, width: int) -> bool:
+        """The rise continues the smooth climb of KL to the reference from ~0 at the start of
+        the run (`full`, warm-up included): it starts in the first quarter of the run (or
+        4 windows), the least of the first 3 logged values is at most `RAMP_START_SHARE` of the level
+        before it, the climb up to it rises from third to third, and the rise between the two
+        windows' centres is no steeper than `RAMP_SLOPE_RATIO` × the climb's mean slope."""
+        onset_step = s.steps[c.onset]
+        span = float(full.steps[-1] - full.steps[0])
+        if onset_step - full.steps[0] > max(0.25 * span, 4 * width) or not c.before > 0:
+            return False
+        v0 = float(np.min(full.values[:3]))
+        if v0 > RAMP_START_SHARE * c.before:
+            return False
+        climb = full.values[full.steps <= onset_step]
+        thirds = [float(np.median(p)) for p in np.array_split(climb, 3) if len(p)]
+        if len(thirds) < 3 or not thirds[0] < thirds[1] < thirds[2]:
+            return False
+        t0 = float(full.steps[0])
+        tb = float(np.median(s.steps[max(0, c.onset - width) : c.onset]))
+        ta = float(np.median(s.steps[c.end : c.end + width]))
+        ramp = (c.before - v0) / max(1.0, tb - t0)
+        rise = (c.after - c.before) / max(1.0, ta - tb)
+        return rise <= RAMP_SLOPE_RATIO * ramp
 
     def _matters(self, c: Change, concept: str, log_scale: bool, res: float | None) -> bool:
         """Large enough to matter to training: relative (`min_ratio`) and absolute rise, both
@@ -658,10 +724,11 @@ class KLOutOfBand(Detector, code="LS102", name="kl-out-of-band"):
         high = self._stretch(sm > self.high_threshold, post, n_post)
         if high is not None:
             first, last = high
+            onset = first
             # the stretch is dated from where KL left the band on its way up
             while first > 0 and post[first - 1] and sm[first - 1] > self.band_high:
                 first -= 1
-            out.append(self._high(run, s, first, last))
+            out.append(self._high(run, s, first, last, onset))
         low_mask = (sm < self.low_threshold) & post
         if high is None and low_mask.sum() >= max(self.min_steps, self.low_fraction * n_post):
             first = int(np.nonzero(low_mask)[0][0])
@@ -673,7 +740,44 @@ class KLOutOfBand(Detector, code="LS102", name="kl-out-of-band"):
         found = stretches(mask & post, max(self.min_steps, math.ceil(self.min_fraction * n_post)))
         return (found[0][0], found[0][1] - 1) if found else None
 
-    def _high(self, run: Run, s: Series, first: int, last: int) -> Finding:
+    def _rise(self, s: Series, onset: int) -> float | None:
+        """How many times KL rose in the `RISE_STEPS` steps before it passed the high threshold
+        at index `onset`: the median of the 10 logged values from there over that of the 10
+        values ending `RISE_STEPS` steps earlier. None without 3 such values: at the start of
+        a run KL climbs from 0 by construction, so a ratio to it tells nothing."""
+        t = s.step_at(onset) - RISE_STEPS
+        before = s.values[(s.steps < t) & (s.steps >= t - 10)]
+        if len(before) < 3:
+            return None
+        after = s.values[onset : onset + 10]
+        return float(np.median(after)) / max(float(np.median(before)), 1e-12)
+
+    def _corroboration(self, run: Run, s: Series, first: int, last: int, onset: int) -> dict:
+        """What makes KL above the band a risk rather than the slow drift of a learning run
+        (KL to the reference accumulates): a fast rise, entropy collapsing or blowing up,
+        response length collapsing, or the score falling over the stretch."""
+        step, end = s.step_at(first), s.step_at(last)
+        signs: dict[str, Any] = {}
+        rise = self._rise(s, onset)
+        if rise is not None and rise >= FAST_RISE_RATIO:
+            signs["fast_rise"] = round(rise, 2)
+        ent_early, ent_now = _levels(run, "entropy", s.steps[0], step, end)
+        if ent_now is not None and (
+            ent_now < NEAR_ZERO_ENTROPY
+            or (ent_early and ent_early > 0 and (ent_now <= ent_early * (1 - COLLAPSE_FALL)))
+        ):
+            signs["entropy_collapsing"] = [sig(ent_early or 0.0), sig(ent_now)]
+        elif ent_now is not None and ent_early and ent_early > 0 and ent_now >= 2 * ent_early:
+            signs["entropy_rising"] = [sig(ent_early), sig(ent_now)]
+        len_early, len_now = _levels(run, "response_length_mean", s.steps[0], step, end)
+        if len_early and len_now is not None and len_now <= 0.5 * len_early:
+            signs["response_length_collapsing"] = [sig(len_early), sig(len_now)]
+        score = _halves(run, ("score_mean", "reward_mean"), step, end)
+        if _falling(score) and score is not None:
+            signs["score_falling"] = [sig(score[0]), sig(score[1])]
+        return signs
+
+    def _high(self, run: Run, s: Series, first: int, last: int, onset: int) -> Finding:
         step, end = s.step_at(first), s.step_at(last)
         seg = s.values[first : last + 1]
         level, peak = float(np.median(seg)), float(np.max(seg))
@@ -682,6 +786,30 @@ class KLOutOfBand(Detector, code="LS102", name="kl-out-of-band"):
             f"{step} and stays above {fmt(self.high_threshold)} until step {end} (median "
             f"{fmt(level)}, peak {fmt(peak)})."
         )
+        signs = self._corroboration(run, s, first, last, onset)
+        rise = self._rise(s, onset)
+        if signs:
+            said = {
+                "fast_rise": f"a fast rise ({signs.get('fast_rise')}× in the {RISE_STEPS} "
+                "steps before it passed the threshold)",
+                "entropy_collapsing": "entropy is collapsing",
+                "entropy_rising": "entropy is blowing up",
+                "response_length_collapsing": "response length is collapsing",
+                "score_falling": "the score is falling",
+            }
+            message += " A sign of harm with it: " + "; ".join(said[k] for k in signs) + "."
+        else:
+            how = (
+                f"A slow drift ({rise:.2g}× over the {RISE_STEPS} steps before it passed "
+                f"{fmt(self.high_threshold)})"
+                if rise is not None
+                else "A climb from 0 at the start of the run"
+            )
+            message += (
+                f" {how} with no sign of harm (entropy and response "
+                "length steady, the score not falling): KL to the reference accumulates over "
+                "a learning run. Watch it; not an alarm by itself."
+            )
         advice = [
             _raise_kl_coef(run, s.metric, f"KL to the reference is {fmt(level)}, above the band."),
             halve_advice(
@@ -692,13 +820,17 @@ class KLOutOfBand(Detector, code="LS102", name="kl-out-of-band"):
             ),
         ]
         return self.finding(
-            severity="warning",
+            severity="warning" if signs else "info",
             message=message,
             **_stretch_fields(
                 s,
                 first,
                 last,
-                {"direction": "high"},
+                {
+                    "direction": "high",
+                    "corroboration": signs,
+                    "rise_ratio": round(rise, 2) if rise is not None else None,
+                },
                 median_kl=sig(level),
                 peak_kl=sig(peak),
                 steps_above=last - first + 1,
@@ -859,6 +991,8 @@ class PPOKLTooLow(Detector, code="LS103", name="ppo-kl-too-low"):
         drops = self._drops(s, lr, judged, need)
         if not found and not drops:
             return []
+        # an abrupt fall of the update size is a change to explain, learning or not
+        dropped = True
         if not found:
             first, last = drops[0], len(s) - 1
         else:
@@ -868,11 +1002,12 @@ class PPOKLTooLow(Detector, code="LS103", name="ppo-kl-too-low"):
             while first > 0 and low[first - 1]:
                 first -= 1
             earlier = [d for d in drops if d <= first + 3 * self.smooth_steps]
+            dropped = bool(earlier)
             if earlier:
                 first, last = min(earlier[0], first), max(last, len(s) - 1)
         while last > first and not judged[last]:
             last -= 1  # the tail of a decay is not evidence either way
-        return [self._finding(run, s, first, last, n_judged, share)]
+        return [self._finding(run, s, first, last, n_judged, share, dropped)]
 
     def _drops(self, s: Series, lr: np.ndarray, judged: np.ndarray, need: int) -> list[int]:
         """Onsets of abrupt falls of ppo_kl × (peak LR / LR) — at least `min_drop_ratio` and
@@ -1000,6 +1135,7 @@ class PPOKLTooLow(Detector, code="LS103", name="ppo-kl-too-low"):
         last: int,
         n_judged: int,
         share: np.ndarray | None,
+        dropped: bool = False,
     ) -> Finding:
         step, end = s.step_at(first), s.step_at(last)
         seg = s.values[first : last + 1]
@@ -1061,6 +1197,27 @@ class PPOKLTooLow(Detector, code="LS103", name="ppo-kl-too-low"):
             )
         if kl_high:
             evidence["kl_to_reference"] = sig(kl_now)
+        # ppo_kl averages over a step's mini-batches, the first ~0 by construction, so several
+        # mini-batches or a small LR keep a healthy run below 1e-4: timid updates are a warning
+        # only when the run is not learning either (score not rising, KL to the reference flat)
+        score = _halves(run, ("score_mean", "reward_mean"), step, end)
+        kl_trend = _halves(run, ("kl_ref",), step, end)
+        learning = not (collapsed or dropped) and (_rising(score) or _kl_growing(kl_trend))
+        if learning:
+            signs = []
+            if score is not None:
+                signs.append(f"the score went {fmt(score[0])} → {fmt(score[1])}")
+                evidence["score_first_last"] = [sig(score[0]), sig(score[1])]
+            if kl_trend is not None:
+                signs.append(f"KL to the reference {fmt(kl_trend[0])} → {fmt(kl_trend[1])}")
+                evidence["kl_to_reference_first_last"] = [sig(kl_trend[0]), sig(kl_trend[1])]
+            message += (
+                f" But the run is learning over that stretch ({', '.join(signs)}): ppo_kl "
+                "averages over the mini-batches of a step, the first of which is ~0 by "
+                "construction, so several mini-batches or a small LR keep it this low in a "
+                "healthy run. Not an alarm by itself."
+            )
+            evidence["learning"] = True
         use_kl_loss = current_value(run, f"{ACT}.use_kl_loss")
         in_reward = current_value(run, "algorithm.use_kl_in_reward")
         if (use_kl_loss or in_reward) and not collapsed and not kl_high:
@@ -1077,7 +1234,7 @@ class PPOKLTooLow(Detector, code="LS103", name="ppo-kl-too-low"):
                 )
             )
         return self.finding(
-            severity="warning",
+            severity="info" if learning else "warning",
             message=message,
             **_stretch_fields(
                 s,
@@ -1091,6 +1248,6 @@ class PPOKLTooLow(Detector, code="LS103", name="ppo-kl-too-low"):
                 threshold=self.threshold,
                 min_lr_share=self.min_lr_share,
             ),
-            advice=advice,
+            advice=[] if learning else advice,
             references=cite_all([f"{SEED_PPO} §4.2", "verl:trainer/ppo/core_algos.py"]),
         )

@@ -417,3 +417,108 @@ def test_kl_jump_evidence_states_its_noise_on_the_levels_scale(algorithm):
         else:
             rise = e["level_after"] - e["level_before"]
             assert rise == pytest.approx(e["z"] * e["spread"], rel=0.1)
+
+
+# ---- healthy shapes that are not alarms (a healthy-run simulator's false alarms) ----------
+def _learning_run(n: int, seed: int, **metrics: np.ndarray):
+    """A run that learns: score rising 0.25 → 0.5, entropy steady near 0.3."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(n)
+    score = 0.25 + 0.25 * (1 - np.exp(-t / (n / 3))) + rng.normal(0, 0.02, n)
+    entropy = 0.3 * np.exp(rng.normal(0, 0.03, n))
+    return {"critic/score/mean": score, "actor/entropy": entropy, **metrics}
+
+
+def test_ppo_kl_low_while_the_run_learns_is_not_a_warning():
+    """Several mini-batches: ppo_kl ~5e-5 from the start (the first mini-batch is ~0 by
+    construction) while the score rises and KL to the reference grows."""
+    n, rng = 150, np.random.default_rng(11)
+    ppo_kl = 5e-5 * np.exp(rng.normal(0, 0.3, n))
+    kl = 0.002 + 0.008 * np.sqrt(np.arange(n) / n) * np.exp(rng.normal(0, 0.05, n))
+    cfg = {"actor_rollout_ref": {"actor": {"optim": {"lr": 5e-7}, "use_kl_loss": True}}}
+    run = make_run(
+        _learning_run(n, 11, **{"actor/ppo_kl": ppo_kl, "actor/kl_loss": kl}), config=cfg
+    )
+    findings = PPOKLTooLow().detect(run)
+    assert warnings_of(findings) == []
+    (f,) = findings
+    assert f.severity == "info" and f.evidence["learning"] is True and f.advice == []
+    assert "learning" in f.message
+
+
+def test_ppo_kl_low_on_a_run_that_does_not_learn_still_warns():
+    n, rng = 150, np.random.default_rng(12)
+    ppo_kl = 5e-5 * np.exp(rng.normal(0, 0.3, n))
+    score = 0.3 + rng.normal(0, 0.02, n)
+    kl = 0.004 * np.exp(rng.normal(0, 0.05, n))
+    cfg = {"actor_rollout_ref": {"actor": {"optim": {"lr": 5e-7}}}}
+    metrics = {"actor/ppo_kl": ppo_kl, "critic/score/mean": score, "actor/kl_loss": kl}
+    (f,) = PPOKLTooLow().detect(make_run(metrics, config=cfg))
+    assert f.severity == "warning" and "learning" not in f.evidence
+
+
+def test_ppo_kl_abrupt_fall_warns_even_while_the_score_rises():
+    """A sudden fall of the update size at a constant LR is a change to explain."""
+    n, rng = 300, np.random.default_rng(13)
+    ppo_kl = 4e-4 * np.exp(rng.normal(0, 0.2, n))
+    ppo_kl[120:] = 3e-5 * np.exp(rng.normal(0, 0.2, n - 120))
+    cfg = {"actor_rollout_ref": {"actor": {"optim": {"lr": 1e-6}}}}
+    (f,) = PPOKLTooLow().detect(
+        make_run(_learning_run(n, 13, **{"actor/ppo_kl": ppo_kl}), config=cfg)
+    )
+    assert f.severity == "warning" and abs(f.step - 120) <= STEP_TOLERANCE
+
+
+def _slow_kl_drift(n: int, seed: int) -> np.ndarray:
+    """KL to the reference drifting 0.01 → ~0.08 over hundreds of steps (cumulative drift)."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(1, n + 1)
+    return 0.08 * (1 - np.exp(-t / (n / 2.5))) * np.exp(rng.normal(0, 0.08, n))
+
+
+def test_kl_above_band_by_slow_drift_while_learning_is_info():
+    n = 500
+    run = make_run(_learning_run(n, 21, **{"actor/kl_loss": _slow_kl_drift(n, 21)}))
+    (f,) = KLOutOfBand().detect(run)
+    assert f.severity == "info" and f.evidence["direction"] == "high"
+    assert f.evidence["corroboration"] == {} and "slow drift" in f.message
+
+
+def test_kl_above_band_with_entropy_collapsing_is_a_warning():
+    n = 500
+    metrics = _learning_run(n, 22, **{"actor/kl_loss": _slow_kl_drift(n, 22)})
+    metrics["actor/entropy"] = metrics["actor/entropy"] * np.where(np.arange(n) > 150, 0.05, 1.0)
+    (f,) = KLOutOfBand().detect(make_run(metrics))
+    assert f.severity == "warning" and "entropy_collapsing" in f.evidence["corroboration"]
+
+
+def test_kl_above_band_with_the_score_falling_is_a_warning():
+    n, rng = 500, np.random.default_rng(23)
+    score = 0.5 - 0.3 * np.arange(n) / n + rng.normal(0, 0.02, n)
+    metrics = {"actor/kl_loss": _slow_kl_drift(n, 23), "critic/score/mean": score}
+    (f,) = KLOutOfBand().detect(make_run(metrics))
+    assert f.severity == "warning" and "score_falling" in f.evidence["corroboration"]
+
+
+@pytest.mark.parametrize("warmup", [0, 20])
+@pytest.mark.parametrize("seed", [31, 32, 33])
+def test_smooth_kl_ramp_from_zero_at_the_start_is_not_a_jump(warmup, seed):
+    """kl_loss climbing ~0.001 → 0.022 over the first ~35 steps (with or without an LR
+    warm-up), then flat and drifting slowly: 15-step differences early in the ramp are large
+    against the flat curve later, but nothing jumped."""
+    n, rng = 300, np.random.default_rng(seed)
+    t = np.arange(1, n + 1)
+    kl = (0.022 * np.minimum(1, t / 35) ** 0.9 + 0.00004 * t) * np.exp(rng.normal(0, 0.06, n))
+    metrics = {"actor/kl_loss": kl}
+    if warmup:
+        metrics["actor/lr"] = 2e-6 * np.minimum(1.0, t / warmup)
+    assert warnings_of(KLJump().detect(make_run(metrics))) == []
+
+
+def test_kl_jump_right_after_the_startup_ramp_is_still_found():
+    n, rng = 300, np.random.default_rng(34)
+    t = np.arange(1, n + 1)
+    kl = 0.015 * np.minimum(1, t / 25) * np.exp(rng.normal(0, 0.06, n))
+    kl[59:] *= 3.5
+    found = [f for f in KLJump().detect(make_run({"actor/kl_loss": kl})) if f.severity != "info"]
+    assert found and any(abs(f.step - 60) <= STEP_TOLERANCE for f in found), found
