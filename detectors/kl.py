@@ -330,7 +330,10 @@ class KLJump(Detector, code="LS101", name="kl-jump"):
         noise is multiplicative); `actor/ppo_kl`, which sits near 0 and can be negative, on a
         linear one when < 90 % of it is positive. Warm-up is a segment of its own, not compared
         with what follows: the first `warmup_steps` logged steps (KL to the reference starts
-        at 0) and, for `ppo_kl`, the LR warm-up (`actor/lr` or the config's schedule). At most
+        at 0) and the LR warm-up (`actor/lr` or the config's schedule). A rise of KL to the
+        reference in the first quarter of the run that continues its smooth climb from ~0
+        (rising from third to third, no steeper than twice the climb's mean slope) is that
+        start-up ramp, not a jump. At most
         `max_findings` jumps per metric, the largest first; a jump after at least `min_gap_steps`
         steps with no jump of the metric since the ones before is a recurrence, kept before a
         larger jump of an occurrence already reported, and its finding says so ("spiked again
@@ -659,8 +662,11 @@ class KLOutOfBand(Detector, code="LS102", name="kl-out-of-band"):
     What it detects:
         After the first `warmup_steps` steps, the KL smoothed by a running median staying above
         `high_threshold` (0.05, the GRPO article's "too high") for at least `min_fraction` of the
-        remaining steps (and at least `min_steps` logged steps) → warning, located where the KL
-        left the band (crossed `band_high`) on its way there. KL staying below `low_threshold` (0.005) for most of the run after
+        remaining steps (and at least `min_steps` logged steps), located where the KL left the
+        band (crossed `band_high`) on its way there: a warning with a sign of harm (KL rose
+        ≥ 1.6× in the 30 steps before it passed the threshold, entropy collapsing or doubling,
+        response length halving, the score falling over the stretch), else info: KL to the
+        reference accumulates over a learning run, and a slow drift alone is not a risk. KL staying below `low_threshold` (0.005) for most of the run after
         warm-up → info. Both are reported against the 0.01–0.03 target band.
 
     Why it matters:
@@ -907,7 +913,11 @@ class PPOKLTooLow(Detector, code="LS103", name="ppo-kl-too-low"):
         KernelCPD level shift down to at most 1/`min_drop_ratio` of the level before, and
         `drop_z` times the series' own wander) and ppo_kl stays below `threshold`, right away
         and over the next `min_fraction` of the judged steps. Located where ppo_kl started falling, or at
-        the first logged step when it was low from the start. A `.3f` log cannot show 1e-4
+        the first logged step when it was low from the start. A warning when the run is not
+        learning over the stretch; when it is (the score rises by more than 3 standard errors,
+        or KL to the reference grows ≥ 1.5× and by ≥ 0.002 nat), info without advice, unless
+        ppo_kl fell abruptly or entropy collapsed: ppo_kl is averaged over mini-batches, the
+        first of which is ~0 by construction, so healthy runs with small LRs sit below 1e-4. A `.3f` log cannot show 1e-4
         (0.000 means |x| < 5e-4): there only an info finding ("cannot judge: rounded") is given,
         when ppo_kl and `actor/pg_clipfrac` (which falls with the update size and prints 0.002
         when healthy) print ≥ 0.001 over the next `min_fraction` of the judged steps at most a
