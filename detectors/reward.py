@@ -121,7 +121,10 @@ class RewardSawtooth(Detector, code="LS201", name="reward-sawtooth"):
     Known false positives:
         A reward that genuinely depends on a periodic schedule (curriculum cycling through data
         sources, an LR schedule with restarts, a data loader that is not shuffled between
-        epochs) oscillates by design. Very short runs (fewer than `min_cycles` periods) are
+        epochs) oscillates by design. Unshuffled data is checked: with `data.shuffle=False` (or
+        shuffle unknown and the epoch length known) a period equal to the epoch length (the
+        dataloader size, or total steps / `trainer.total_epochs`; at least total / epochs when
+        `trainer.total_training_steps` was set by hand) is reported as info. Very short runs (fewer than `min_cycles` periods) are
         never reported. A reward that wanders (autocorrelated noise, as real batch means do)
         can correlate with itself ~0.5-0.7 one "period" later over a few cycles: `min_autocorr`
         is 0.6, the two-period check must hold too, and the cycle must stand well above the
@@ -339,7 +342,11 @@ class RewardSawtooth(Detector, code="LS201", name="reward-sawtooth"):
             f"{cand['corr']:.2f} at one period)."
         )
         advice: list[Advice] = []
-        if changes:
+        # unshuffled data replays its batches every epoch: info, no advice (nothing to fix)
+        epoch = None if changes else epoch_period(run, period_steps, start_step, steps)
+        if epoch is not None:
+            msg += " " + epoch.pop("why")
+        elif changes:
             ch = changes[0]
             msg += (
                 f" The config changes {ch['parameter']} from {ch['from']} to {ch['to']} at step "
@@ -380,7 +387,9 @@ class RewardSawtooth(Detector, code="LS201", name="reward-sawtooth"):
             "amplitude_by_chance": by_chance,
             "kl_coef_changes": changes,
             "bin_width_steps": width,
+            "epoch_length": epoch,
         }
+        extra = {"severity": "info"} if epoch is not None else {}
         return self.finding(
             message=msg,
             metric=metric,
@@ -389,7 +398,77 @@ class RewardSawtooth(Detector, code="LS201", name="reward-sawtooth"):
             evidence=evidence,
             advice=advice,
             references=cite_all([f"{SEED_GRPO} §3.3", f"{SEED_PPO} §3.3"]),
+            **extra,
         )
+
+
+def epoch_period(
+    run: Run, period: float, start_step: int, steps: np.ndarray
+) -> dict[str, Any] | None:
+    """How a reward period of `period` steps is one epoch of unshuffled data, or None.
+
+    With `data.shuffle=False` every epoch feeds the same batches in the same order, so the
+    batch difficulty (and the batch-mean reward) repeats with a period of one epoch: a healthy
+    run "oscillates" by construction. The epoch length is the train dataloader's size
+    (`run.meta["train_dataloader_size"]`, verl's `Size of train dataloader: N` line, when the
+    reader keeps it), else the run's total training steps over `trainer.total_epochs` when
+    the total was not set by hand (`trainer.total_training_steps` unset: verl runs
+    epochs × dataloader size). When the total was set by hand the epochs may not all run, so
+    the epoch is only known to be at least total / epochs: a period that long, present from
+    the start of the run, with shuffle off, counts too. Shuffle unknown (no config): only an
+    epoch length known exactly counts.
+    """
+    shuffle = current_value(run, "data.shuffle")
+    if isinstance(shuffle, str):
+        shuffle = shuffle.strip().lower() not in ("false", "0", "no", "off")
+    if shuffle is True:
+        return None
+    tol = max(1.5, 0.05 * period)
+    size = run.meta.get("train_dataloader_size")
+    epochs = current_value(run, "trainer.total_epochs")
+    set_total = current_value(run, "trainer.total_training_steps")
+    total = run.meta.get("total_training_steps") or set_total or int(steps[-1])
+    exact: float | None = None
+    at_least: float | None = None
+    how = ""
+    if isinstance(size, int | float) and size > 0:
+        exact, how = float(size), f"the train dataloader's size ({int(size)} batches)"
+    elif isinstance(epochs, int | float) and epochs > 0 and isinstance(total, int | float):
+        ratio = float(total) / float(epochs)
+        hand_set = isinstance(set_total, int | float) and set_total > 0
+        if not hand_set:
+            exact = ratio
+            how = f"{int(total)} training steps / {epochs:g} epochs"
+        else:
+            at_least = ratio
+            how = (
+                f"at least trainer.total_training_steps / total_epochs = {int(total)} / "
+                f"{epochs:g} = {fmt(ratio)} steps (the dataloader size is not in the log)"
+            )
+    matches = exact is not None and abs(period - exact) <= tol
+    # a hand-set total only bounds the epoch from below: shuffle must be known off, and an
+    # epoch-long pattern is there from the first epoch on
+    can_be = (
+        at_least is not None
+        and shuffle is False
+        and period >= at_least - tol
+        and start_step <= int(steps[0]) + 1.5 * period
+    )
+    if not (matches or can_be):
+        return None
+    state = "data.shuffle=False" if shuffle is False else "data.shuffle unknown (no config)"
+    fits = "matches the epoch length" if exact is not None else "can be the epoch length"
+    why = (
+        f"The period {fits} ({how}) and {state}: every epoch replays the "
+        "same batches in the same order, so the batch reward repeats with the epoch. Expected "
+        "for unshuffled data, not a training instability."
+    )
+    return {
+        "data.shuffle": shuffle,
+        "epoch_steps": exact,
+        "epoch_steps_at_least": at_least,
+        "why": why,
+    }
 
 
 def _largest_fall(values: np.ndarray, window: int) -> float:
@@ -820,9 +899,14 @@ class ValidationDrop(Detector, code="LS203", name="validation-drop"):
 
     Known false positives:
         Small validation sets: a score over N prompts moves by ±√(p(1−p)/N) between
-        validations (±0.09 for 30 prompts). N is read from the values (every one is k/N) and
-        that sampling noise is the floor of the noise estimate. The level before the turn is
-        chosen where it is highest, so plateau noise alone reaches ~3.5σ: the drop must clear
+        validations (±0.09 for 30 prompts). N is read from the values (every one is k/N; N/k
+        problems for a `mean@k` score), capped for small benchmarks named in the metric
+        (AIME/HMMT 30, AMC 40) and 50 for a score near 0 on a set of unknown size; that
+        sampling noise is the floor of the noise estimate. The level before the turn is a
+        Theil–Sen line capped at the second-highest value (one high point is no level), and
+        when the validations after the turn climb back the drop is judged where their line
+        ends. The turn still sits where the level is highest, so plateau noise alone reaches
+        ~3.5σ: the drop must clear
         `min_drop_sigma` (4) σ, or 3σ with a significant downward trend (Kendall p < 0.01) over
         at least 8 validations after the turn. A validation metric that is not a score (a
         length, a loss) can still move against the reward for harmless reasons. With fewer
@@ -887,15 +971,25 @@ class ValidationDrop(Detector, code="LS203", name="validation-drop"):
             quad_rss = line_rss(x, y)[1][k_turn]
         fit_sigma = 1.25 * math.sqrt((iso_rss + quad_rss) / max(len(x) - 4, 1))
         w = max(4, min(10, len(xb) // 2))
-        level, _ = line_at(xb[-w:], yb[-w:], float(xb[-1]))
-        level = min(
-            level, float(np.max(yb[-w:]))
-        )  # an extrapolation above every value seen is no level
+        # the level reached before the turn, robust to one high point (the turn is placed
+        # right after the highest one, so a least-squares line through it, or the maximum,
+        # reads noise as level): a Theil–Sen line at the last point, capped at the
+        # second-highest value seen there
+        ts_slope, ts_icpt = theil_sen(xb[-w:], yb[-w:])
+        top = np.sort(yb[-w:])
+        level = min(ts_slope * float(xb[-1]) + ts_icpt, float(top[-2] if len(top) > 1 else top[-1]))
         # a few points fit closely by chance: never below the sampling noise of a score that is
-        # the mean of `prompts` 0/1 results (the validation set's size, read from the values)
+        # the mean of `prompts` 0/1 results (the validation set's size, read from the values;
+        # for a small benchmark, the binomial noise of its problem count)
         prompts = score_count(y, run.value_resolution)
-        sampling = math.sqrt(max(level * (1 - level), 0.0) / prompts) if prompts else 0.0
-        sigma = max(fit_sigma, sampling, 0.5 * noise_floor(y, run.value_resolution), 1e-9)
+        problems = benchmark_size(metric, prompts, level)
+        sampling = binomial_sigma(level, problems)
+        sigma = max(
+            fit_sigma,
+            sampling,
+            0.5 * noise_floor(y, run.value_resolution),
+            1e-9,
+        )
         _, slope_before = line_at(
             xb[-max(3, len(xb) // 3) :], yb[-max(3, len(xb) // 3) :], float(xb[-1])
         )
@@ -931,8 +1025,13 @@ class ValidationDrop(Detector, code="LS203", name="validation-drop"):
         # over-fitting. The last third of the points after the turn must hold `lasting_sigma`
         # noise sigmas below the level (the sampling noise read at that lower level: a score
         # nearer 0.5 moves more).
+        # When the validations after the turn climb back (the line through the last third
+        # rises), the drop is judged where that line ends: a dip the curve is leaving is no
+        # lasting drop.
         held = float(np.mean(ya[-tail:]))
-        held_sampling = math.sqrt(max(held * (1 - held), 0.0) / prompts) if prompts else 0.0
+        if slope_after > 0:
+            held = max(held, end_level)
+        held_sampling = binomial_sigma(held, problems)
         if level - held < self.lasting_sigma * max(sigma, held_sampling):
             return None
         train = Series.load(run, "score_mean", "reward_mean")
@@ -987,6 +1086,7 @@ class ValidationDrop(Detector, code="LS203", name="validation-drop"):
             "val_noise_sigma": sigma,
             "p_downward_trend_after_turn": trend_p if trend_p < 1 else None,
             "val_set_size_from_values": prompts,
+            "val_problems_for_noise": problems,
             "slope_before_per_100_steps": slope_before * 100,
             "slope_after_per_100_steps": slope_after * 100,
             "p_points_below_by_chance": p,
@@ -1052,6 +1152,45 @@ def score_count(values: np.ndarray, resolution: float | None) -> int | None:
     scaled = v[None, :] * counts
     fits = np.all(np.abs(scaled - np.round(scaled)) <= tol * counts, axis=1)
     return int(counts[np.argmax(fits), 0]) if fits.any() else None
+
+
+#: problems in small math benchmarks, by a name fragment of the validation metric
+SMALL_BENCHMARKS = (("aime", 30), ("hmmt", 30), ("brumo", 30), ("amc", 40))
+#: problems assumed for a score near 0 on a benchmark of unknown size (a hard, small set)
+NEAR_ZERO_PROBLEMS = 50
+
+
+def benchmark_size(metric: str, prompts: int | None, level: float) -> int | None:
+    """How many problems the validation score averages (for its binomial noise), or None.
+
+    `prompts` is read from the values (every value is k/N); a `mean@k` score over N problems
+    is k/(N·k), so N is `prompts`/k. A small benchmark named in the metric (AIME, HMMT: 30
+    problems; AMC: 40) caps it; a score near 0 (below 0.1) on a set of unknown size is taken
+    as a small hard set (`NEAR_ZERO_PROBLEMS`).
+    """
+    import re
+
+    n = prompts
+    at = re.search(r"@(\d+)", metric)
+    k = int(at.group(1)) if at else 1
+    if n and k > 1 and n % k == 0:
+        n //= k
+    low = metric.lower()
+    for frag, size in SMALL_BENCHMARKS:
+        if frag in low:
+            n = min(n, size) if n else size
+            break
+    if n is None and level < 0.1:
+        n = NEAR_ZERO_PROBLEMS
+    return n
+
+
+def binomial_sigma(rate: float, problems: int | None) -> float:
+    """√(p(1−p)/n): how much a success rate over n problems moves between validations."""
+    if not problems:
+        return 0.0
+    p = min(max(rate, 0.0), 1.0)
+    return math.sqrt(p * (1 - p) / problems)
 
 
 def _binom_tail(k: int, n: int) -> float:

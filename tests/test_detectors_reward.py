@@ -377,3 +377,151 @@ def test_one_score_for_every_sample_at_a_nan_step_is_a_consequence():
     assert f.evidence["consequence_of"]["name"] == "non-finite-metric"
     (g,) = RewardPlateau().detect(make_run({**series, "actor/pg_loss": [0.01]}, np.array([3663])))
     assert g.severity == "warning" and g.advice
+
+
+# ---- healthy shapes from an independent simulator: unshuffled epochs, validation noise
+
+
+def _unshuffled_epochs(epoch: int, epochs: int, seed: int = 0, total: int | None = None):
+    """A healthy rising reward whose batches repeat every epoch (data.shuffle=False): each of
+    the `epoch` batches has its own difficulty, replayed in the same order every epoch."""
+    rng = np.random.default_rng(seed)
+    n = total or epoch * epochs
+    t = np.arange(n)
+    difficulty = rng.normal(0, 0.02, epoch)
+    reward = 0.45 + 0.35 * (1 - np.exp(-t / 60)) + difficulty[t % epoch]
+    return reward + rng.normal(0, 0.008, n)
+
+
+def _config(shuffle, epochs, total=None):
+    return {
+        "data": {"shuffle": shuffle, "train_batch_size": 1024},
+        "trainer": {"total_epochs": epochs, "total_training_steps": total},
+    }
+
+
+@pytest.mark.parametrize(("epoch", "epochs", "seed"), [(7, 60, 34), (11, 36, 61), (14, 25, 146)])
+def test_a_period_of_one_unshuffled_epoch_is_info(epoch, epochs, seed):
+    """seeds 34/61/146 of the healthy simulator: shuffle off, the period is the epoch length
+    (total steps / epochs, total_training_steps unset). Reported as info, without advice."""
+    run = make_run(
+        {"critic/score/mean": _unshuffled_epochs(epoch, epochs, seed)},
+        config=_config(False, epochs),
+    )
+    (f,) = RewardSawtooth().detect(run)
+    assert abs(f.evidence["period_steps"] - epoch) <= 1
+    assert f.severity == "info" and not f.advice
+    assert f.evidence["epoch_length"]["epoch_steps"] == pytest.approx(epoch)
+    assert "data.shuffle=False" in f.message and "epoch" in f.message
+
+
+def test_the_same_period_with_shuffled_data_is_still_a_warning():
+    """Shuffled data cannot replay its batches: the same curve stays a warning with advice."""
+    run = make_run({"critic/score/mean": _unshuffled_epochs(11, 36, 61)}, config=_config(True, 36))
+    (f,) = RewardSawtooth().detect(run)
+    assert f.severity == "warning" and f.advice
+    assert f.evidence["epoch_length"] is None
+
+
+def test_a_period_other_than_the_epoch_is_still_a_warning():
+    """Shuffle off but the epoch is 40 steps long (400 steps / 10 epochs): a period of 11
+    steps is not the data repeating."""
+    run = make_run(
+        {"critic/score/mean": _unshuffled_epochs(11, 36, 61)[:400]}, config=_config(False, 10)
+    )
+    (f,) = RewardSawtooth().detect(run)
+    assert f.severity == "warning"
+
+
+def test_a_hand_set_total_bounds_the_epoch_from_below():
+    """Seed 47: 29 batches per epoch, 14 epochs, total_training_steps=357 set by hand (the
+    run stops inside epoch 13), so 357/14 = 25.5 only bounds the epoch; with shuffle off a
+    period from the first step at least that long is info."""
+    reward = _unshuffled_epochs(29, 14, 47, total=357)
+    run = make_run({"critic/score/mean": reward}, config=_config(False, 14, 357))
+    (f,) = RewardSawtooth().detect(run)
+    assert abs(f.evidence["period_steps"] - 29) <= 1
+    assert f.severity == "info"
+    assert f.evidence["epoch_length"]["epoch_steps_at_least"] == pytest.approx(25.5)
+
+
+def test_shuffle_unknown_needs_a_known_epoch_length():
+    """No config: the dataloader's size (when the reader keeps it) makes it info; without
+    it nothing tells an epoch from an oscillation."""
+    reward = {"critic/score/mean": _unshuffled_epochs(11, 36, 61)}
+    (f,) = RewardSawtooth().detect(make_run(reward))
+    assert f.severity == "warning"
+    (f,) = RewardSawtooth().detect(make_run(reward, meta={"train_dataloader_size": 11}))
+    assert f.severity == "info"
+    assert "data.shuffle unknown" in f.message
+
+
+def _val_run(steps, values, metric, train_rise=0.15):
+    n = int(steps[-1])
+    train = 0.3 + train_rise * np.arange(1, n + 1) / n
+    run = make_run({"critic/score/mean": train})
+    run.metrics = run.metrics.vstack(make_run({metric: values}, steps=steps).metrics)
+    run.meta["value_resolution"] = 0.0005
+    return run
+
+
+def test_one_high_validation_on_a_rising_curve_is_no_drop():
+    """Seed 83 (MATH, 5000 problems, .3f print): the true curve rises throughout; the 0.653
+    at step 240 is one +3σ point, and the last five validations rise again."""
+    steps = np.array([0, 20, 40, 60, 80, 100, 120, 140, 160, 180, 200, 220, 240, 260, 280,
+                      300, 320, 330])  # fmt: skip
+    vals = np.array([0.442, 0.464, 0.487, 0.525, 0.536, 0.558, 0.571, 0.583, 0.605, 0.611,
+                     0.636, 0.628, 0.653, 0.62, 0.633, 0.635, 0.637, 0.642])  # fmt: skip
+    run = _val_run(steps, vals, "val-core/lighteval/MATH/acc/mean@1", train_rise=0.02)
+    assert ValidationDrop().detect(run) == []
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_rising_validation_with_one_outlier_is_no_drop(seed):
+    """The same shape drawn anew (a guard: the old detector passed these too): a saturating
+    rise with 5000-problem sampling noise, one +3σ validation two thirds of the way in and a
+    −2σ one right after it."""
+    rng = np.random.default_rng(seed)
+    steps = np.arange(0, 341, 20)
+    true = 0.42 + 0.3 * (1 - np.exp(-steps / 250))
+    sd = np.sqrt(true * (1 - true) / 5000)
+    vals = true + rng.normal(0, sd)
+    vals[12] = true[12] + 3 * sd[12]
+    vals[13] = true[13] - 2 * sd[13]
+    run = _val_run(steps, np.round(vals, 3), "val-core/lighteval/MATH/acc/mean@1")
+    assert ValidationDrop().detect(run) == []
+
+
+def test_a_flat_aime_score_with_one_lucky_reading_is_no_drop():
+    """Seed 81: AIME-25 (30 problems, mean@16) flat at ~0.025; one 0.068 reading is one or
+    two problems more solved, not a level to fall from (binomial noise √(p(1−p)/30))."""
+    steps = np.arange(10, 171, 10)
+    vals = np.array([0.0287, 0.017, 0.0015, 0.007, 0.0348, 0.0241, 0.0801, 0.024, 0.0447,
+                     0.0346, 0.0193, 0.0079, 0.0235, 0.0251, 0.0224, 0.0, 0.0186])  # fmt: skip
+    run = _val_run(steps, vals, "val-core/aime25/acc/mean@16")
+    run.meta["value_resolution"] = None
+    assert ValidationDrop().detect(run) == []
+
+
+def test_a_lasting_fall_on_a_small_benchmark_is_still_found():
+    """AIME at 0.5 falling to ~0.1 and staying there: far beyond 30-problem noise."""
+    steps = np.arange(10, 241, 10)
+    rng = np.random.default_rng(5)
+    true = np.where(steps < 120, 0.3 + 0.2 * steps / 120, 0.1)
+    vals = rng.binomial(30 * 16, true) / (30 * 16)
+    run = _val_run(steps, vals, "val-core/aime24/acc/mean@16")
+    run.meta["value_resolution"] = None
+    (f,) = ValidationDrop().detect(run)
+    assert 110 <= f.step <= 130
+    assert f.evidence["val_problems_for_noise"] == 30
+
+
+def test_benchmark_size_for_the_noise_floor():
+    from logscope.detectors.reward import benchmark_size
+
+    assert benchmark_size("val-core/aime25/acc/mean@16", 480, 0.03) == 30
+    assert benchmark_size("val-core/openai/gsm8k/acc/mean@1", 1319, 0.7) == 1319
+    assert benchmark_size("val-core/math500/acc/mean@4", 2000, 0.5) == 500
+    assert benchmark_size("val-core/amc23/acc/mean@8", None, 0.4) == 40
+    assert benchmark_size("val-core/x/acc/mean@1", None, 0.02) == 50
+    assert benchmark_size("val-core/x/acc/mean@1", None, 0.5) is None
