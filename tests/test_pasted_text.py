@@ -468,3 +468,16 @@ def test_logger_lines_dated_before_09_existed_do_not_date_a_log_as_09(tmp_path):
     assert read_both(tmp_path, text).meta["verl_version"] == "0.5-0.6"
     later = text.replace("2025-09-29", "2026-05-01")
     assert read_both(tmp_path, later).meta["verl_version"] == "0.9"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "(TaskRunner pid=1) Size of train dataloader: 29, Size of val dataloader: 1",  # 0.4+
+        "(main_task pid=1) Size of train dataloader: 29",  # 0.1-0.3: a line of its own
+    ],
+)
+def test_the_train_dataloader_size_is_kept_as_steps_per_epoch(tmp_path, line):
+    run = read_both(tmp_path, line + "\n" + STEP + "\n")
+    assert run.meta["train_dataloader_size"] == 29
+    _assert_step3(run)

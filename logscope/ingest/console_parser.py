@@ -261,6 +261,7 @@ class ConsoleParser:
         self._logger_lines = False
         self._log_date: str | None = None  # the latest day a `LEVEL:asctime:` line shows
         self._total_training_steps: int | None = None
+        self._dataloader_size: int | None = None  # training steps per epoch
         # where the text shows training ended (the progress bar at 100%, W&B's footer)
         self._run_end: dict[str, dict[str, int | None]] = {}
         self._overrides: dict[str, Any] = {}  # from Hydra's `Error executing job with overrides`
@@ -618,6 +619,10 @@ class ConsoleParser:
             t = ve.TOTAL_STEPS_RE.search(body)
             if t:
                 self._total_training_steps = int(t.group(1))
+        if kind == "dataloader-size":
+            d = ve.DATALOADER_RE.search(body)
+            if d:
+                self._dataloader_size = int(d.group(1))
         if "Error executing job with overrides" in body:
             self._read_overrides(body)
         text = NOTICE_RE.sub("", rest).rstrip() if "(Ray dedup" in rest else rest.rstrip()
@@ -812,6 +817,7 @@ class ConsoleParser:
             logger_lines=parser._logger_lines,
             log_date=parser._log_date,
             total_training_steps=parser._total_training_steps,
+            train_dataloader_size=parser._dataloader_size,
             run_end={k: dict(v) for k, v in parser._run_end.items()},
             overrides=dict(parser._overrides),
             wandb_summary=dict(parser._wandb.summary),

@@ -97,6 +97,7 @@ class ParsedLog:
     logger_lines: bool  # verl 0.9's `LEVEL:asctime:message` lines
     log_date: str | None  # the latest day (YYYY-MM-DD) such a line shows
     total_training_steps: int | None
+    train_dataloader_size: int | None  # `Size of train dataloader: N`: steps per epoch
     run_end: dict[str, dict[str, int | None]]  # where the text shows training ended
     overrides: dict[str, Any]  # from Hydra's `Error executing job with overrides`
     wandb_summary: dict[str, float]
@@ -375,6 +376,8 @@ def _meta(
             meta[key] = trainer[name]
     if parsed.total_training_steps is not None:
         meta["total_training_steps"] = parsed.total_training_steps
+    if parsed.train_dataloader_size is not None:
+        meta["train_dataloader_size"] = parsed.train_dataloader_size
     if parsed.overrides:
         meta["overrides"] = dict(parsed.overrides)
     if parsed.wandb_summary:

@@ -78,6 +78,7 @@ EVENT_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             r"hit an exception|^Process EngineCore_\w*:|HYDRA_FULL_ERROR=1 for a complete",
         ),
         ("total-training-steps", r"^Total training steps: [0-9]+"),
+        ("dataloader-size", r"^Size of train dataloader: ?[0-9]+"),
         (
             "checkpoint-load",
             r"Load from checkpoint folder|^Resuming from |Setting global step to"
@@ -110,6 +111,7 @@ EVENT_KINDS: tuple[str, ...] = (
     "sample-response",  # a response a reward manager printed (console_parser.py)
 )
 TOTAL_STEPS_RE = re.compile(r"Total training steps: ([0-9]+)")
+DATALOADER_RE = re.compile(r"Size of train dataloader: ?([0-9]+)")  # batches (steps) per epoch
 
 
 # Per kind, literals one of which occurs in every text its pattern matches: a cheap `in` test
@@ -169,6 +171,7 @@ EVENT_KEYWORDS: dict[str, tuple[str, ...]] = {
     ),
     "fatal": ("hit an exception", "Process EngineCore", "HYDRA_FULL_ERROR"),
     "total-training-steps": ("Total training steps: ",),
+    "dataloader-size": ("Size of train dataloader",),
     "checkpoint-load": ("checkpoint", "Resuming from ", "Setting global step to"),
     "checkpoint-save": ("local_global_step_folder: ", "aving checkpoint"),
     "validation-metrics": ("validation metrics: ",),
