@@ -915,7 +915,8 @@ class PPOKLTooLow(Detector, code="LS103", name="ppo-kl-too-low"):
         and over the next `min_fraction` of the judged steps. Located where ppo_kl started falling, or at
         the first logged step when it was low from the start. A warning when the run is not
         learning over the stretch; when it is (the score rises by more than 3 standard errors,
-        or KL to the reference grows ≥ 1.5× and by ≥ 0.002 nat), info without advice, unless
+        or KL to the reference grows ≥ 1.5× and by ≥ 0.002 nat), info (its advice a lever to
+        learn faster, not a repair), unless
         ppo_kl fell abruptly or entropy collapsed: ppo_kl is averaged over mini-batches, the
         first of which is ~0 by construction, so healthy runs with small LRs sit below 1e-4. A `.3f` log cannot show 1e-4
         (0.000 means |x| < 5e-4): there only an info finding ("cannot judge: rounded") is given,
@@ -1225,7 +1226,7 @@ class PPOKLTooLow(Detector, code="LS103", name="ppo-kl-too-low"):
                 f" But the run is learning over that stretch ({', '.join(signs)}): ppo_kl "
                 "averages over the mini-batches of a step, the first of which is ~0 by "
                 "construction, so several mini-batches or a small LR keep it this low in a "
-                "healthy run. Not an alarm by itself."
+                "healthy run. Not an alarm by itself; a larger LR may still learn faster."
             )
             evidence["learning"] = True
         use_kl_loss = current_value(run, f"{ACT}.use_kl_loss")
@@ -1258,6 +1259,6 @@ class PPOKLTooLow(Detector, code="LS103", name="ppo-kl-too-low"):
                 threshold=self.threshold,
                 min_lr_share=self.min_lr_share,
             ),
-            advice=[] if learning else advice,
+            advice=advice,  # on a learning run, a lever to learn faster, not a repair
             references=cite_all([f"{SEED_PPO} §4.2", "verl:trainer/ppo/core_algos.py"]),
         )
