@@ -443,7 +443,7 @@ def test_ppo_kl_low_while_the_run_learns_is_not_a_warning():
     assert warnings_of(findings) == []
     (f,) = findings
     assert f.severity == "info" and f.evidence["learning"] is True
-    assert [a.parameter for a in f.advice][0] == "actor_rollout_ref.actor.optim.lr"  # a lever
+    assert f.advice[0].parameter == "actor_rollout_ref.actor.optim.lr"  # a lever
     assert "learning" in f.message
 
 
