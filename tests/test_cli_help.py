@@ -69,7 +69,9 @@ def test_compare_writes_html_and_json_to_a_file_and_fails_on_findings(tmp_path: 
     assert text.startswith("<!doctype html>") and "verl_tuned" in text and "Config diff" in text
     out = tmp_path / "cmp.json"
     args = ["compare", str(base), str(tuned), "-f", "json", "-o", str(out), *store]
-    assert runner.invoke(app, [*args, "--fail-on", "info"]).exit_code == 1  # both have info findings
+    assert (
+        runner.invoke(app, [*args, "--fail-on", "info"]).exit_code == 1
+    )  # both have info findings
     assert json.loads(out.read_text())["schema"] == "logscope.compare/1"
     assert runner.invoke(app, [*args, "--fail-on", "critical"]).exit_code == 0
 
