@@ -46,7 +46,7 @@ RAMP_SLOPE_RATIO = 2.0
 #: kl-out-of-band: above the band is a warning only with a sign of harm; one is a rise of at
 #: least this many times over the RISE_STEPS steps before KL passed the high threshold
 RISE_STEPS = 30
-FAST_RISE_RATIO = 1.6
+FAST_RISE_RATIO = 2.5  # a linear climb from 0.02 at step 25 is 2.2x 30 steps later
 #: a Gaussian's 99th percentile of |x| in σ: heavy tails raise a series' own 99th percentile above it
 Z99 = 2.5758293035489004  # scipy.special.ndtri(0.995)
 
@@ -664,7 +664,7 @@ class KLOutOfBand(Detector, code="LS102", name="kl-out-of-band"):
         `high_threshold` (0.05, the GRPO article's "too high") for at least `min_fraction` of the
         remaining steps (and at least `min_steps` logged steps), located where the KL left the
         band (crossed `band_high`) on its way there: a warning with a sign of harm (KL rose
-        ≥ 1.6× in the 30 steps before it passed the threshold, entropy collapsing or doubling,
+        ≥ 2.5× from a level in the band in the 30 steps before it passed the threshold, entropy collapsing or doubling,
         response length halving, the score falling over the stretch), else info: KL to the
         reference accumulates over a learning run, and a slow drift alone is not a risk. KL staying below `low_threshold` (0.005) for most of the run after
         warm-up → info. Both are reported against the 0.01–0.03 target band.
@@ -749,12 +749,12 @@ class KLOutOfBand(Detector, code="LS102", name="kl-out-of-band"):
     def _rise(self, s: Series, onset: int) -> float | None:
         """How many times KL rose in the `RISE_STEPS` steps before it passed the high threshold
         at index `onset`: the median of the 10 logged values from there over that of the 10
-        values ending `RISE_STEPS` steps earlier. None without 3 such values: at the start of
-        a run KL climbs from 0 by construction, so a ratio to it tells nothing."""
+        values ending `RISE_STEPS` steps earlier. None without 3 such values, or when they are
+        below the band: KL climbs from 0 by construction, so a ratio to that tells nothing."""
         t = s.step_at(onset) - RISE_STEPS
         before = s.values[(s.steps < t) & (s.steps >= t - 10)]
-        if len(before) < 3:
-            return None
+        if len(before) < 3 or float(np.median(before)) < self.band_low:
+            return None  # from below the band: KL still climbing from 0, not a rise from a level
         after = s.values[onset : onset + 10]
         return float(np.median(after)) / max(float(np.median(before)), 1e-12)
 

@@ -523,3 +523,14 @@ def test_kl_jump_right_after_the_startup_ramp_is_still_found():
     kl[59:] *= 3.5
     found = [f for f in KLJump().detect(make_run({"actor/kl_loss": kl})) if f.severity != "info"]
     assert found and any(abs(f.step - 60) <= STEP_TOLERANCE for f in found), found
+
+
+@pytest.mark.parametrize("n", [150, 320])
+def test_kl_climbing_steadily_from_zero_past_the_band_is_not_a_fast_rise(n):
+    """KL to the reference growing linearly from 0 (0.0008 a step) passes 0.05 around step 62,
+    2.3× its level 30 steps before: the pace of a steady climb, not a fast rise."""
+    rng = np.random.default_rng(7)
+    kl = np.minimum(0.0008 * np.arange(n), 0.09) * np.exp(rng.normal(0, 0.05, n)) + 1e-4
+    run = make_run(_learning_run(n, 7, **{"actor/kl_loss": kl}))
+    (f,) = KLOutOfBand().detect(run)
+    assert f.severity == "info" and f.evidence["corroboration"] == {}
