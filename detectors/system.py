@@ -603,21 +603,27 @@ class MemoryLeak(Detector, code="LS301", name="memory-leak"):
 #: what a short excerpt compares generation with when no other phase's time is logged
 REST_OF_STEP = "rest-of-step"
 #: the agent loop's slowest rollout this many times its mean: a long tail holds the step
-LENGTH_TAIL_RATIO = 8  # longest response ÷ mean from which the tail sets the step's length
 LONG_TAIL_RATIO = 1.5
+#: the longest response this many times the mean: the tail sets the step's length
+LENGTH_TAIL_RATIO = 8
+
+
+def _top_and_mean(run: Run, top: str, mean: str, start: int, end: int) -> tuple[float, float]:
+    """Medians over steps `start`–`end` of concept `top` and of concept `mean` (a positive
+    mean), where both are logged; (0, 0) where they never are together."""
+    highs = values_by_step(run, top, since=start)
+    means = values_by_step(run, mean, since=start)
+    both = [s for s in highs if s in means and s <= end and means[s] > 0]
+    if not both:
+        return 0.0, 0.0
+    return float(np.median([highs[s] for s in both])), float(np.median([means[s] for s in both]))
 
 
 def _long_tail(run: Run, start: int, end: int, gen_s: float) -> str:
     """A sentence on the agent loop's long tail over steps `start`–`end` (the slowest rollout
     ≥ `LONG_TAIL_RATIO` × the mean one and most of `gen_s`), or "" when not logged or none."""
-    slowest = values_by_step(run, "agent_gen_slowest", since=start)
-    mean = values_by_step(run, "agent_gen_mean", since=start)
-    both = [s for s in slowest if s in mean and s <= end and mean[s] > 0]
-    if not both:
-        return ""
-    top = float(np.median([slowest[s] for s in both]))
-    avg = float(np.median([mean[s] for s in both]))
-    if top < LONG_TAIL_RATIO * avg or top < 0.8 * gen_s:
+    top, avg = _top_and_mean(run, "agent_gen_slowest", "agent_gen_mean", start, end)
+    if not avg or top < LONG_TAIL_RATIO * avg or top < 0.8 * gen_s:
         return ""
     return (
         f" The agent loop's slowest rollout takes {fmt(top)} s against a mean of {fmt(avg)} s "
@@ -629,14 +635,8 @@ def _length_tail(run: Run, start: int, end: int) -> str:
     """A sentence when the longest response of a step is `LENGTH_TAIL_RATIO` × its mean or
     more (median over steps `start`–`end`): generation then waits for a few long sequences,
     and the share says more about the responses than about the rollout's settings."""
-    top = values_by_step(run, "response_length_max", since=start)
-    mean = values_by_step(run, "response_length_mean", since=start)
-    both = [s for s in top if s in mean and s <= end and mean[s] > 0]
-    if not both:
-        return ""
-    longest = float(np.median([top[s] for s in both]))
-    avg = float(np.median([mean[s] for s in both]))
-    if longest < LENGTH_TAIL_RATIO * avg:
+    longest, avg = _top_and_mean(run, "response_length_max", "response_length_mean", start, end)
+    if not avg or longest < LENGTH_TAIL_RATIO * avg:
         return ""
     return (
         f" The longest response of a step ({longest:,.0f} tokens, median) is "
