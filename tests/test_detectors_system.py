@@ -482,3 +482,20 @@ def test_generation_held_by_its_longest_responses_is_info(longest, severity):
     (f,) = RolloutBottleneck().detect(run)
     assert f.severity == severity
     assert ("waits for its few longest sequences" in f.message) == (severity == "info")
+
+
+def test_the_agent_loops_slowest_rollout_names_the_long_tail():
+    rng = np.random.default_rng(6)
+    n = 120
+    gen = 300 + 15 * rng.standard_normal(n)
+    run = make_run(
+        {
+            "timing_s/gen": gen,
+            "timing_s/update_actor": 60 + 5 * rng.standard_normal(n),
+            "timing_s/step": gen + 80,
+            "timing_s/agent_loop/slowest/generate_sequences": gen - 5,
+            "timing_s/agent_loop/generate_sequences/mean": np.full(n, 90.0),
+        }
+    )
+    (f,) = RolloutBottleneck().detect(run)
+    assert "slowest rollout takes" in f.message and "long tail" in f.message
