@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from logscope.advice import advise
 from logscope.detector import Detector, param
-from logscope.model import Event, Finding, Run
+from logscope.model import Advice, Event, Finding, Run
 from logscope.sources import cite_all
 from logscope.verl_config import ACT, RO
 from logscope.words import plural
@@ -156,7 +156,7 @@ class DegenerateResponses(Detector, code="LS142", name="degenerate-responses"):
         ]
 
     @staticmethod
-    def _advice(run: Run, kinds: Counter[str]) -> list:
+    def _advice(run: Run, kinds: Counter[str]) -> list[Advice]:
         advice = []
         if kinds["repeated-character"]:
             advice.append(
