@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from logscope import metric_registry
 from logscope.ingest import verl_text as vt
 
 # ---- decorations in front of a line ------------------------------------------------------------
@@ -248,8 +249,6 @@ class LooseMetrics:
         """The records that hold a step's worth of metrics: at least three keys, or two that
         are both verl metrics the registry knows (`timing_s/step`, `timing_s/gen`; the step
         itself does not count)."""
-        from logscope import metric_registry
-
         return [
             r
             for r in self.records
