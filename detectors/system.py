@@ -704,8 +704,10 @@ class RolloutBottleneck(Detector, code="LS302", name="rollout-bottleneck"):
         (docs/advance/one_step_off.md, Dynamic Resource Tuning).
 
     Known false positives:
-        Dynamic sampling: a share high because of repeated sampling rounds is info, not a
-        warning (see above); rounds that stay at their maximum on every step look like a slow
+        A share below `warn_share` (three quarters) is info: rollout is the largest phase of
+        most LLM RL runs, and 60–75% of the step is their usual split, a lever for speed rather
+        than a fault. Dynamic sampling: a share high because of repeated sampling rounds is info,
+        not a warning (see above); rounds that stay at their maximum on every step look like a slow
         rollout. PPO critic warm-up: its steps (no actor update) are left out. Runs with very
         long responses (long reasoning chains) are generation-bound by nature, and the share
         grows as responses lengthen; the advice still applies but gains are smaller.
@@ -724,6 +726,7 @@ class RolloutBottleneck(Detector, code="LS302", name="rollout-bottleneck"):
     groups = ("system", "throughput")
 
     min_share: float = param(0.6, gt=0, le=1)
+    warn_share: float = param(0.75, gt=0, le=1)
     min_ratio: float = param(2.0, gt=0)
     min_duration: int = param(10, ge=1)
     min_fraction: float = param(0.1, gt=0, le=1)
@@ -970,6 +973,12 @@ class RolloutBottleneck(Detector, code="LS302", name="rollout-bottleneck"):
                 f" It passes the rules ({self.min_share:.0%} of the step, {self.min_ratio:g}× "
                 f"the next phase) by less than {self.short_margin:.0%}, about the wander of a "
                 "step's split from one step to the next: watch more steps before acting."
+            )
+            severity = "info"
+        if share < self.warn_share and severity != "info":
+            msg += (
+                f" Below {self.warn_share:.0%} this is the usual split of LLM RL, where rollout is "
+                "the largest phase: a lever for speed, not a fault."
             )
             severity = "info"
         tail = _long_tail(run, start, end, gen_s)
