@@ -6,7 +6,10 @@ Every case is read through both console paths (`read_both`: bulk and line by lin
 
 from __future__ import annotations
 
+import math
+
 import pytest
+import yaml
 
 from logscope.ingest import pasted
 from tests.test_console_reader import read_both, value
@@ -344,6 +347,49 @@ def test_two_steps_in_another_layout_split_where_a_key_repeats(tmp_path):
     run = read_both(tmp_path, text)
     assert run.steps.tolist() == [1, 2]
     assert value(run, "actor/entropy", 2) == 0.38
+
+
+def _easyr1_step(step: int, metrics: dict[str, float]) -> str:
+    """One step as EasyR1's ConsoleLogger prints it: `Step N`, then `yaml.dump` of the metrics
+    split at `/` into nested mappings (verl/utils/logger/logger.py, py_functional.py)."""
+    nested: dict = {}
+    for key, v in metrics.items():
+        *parents, leaf = key.split("/")
+        level = nested
+        for p in parents:
+            level = level.setdefault(p, {})
+        level[leaf] = v
+    return f"Step {step}\n" + yaml.dump(nested, indent=2)
+
+
+def test_easyr1_nested_yaml_steps(tmp_path):
+    config = "Config\n" + yaml.dump(
+        {"data": {"max_response_length": 2048}, "worker": {"actor": {"optim": {"lr": 1e-6}}}},
+        indent=2,
+    )
+    steps = [
+        {
+            "actor/entropy_loss": 0.5 - 0.01 * s,
+            "actor/kl_loss": 1e-3 * s,
+            "actor/lr": 1e-6,
+            "critic/score/mean": 0.25 + 0.05 * s,
+            "response_length/clip_ratio": 0.0,
+            "timing_s/gen": 40.5,
+        }
+        for s in (1, 2, 3)
+    ]
+    steps[2]["actor/kl_loss"] = float("nan")
+    text = config + "".join(_easyr1_step(s, m) for s, m in zip((1, 2, 3), steps, strict=True))
+    text = "".join(f"(Runner pid=7) {line}\n" for line in text.splitlines())
+    run = read_both(tmp_path, text)
+    assert run.steps.tolist() == [1, 2, 3]
+    assert value(run, "actor/entropy_loss", 2) == pytest.approx(0.48)
+    assert value(run, "critic/score/mean", 3) == pytest.approx(0.4)
+    assert value(run, "actor/lr", 1) == 1e-6  # YAML's `1.0e-06`
+    assert math.isnan(value(run, "actor/kl_loss", 3))  # YAML's `.nan`
+    # the config before the first step is no step of metrics
+    assert not any(m.startswith(("worker", "data", "optim")) for m in run.metric_names)
+    assert run.meta["layout"] == "non-native"
 
 
 def test_a_native_step_wins_over_loose_pairs(tmp_path):

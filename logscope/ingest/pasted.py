@@ -181,7 +181,17 @@ class WandbFooter:
 # ---- metrics in a layout that is not verl's ----------------------------------------------------
 
 # W&B and JSON spell non-finite values `NaN`, `Infinity`; pandas and others `Inf`
-NON_FINITE = {"NaN": "nan", "Inf": "inf", "-Inf": "-inf", "Infinity": "inf", "-Infinity": "-inf"}
+# (YAML's `.nan`, `.inf`)
+NON_FINITE = {
+    "NaN": "nan",
+    "Inf": "inf",
+    "-Inf": "-inf",
+    "Infinity": "inf",
+    "-Infinity": "-inf",
+    ".nan": "nan",
+    ".inf": "inf",
+    "-.inf": "-inf",
+}
 _NUM = r"(?:np\.(?:float|int)[0-9]+\()?(" + vt.NUMBER + r"|NaN|-?Inf(?:inity)?)\)?"
 
 
@@ -199,6 +209,10 @@ STEP_MARK_RE = re.compile(
     r"(?i)(?<![\w/])(?:_step|global[_ ]step|step|iteration|iter)[ \t]*[:=#]?[ \t]*([0-9]{1,12})\b"
 )
 INITIAL_VAL_RE = re.compile(r"Initial validation metrics")
+# A line of a YAML block mapping: `actor:` opens a level, `  grad_norm: 0.34` under it is
+# `actor/grad_norm` (EasyR1's console logger prints `Step N`, then `yaml.dump` of the metrics
+# split at `/` into nested levels).
+YAML_LINE_RE = re.compile(r"^( *)([A-Za-z_][\w.@\-()/]*):(?: +(\S+))?$")
 MIN_LOOSE_KEYS = 3
 MIN_KNOWN_KEYS = 2  # ... or this many keys that are all known verl metrics
 
@@ -221,29 +235,55 @@ class LooseMetrics:
     records: list[LooseRecord] = field(default_factory=list)
     _mark: int | None = None
     _mark_line: int = 0
+    #: (indent, key) of the open levels of a YAML mapping after a line that is only a step
+    #: marker; None outside one
+    _levels: list[tuple[int, str]] | None = None
 
     def take(self, line_no: int, text: str) -> None:
         """Read the pairs and step marker of one line (a marker before its pairs counts)."""
+        if self._levels is not None and self._yaml_line(line_no, text):
+            return
         pairs = list(LOOSE_PAIR_RE.finditer(text)) if "/" in text else []
         head = text[: pairs[0].start()] if pairs else text
         if "nitial validation metrics" in head and INITIAL_VAL_RE.search(head):
             self._new_mark(line_no, 0)
         elif m := STEP_MARK_RE.search(head):
             self._new_mark(line_no, int(m.group(1)))
+            if not pairs and m.end() - m.start() == len(text.strip()):
+                self._levels = []  # `Step 13` alone: a YAML mapping of its metrics may follow
         for pair in pairs:
-            key, value = pair.group(1), pair.group(2)
-            parsed = value_of(value)
-            if parsed is None:
-                continue
-            rec = self.records[-1] if self.records else None
-            if rec is None or key in rec.pairs or (self._mark_line > rec.line_no):
-                rec = LooseRecord(line_no, self._mark if self._mark_line else None)
-                self.records.append(rec)
-                self._mark_line = 0
-            rec.pairs[key] = parsed
+            parsed = value_of(pair.group(2))
+            if parsed is not None:
+                self._add(line_no, pair.group(1), parsed)
+
+    def _yaml_line(self, line_no: int, text: str) -> bool:
+        """Take one line of the YAML mapping after a step marker (False: the mapping ended)."""
+        levels = self._levels
+        assert levels is not None
+        m = YAML_LINE_RE.match(text)
+        if m is None:
+            self._levels = None
+            return False
+        indent, key, value = len(m.group(1)), m.group(2), m.group(3)
+        while levels and levels[-1][0] >= indent:
+            levels.pop()
+        if value is None:
+            levels.append((indent, key))
+        elif (parsed := value_of(value)) is not None:
+            self._add(line_no, "/".join([k for _, k in levels] + [key]), parsed)
+        return True
+
+    def _add(self, line_no: int, key: str, value: float) -> None:
+        rec = self.records[-1] if self.records else None
+        if rec is None or key in rec.pairs or (self._mark_line > rec.line_no):
+            rec = LooseRecord(line_no, self._mark if self._mark_line else None)
+            self.records.append(rec)
+            self._mark_line = 0
+        rec.pairs[key] = value
 
     def _new_mark(self, line_no: int, step: int) -> None:
         self._mark, self._mark_line = step, line_no
+        self._levels = None
 
     def steps(self) -> list[LooseRecord]:
         """The records that hold a step's worth of metrics: at least three keys, or two that
