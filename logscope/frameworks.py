@@ -59,6 +59,9 @@ class Profile:
     source: str
     concepts: dict[str, tuple[str, ...]]  # concept → names/patterns, prefixes applied
     identify: tuple[str, ...] = ()  # keys (or patterns) only this framework logs
+    #: dotted config keys only this framework's config has (a verl fork that logs verl's keys
+    #: is known by its config: EasyR1's `worker.actor`)
+    config_identify: tuple[str, ...] = ()
     known: tuple[str, ...] = ()  # further keys it logs that are understood, not judged
     style: str = "hydra"  # how a user sets a parameter: hydra | cli | yaml | toml
     flag_prefix: str = "--"
@@ -170,7 +173,7 @@ def profiles() -> dict[str, Profile]:
     found: dict[str, Profile] = {}
     for name in FRAMEWORKS:
         data = tomllib.loads((folder / f"{name}.toml").read_text(encoding="utf-8"))
-        if name == VERL:
+        if name == VERL or data.get("concepts_from") == VERL:  # verl's keys (a fork's too)
             registry = load_registry()
             data["concepts"] = {c: list(v) for c, v in registry.concepts.items()}
             data["watched"] = list(registry.loss_like_prefixes())
@@ -199,6 +202,7 @@ def _profile(name: str, data: dict[str, Any]) -> Profile:
         source=data.get("source", ""),
         concepts=concepts,
         identify=tuple(p + n for n in data.get("identify", []) for p in prefixes),
+        config_identify=tuple(data.get("config_identify", [])),
         known=tuple(p + n for n in data.get("known", []) for p in prefixes),
         style=data.get("style", "hydra"),
         flag_prefix=data.get("flag_prefix", "--"),
@@ -265,12 +269,34 @@ def detect(metric_names: Any) -> str:
     return best
 
 
+def detect_config(config: dict[str, Any]) -> str | None:
+    """The framework whose own config keys `config` has (`config_identify`), None if none."""
+    for name in FRAMEWORKS[1:]:
+        keys = profiles()[name].config_identify
+        if keys and all(_has_key(config, key) for key in keys):
+            return name
+    return None
+
+
+def _has_key(config: dict[str, Any], dotted: str) -> bool:
+    node: Any = config
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return False
+        node = node[part]
+    return True
+
+
 def assign(run: Run, forced: str | None = None) -> None:
-    """Set `run.meta["framework"]`: `forced`, else what the reader set, else detected."""
+    """Set `run.meta["framework"]`: `forced`, else what the reader set, else from the run's
+    config, else detected from its keys."""
     if forced is not None:
         run.meta["framework"] = get(forced).name
     elif not run.meta.get("framework"):
-        run.meta["framework"] = detect(set(run.metric_names))
+        found = detect_config(run.config()) if run.config_segments else None
+        run.meta["framework"] = found or detect(set(run.metric_names))
+    if run.meta["framework"] != VERL:  # a verl release guessed from its keys says nothing here
+        run.meta.pop("verl_version", None)
 
 
 # ---- advice in the framework's own parameters ----------------------------------------------

@@ -123,3 +123,21 @@ def test_null_is_nan_whatever_the_whitespace(tmp_path, separators):
     steps, values = run.series("actor/pg_loss")
     assert list(steps) == [1, 2, 3, 4, 5]
     assert np.isnan(values[2]) and not np.isnan(values[[0, 1, 3, 4]]).any()
+
+
+def test_easyr1_file_logger_records_are_joined_at_slash(tmp_path):
+    """EasyR1's `experiment_log.jsonl`: `{"step": N, **metrics}` nested at `/`."""
+    path = tmp_path / "experiment_log.jsonl"
+    rows = [
+        {"step": s, "actor": {"pg_loss": 0.01, "entropy_loss": 0.5 - 0.001 * s},
+         "critic": {"score": {"mean": 0.3 + 0.001 * s}}, "reward": {"overall": 0.3}}
+        for s in range(1, 41)
+    ]  # fmt: skip
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert jsonl.sniff(path)
+    (run,) = jsonl.read(path)
+    assert run.n_steps == 40
+    steps, values = run.series("critic/score/mean")
+    assert steps.tolist()[0] == 1 and values[-1] == pytest.approx(0.34)
+    assert {"actor/entropy_loss", "reward/overall"} <= set(run.metric_names)
+    assert "step" not in run.metric_names

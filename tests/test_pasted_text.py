@@ -364,7 +364,11 @@ def _easyr1_step(step: int, metrics: dict[str, float]) -> str:
 
 def test_easyr1_nested_yaml_steps(tmp_path):
     config = "Config\n" + yaml.dump(
-        {"data": {"max_response_length": 2048}, "worker": {"actor": {"optim": {"lr": 1e-6}}}},
+        {
+            "data": {"max_response_length": 2048},
+            "worker": {"actor": {"optim": {"lr": 1e-6}}},
+            "trainer": {"logger": ("console", "wandb")},  # yaml.dump writes !!python/tuple
+        },
         indent=2,
     )
     steps = [
@@ -387,8 +391,11 @@ def test_easyr1_nested_yaml_steps(tmp_path):
     assert value(run, "critic/score/mean", 3) == pytest.approx(0.4)
     assert value(run, "actor/lr", 1) == 1e-6  # YAML's `1.0e-06`
     assert math.isnan(value(run, "actor/kl_loss", 3))  # YAML's `.nan`
-    # the config before the first step is no step of metrics
+    # the config before the first step is the run's config, not a step of metrics
     assert not any(m.startswith(("worker", "data", "optim")) for m in run.metric_names)
+    assert run.config()["worker"]["actor"]["optim"]["lr"] == 1e-6
+    assert run.config()["data"]["max_response_length"] == 2048
+    assert run.config()["trainer"]["logger"] == ["console", "wandb"]
     assert run.meta["layout"] == "non-native"
 
 

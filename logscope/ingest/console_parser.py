@@ -47,7 +47,11 @@ MAX_BLOCK_LINES = 400  # traceback lines kept (more are counted)
 TB_TAIL_LINES = 50  # ... and the last lines of a longer one (its final exception)
 MAX_DUMP_LINES = 50_000
 COMPACT_ROWS = 200_000  # metric rows kept as Python lists before moving them into a frame
-CONFIG_KEYS = ("actor_rollout_ref", "trainer", "data", "algorithm")
+CONFIG_KEYS = ("actor_rollout_ref", "trainer", "data", "algorithm", "worker")
+# The first line of a config printed as YAML (EasyR1's `Config` then `yaml.dump(config)`): a
+# top-level config section with nothing after its colon
+YAML_CONFIG_START_RE = re.compile(r"^(?:" + "|".join(CONFIG_KEYS) + r"):$")
+YAML_LINE_RE = re.compile(r"^(?:[ \t]|[A-Za-z_][\w.\-]*:(?: |$))")
 DIGITS_RE = re.compile(r"[0-9]+")
 EXCEPTION_RE = re.compile(r"[A-Za-z_][\w.]*(?:\([\w.]*\))?: ")
 # Lines that open a traceback block besides `Traceback (most recent call last):` (anywhere in the
@@ -189,7 +193,8 @@ def _tail_start(part: list[tuple[int, str]], lo: int) -> int:
 
 @dataclass
 class _Dump:
-    """The lines of a config dict verl pprints, read until its brackets close."""
+    """The lines of a config dict verl pprints, read until its brackets close; or of a config
+    printed as a YAML mapping (`yaml`), read while its lines are indented or `key:` lines."""
 
     first_line: int
     seq: int
@@ -197,9 +202,16 @@ class _Dump:
     lines: list[str] = field(default_factory=list)
     brackets: vt.Brackets = field(default_factory=vt.Brackets)
     done: bool = False
+    yaml: bool = False
 
     def take(self, text: str) -> bool:
         """Consume a line of the dump; pprint indents every line after the first."""
+        if self.yaml:
+            if self.lines and not YAML_LINE_RE.match(text):
+                return False
+            self.lines.append(text)
+            self.done = len(self.lines) >= MAX_DUMP_LINES
+            return True
         if self.lines and not text.startswith((" ", "\t")):
             return False  # not a continuation: the dump was cut off
         self.lines.append(text)
@@ -595,8 +607,9 @@ class ConsoleParser:
             # ... but a rank's checkpoint messages print so in earlier verl too
             self._logger_lines = self._logger_lines or not body.startswith("[Rank ")
             level = m.group(1)
-        if body.startswith("{'"):
-            dump = _Dump(line_no, seq, self._last_step)
+        yaml = body[-1:] == ":" and YAML_CONFIG_START_RE.match(body) is not None
+        if (body.startswith("{'") or yaml) and not self._loose.in_mapping:
+            dump = _Dump(line_no, seq, self._last_step, yaml=yaml)
             self._blocks[prefix] = dump
             dump.take(rest)
             if dump.done:
@@ -714,8 +727,9 @@ class ConsoleParser:
         return kept
 
     def _close_dump(self, dump: _Dump) -> None:
+        text = "\n".join(dump.lines)
         try:
-            value = vt.literal("\n".join(dump.lines))
+            value = vt.load_yaml(text) if dump.yaml else vt.literal(text)
         except (SyntaxError, ValueError, TypeError, MemoryError, RecursionError):
             value = None
         if isinstance(value, dict) and any(k in value for k in CONFIG_KEYS):

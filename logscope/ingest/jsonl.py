@@ -1,5 +1,9 @@
 """verl's file logger: one `{"step": N, "data": {metric: value, ...}}` object per line.
 
+EasyR1's (a verl fork: `experiment_log.jsonl`) writes `{"step": N, **metrics}` with the metric
+keys split at `/` into nested objects (`{"step": 3, "actor": {"pg_loss": …}}`); they are joined
+back (`actor/pg_loss`).
+
 verl 0.7+ writes with orjson (`OPT_SERIALIZE_NUMPY`), so NaN/±inf become `null`; 0.6.x used the
 stdlib json, which writes the bare tokens `NaN`/`Infinity`. Both read back as NaN/inf here
 (null → NaN). A half-written last line (the run is still going, or was killed) is tolerated
@@ -10,6 +14,7 @@ from __future__ import annotations
 
 import io
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -49,22 +54,58 @@ def _is_verl_record(obj: Any) -> bool:
     return isinstance(obj, dict) and "step" in obj and isinstance(obj.get("data"), dict)
 
 
-def sniff(path: Path) -> bool:
-    """A file whose first non-empty line is a verl file-logger record."""
-    if not path.is_file():
-        return False
+def _is_easyr1_record(obj: Any) -> bool:
+    return (
+        isinstance(obj, dict)
+        and "step" in obj
+        and "data" not in obj
+        and any(isinstance(v, dict) for v in obj.values())
+    )
+
+
+def _is_record(obj: Any) -> bool:
+    return _is_verl_record(obj) or _is_easyr1_record(obj)
+
+
+def _values(obj: dict[str, Any]) -> Iterator[tuple[str, Any]]:
+    """(metric, value) of a record: verl's `data`, or EasyR1's nested objects joined at `/`."""
+    if "data" in obj:
+        yield from obj["data"].items()
+        return
+    for key, value in obj.items():
+        if isinstance(value, dict):
+            yield from _joined(value, f"{key}/")
+        elif key != "step":
+            yield key, value
+
+
+def _joined(mapping: dict[str, Any], prefix: str) -> Iterator[tuple[str, Any]]:
+    for key, value in mapping.items():
+        if isinstance(value, dict):
+            yield from _joined(value, f"{prefix}{key}/")
+        else:
+            yield f"{prefix}{key}", value
+
+
+def _first_record(path: Path) -> Any:
+    """The first non-empty line of `path` as JSON (None when it is not JSON or unreadable)."""
     try:
         with path.open("rb") as fh:
             head = fh.read(1 << 16)
     except OSError:
-        return False
+        return None
     for line in head.splitlines():
         if line.strip():
             try:
-                return _is_verl_record(_loads(line))
+                return _loads(line)
             except ValueError:
-                return False
-    return False
+                return None
+    return None
+
+
+def sniff(path: Path) -> bool:
+    """A file whose first non-empty line is a verl (or EasyR1) file-logger record."""
+    return path.is_file() and _is_record(_first_record(path))
 
 
 # null (verl 0.7+: NaN/inf) becomes this number on the polars path, then NaN; absent keys stay null
@@ -154,7 +195,7 @@ def _per_line(
                     f"line {line_no}: last line is cut off (file still being written?); ignored"
                 )
             continue
-        if not _is_verl_record(obj):
+        if not _is_record(obj):
             stats.skip(line_no, line.decode("utf-8", "replace"))
             continue
         try:
@@ -165,7 +206,7 @@ def _per_line(
             stats.skip(line_no, line.decode("utf-8", "replace"))
             continue
         stats.step_lines += 1
-        for key, value in obj["data"].items():
+        for key, value in _values(obj):
             number = to_float(value)
             if number is None:
                 continue
@@ -203,5 +244,6 @@ def read(path: Path, *, progress: Any = None) -> list[Run]:
     if stats.step_lines == 0:
         raise IngestError(str(path), "no verl file-logger records ({'step': N, 'data': {...}})")
     run.meta.update({"experiment": path.stem, "project": path.parent.name})
+
     run.meta.update(version_and_algorithm(set(run.metric_names), {}, before_08="0.6-0.7"))
     return [run]

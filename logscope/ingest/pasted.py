@@ -256,6 +256,11 @@ class LooseMetrics:
             if parsed is not None:
                 self._add(line_no, pair.group(1), parsed)
 
+    @property
+    def in_mapping(self) -> bool:
+        """Inside the YAML mapping of a step's metrics (its lines are not a config)."""
+        return self._levels is not None
+
     def _yaml_line(self, line_no: int, text: str) -> bool:
         """Take one line of the YAML mapping after a step marker (False: the mapping ended)."""
         levels = self._levels

@@ -359,6 +359,28 @@ class Brackets:
 _NAMES = {"inf": math.inf, "nan": math.nan, "None": None, "True": True, "False": False}
 
 
+def load_yaml(text: str) -> Any:
+    """A YAML document as plain data; a tag PyYAML's safe loader refuses (`!!python/tuple`, which
+    `yaml.dump` writes for a tuple) is read as the plain node under it. ValueError if not YAML."""
+    import yaml
+
+    class _Loader(yaml.SafeLoader):
+        pass
+
+    def plain(loader: yaml.SafeLoader, _suffix: str, node: yaml.Node) -> Any:
+        if isinstance(node, yaml.MappingNode):
+            return loader.construct_mapping(node, deep=True)
+        if isinstance(node, yaml.SequenceNode):
+            return loader.construct_sequence(node, deep=True)
+        return loader.construct_scalar(node)  # type: ignore[arg-type]
+
+    _Loader.add_multi_constructor("", plain)
+    try:
+        return yaml.load(text, Loader=_Loader)  # a SafeLoader subclass: no arbitrary objects
+    except yaml.YAMLError as exc:
+        raise ValueError(str(exc)) from exc
+
+
 def literal(text: str) -> Any:
     """`ast.literal_eval` that also takes bare `inf`/`nan` and keeps unknown objects as text."""
     try:

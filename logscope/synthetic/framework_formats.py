@@ -4,13 +4,15 @@
     write_tensorboard(run, folder)     # TensorBoard event files, by TensorBoard's own writer
 
 Native writers follow the code that prints each format (file and line in each docstring):
-TRL's `trainer_state.json`, ROLL's `metrics_tag:` JSON lines, SkyRL's pprint step blocks and
-slime's dict lines. Frameworks whose only local metrics are their trackers (OpenRLHF, prime-rl,
-NeMo-RL, AReaL here) get TensorBoard event files with the keys as their loggers write them.
+TRL's `trainer_state.json`, ROLL's `metrics_tag:` JSON lines, SkyRL's pprint step blocks,
+slime's dict lines and EasyR1's YAML step blocks. Frameworks whose only local metrics are their
+trackers (OpenRLHF, prime-rl, NeMo-RL, AReaL here) get TensorBoard event files with the keys as
+their loggers write them.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import pprint
@@ -154,6 +156,51 @@ def write_slime(run: Run, folder: Path) -> Path:
     return _write_lines(folder / "slime_train.log", lines)
 
 
+#: EasyR1's examples/config.yaml, in part (the sections its console logger prints)
+EASYR1_CONFIG: dict[str, Any] = {
+    "data": {"max_prompt_length": 2048, "max_response_length": 2048, "rollout_batch_size": 512},
+    "algorithm": {"adv_estimator": "grpo", "use_kl_loss": True, "kl_coef": 1.0e-2},
+    "worker": {
+        "actor": {"global_batch_size": 128, "optim": {"lr": 1.0e-6}, "max_grad_norm": 1.0},
+        "rollout": {"n": 5, "gpu_memory_utilization": 0.6, "tensor_parallel_size": 2},
+    },
+    "trainer": {"logger": ("console", "wandb"), "nnodes": 1, "n_gpus_per_node": 8},
+}
+
+
+def _nested(values: dict[str, Any]) -> dict[str, Any]:
+    """EasyR1's `unflatten_dict` (verl/utils/py_functional.py): keys split at `/`."""
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        *parents, leaf = key.split("/")
+        level = out
+        for part in parents:
+            level = level.setdefault(part, {})
+        level[leaf] = value
+    return out
+
+
+def write_easyr1(run: Run, folder: Path) -> Path:
+    """EasyR1's console logger (`verl/utils/logger/logger.py`, ConsoleLogger): `Config` and
+    `yaml.dump` of the config, then per step `Step N` and `yaml.dump` of the metrics nested at
+    `/` (`convert_dict_to_str`: `yaml.dump(data, indent=2)`), printed by the `Runner` actor."""
+    import yaml
+
+    config = copy.deepcopy(EASYR1_CONFIG)
+    for key, value in run.config().items():  # the run's own values (dotted EasyR1 keys)
+        *parents, leaf = key.split(".")
+        level = config
+        for part in parents:
+            level = level.setdefault(part, {})
+        level[leaf] = value
+    text = "Config\n" + yaml.dump(config, indent=2)
+    for step, values in _rows(run):
+        text += f"Step {step}\n" + yaml.dump(_nested(values), indent=2)
+    return _write_lines(
+        folder / "easyr1_train.log", [f"(Runner pid=2211) {line}" for line in text.splitlines()]
+    )
+
+
 def _py_repr(values: dict[str, Any]) -> str:
     """A dict as Python prints it (`nan`, `inf` for non-finite floats)."""
     return repr(
@@ -176,6 +223,7 @@ WRITERS: dict[str, Callable[[Run, Path], Path]] = {
     "roll": write_roll,
     "skyrl": write_skyrl,
     "slime": write_slime,
+    "easyr1": write_easyr1,
 }
 
 
