@@ -172,7 +172,7 @@ KILLED_KEYS = (
     " received at time=",
     "terminate called after",
 )
-BATCH_KEYS = ("batch_size", "equal chunk")
+BATCH_KEYS = ("batch_size", "equal chunk", "equal split")
 GRAD_NORM_KEYS = ("grad_norm is not finite",)
 GRAD_NORM_RE = re.compile(r"WARN: (?:rank (\d+) )?grad_norm is not finite: (\S+)")
 
@@ -193,6 +193,10 @@ BATCH_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     (
         "equal-chunk",
         re.compile(r"only support equal chunk\. Got size of DataProto (\d+) and chunk (\d+)"),
+    ),
+    (
+        "equal-split",
+        re.compile(r"only support equal split\. Got size of DataProto (\d+) and chunk (\d+)"),
     ),
     (
         "train-lt-mini",

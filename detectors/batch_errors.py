@@ -42,7 +42,8 @@ class BatchSizeDivisibilityError(
     What it detects:
         verl's batch-size checks: `real_train_batch_size (X) must be
         divisible by minimal possible batch size (Y)` (0.4+), `... must be divisible by total
-        n_gpus (N).` (0.2–0.3), `only support equal chunk. Got size of DataProto X and chunk Y`,
+        n_gpus (N).` (0.2–0.3), `only support equal chunk. Got size of DataProto X and chunk Y`, its
+        micro-batch twin `only support equal split. Got size of DataProto X and chunk Y`,
         `train_batch_size (X) must be >= actor.ppo_mini_batch_size (Y)`, `normalized
         ppo_mini_batch_size A should be divisible by / larger than ppo_micro_batch_size_per_gpu
         B`, `ppo_mini_batch_size A should be larger than 0 after normalization`, the legacy
@@ -105,6 +106,8 @@ class BatchSizeDivisibilityError(
         role = (
             "critic"
             if re.search(r"critic", near, re.I) and kind.startswith(("mini", "legacy"))
+            else "log_prob"
+            if kind == "equal-split" and "compute_log_prob" in near
             else "actor"
         )
         evidence: dict[str, Any] = {"check": kind, "numbers": numbers}
@@ -260,6 +263,26 @@ class BatchSizeDivisibilityError(
                 rule=f"train_batch_size × rollout.n divisible by {unit}",
             )
             return [advice], detail
+        if kind == "equal-split":  # a worker's batch cut into micro batches of a fixed size
+            rows, micro = numbers
+            evidence.update(worker_batch_rows=rows, micro_batch_size=micro)
+            key = (
+                f"{RO}.log_prob_micro_batch_size_per_gpu"
+                if role == "log_prob"
+                else f"{ACT}.ppo_micro_batch_size_per_gpu"
+            )
+            return [
+                advise(
+                    run,
+                    key,
+                    f"A worker's batch of {rows} rows is cut into micro batches of {micro}: the "
+                    "micro batch must divide it (or set use_dynamic_bsz=True, which packs by "
+                    "tokens instead of cutting fixed sizes).",
+                    "verl:protocol.py (DataProto.split)",
+                    suggest=divisor_at_most(rows, micro),
+                    rule=f"a divisor of {rows}",
+                )
+            ], f"{rows} is not a multiple of {micro}."
         if kind == "train-lt-mini":
             train, mini = numbers
             evidence.update(train_batch_size=train, ppo_mini_batch_size=mini)

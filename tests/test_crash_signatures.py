@@ -548,6 +548,30 @@ def test_batch_checks_match_quoted_and_flattened_text(line):
     assert found["run-crashed"].evidence["explained_by"] == "batch-size-divisibility-error"
 
 
+@pytest.mark.parametrize(
+    ("frame", "parameter"),
+    [
+        ("compute_log_prob", "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu"),
+        ("update_policy", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu"),
+    ],
+)
+def test_equal_split_of_a_worker_batch_names_the_micro_batch(frame, parameter):
+    """`DataProto.split` (verl/protocol.py): a worker's 146 rows cut into micro batches of 4."""
+    text = (
+        f'{T}   File "/verl/workers/actor/dp_actor.py", line 325, in {frame}\n'
+        f"{T}     micro_batches = data.split(micro_batch_size)\n"
+        f'{T}   File "/verl/protocol.py", line 739, in split\n'
+        f"{T}     assert len(self) % split_size == 0, (\n"
+        f"{T} AssertionError: only support equal split. Got size of DataProto 146 and chunk 4.\n"
+    )
+    found = by_name(findings_of(text))
+    batch = found["batch-size-divisibility-error"]
+    assert batch.evidence["check"] == "equal-split"
+    (advice,) = batch.advice
+    assert advice.parameter == parameter and advice.suggested == 2
+    assert found["run-crashed"].evidence["explained_by"] == "batch-size-divisibility-error"
+
+
 def test_flattened_traceback_yields_its_innermost_exception():
     text = (
         "ray.exceptions.RayTaskError(KeyError): ray::TaskRunner.run()\\n  File "

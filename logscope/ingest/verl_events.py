@@ -51,7 +51,7 @@ EVENT_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ),
         (
             "config-error",
-            r"must be divisible by|only support equal chunk|Please set at least one of"
+            r"must be divisible by|only support equal (?:chunk|split)|Please set at least one of"
             r"|You have set both|should be larger than 0 after normalization"
             r"|should be divisible by|should be larger than|must be >= |Invalid loss_agg_mode"
             r"|is not supported|Error executing job with overrides|ConfigAttributeError"
