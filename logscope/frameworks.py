@@ -26,6 +26,8 @@ from functools import cache
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
+from logscope.verl_config import get as get_key
+
 if TYPE_CHECKING:
     from logscope.model import Run
 
@@ -269,22 +271,16 @@ def detect(metric_names: Any) -> str:
     return best
 
 
+_ABSENT = object()
+
+
 def detect_config(config: dict[str, Any]) -> str | None:
     """The framework whose own config keys `config` has (`config_identify`), None if none."""
     for name in FRAMEWORKS[1:]:
         keys = profiles()[name].config_identify
-        if keys and all(_has_key(config, key) for key in keys):
+        if keys and all(get_key(config, key, _ABSENT) is not _ABSENT for key in keys):
             return name
     return None
-
-
-def _has_key(config: dict[str, Any], dotted: str) -> bool:
-    node: Any = config
-    for part in dotted.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return False
-        node = node[part]
-    return True
 
 
 def assign(run: Run, forced: str | None = None) -> None:
