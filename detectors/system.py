@@ -362,8 +362,10 @@ class MemoryLeak(Detector, code="LS301", name="memory-leak"):
         for its autocorrelation), add at least `min_rise_gb` (host: `min_rise_host_gb`) and
         `min_rise_sigma` noise sigmas, last at least `min_ramp_steps` steps and `min_fraction`
         of the run, show a Mann–Kendall upward trend (p < `trend_p`) once the pattern and the
-        warm-up are taken out, and fit better than a single jump (a one-off rise to a new level,
-        e.g. when vLLM's cache warms up, is not a leak). A climb not yet seen past the warm-up
+        warm-up are taken out, fit better than a single jump (a one-off rise to a new level,
+        e.g. when vLLM's cache warms up, is not a leak), and still set new highs (by more than
+        the noise) in the last third of the climb (a peak counter whose records stopped has
+        settled). A climb not yet seen past the warm-up
         (before what is left of it is under `min_rise_gb`) is reported at info level. A series
         pinned at a ceiling at the end (its last 10 points or more) is fitted up to where it
         reaches it. The projected OOM step extrapolates the Theil–Sen rate to a capacity
@@ -471,6 +473,12 @@ class MemoryLeak(Detector, code="LS301", name="memory-leak"):
             return None
         rate, _ = theil_sen(x[after], adj[after])
         if rate <= 0:
+            return None
+        # a leak is still climbing at the end: its last third sets new highs. A series whose
+        # highs stopped before it (a peak counter that settled in steps) is not heading for OOM
+        xs, ys = x[after], adj[after]
+        last = xs >= xs[0] + 2 * (xs[-1] - xs[0]) / 3
+        if 3 <= last.sum() < len(xs) and ys[last].max() <= ys[~last].max() + sigma:
             return None
         # a climb seen only while memory still warms up (until what is left of the warm-up is
         # below the smallest rise that counts) is entangled with it: reported at info level
