@@ -776,7 +776,10 @@ class ClipRatioSpike(_SpikeDetector, code="LS120", name="clip-ratio-spike"):
         after a resume can clip more while optimizer state warms up. Accounted for: the count
         noise of small batches (0, 1/64, 3/64 … is not a spike); truncation rising slowly as
         responses grow; heavy-tailed `pg_clipfrac` noise (a healthy clip fraction can wander to
-        20× its median for a step, which is within its own tail).
+        20× its median for a step, which is within its own tail). A truncation burst of one or
+        two steps that stays under `warn_peak` (a tenth of the responses) is info: with
+        thousands of responses a step it is significant count-wise, yet it is the batch's draw
+        of long prompts more often than a cap that fails the run.
 
     References:
         seed:ppo-tuning §2.2, §3.2, §5.2; verl:trainer/ppo/metric_utils.py (clip_ratio);
@@ -792,6 +795,7 @@ class ClipRatioSpike(_SpikeDetector, code="LS120", name="clip-ratio-spike"):
     rise_z_threshold: float = param(6.0, gt=0)
     min_ratio: float = param(3.0, gt=1)
     min_rise: float = param(0.03, gt=0, lt=1)
+    warn_peak: float = param(0.1, gt=0, le=1)
 
     def _big(self, s: Series, c: Change) -> bool:
         base = max(c.before, s.resolution or 0.0, 1e-12)
@@ -866,7 +870,18 @@ class ClipRatioSpike(_SpikeDetector, code="LS120", name="clip-ratio-spike"):
             evidence.update(noise, p_value=float(f"{_p_value(c.z):.3g}"))
         if rec:
             evidence.update(rec.evidence())
+        extra: dict[str, Any] = {}
+        # a burst of a step or two that stays under a tenth of the responses is the batch's
+        # draw of long prompts, not the cap failing the run
+        if noise and c.kind == "spike" and c.end - c.onset <= 1 and c.after < self.warn_peak:
+            how += (
+                f" A burst of {plural(c.end - c.onset + 1, 'step')} under "
+                f"{self.warn_peak:.0%} of the responses: a draw of long prompts more likely "
+                "than a cap that fails the run; it matters if it recurs or lasts."
+            )
+            extra["severity"] = "info"
         return self.finding(
+            **extra,
             message=f"{s.metric} ({what}) {how}"
             + (_others(s, found, c) if c.kind == "spike" else ""),
             metric=s.metric,
