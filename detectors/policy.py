@@ -776,8 +776,8 @@ class ClipRatioSpike(_SpikeDetector, code="LS120", name="clip-ratio-spike"):
         after a resume can clip more while optimizer state warms up. Accounted for: the count
         noise of small batches (0, 1/64, 3/64 … is not a spike); truncation rising slowly as
         responses grow; heavy-tailed `pg_clipfrac` noise (a healthy clip fraction can wander to
-        20× its median for a step, which is within its own tail). A truncation burst of one or
-        two steps that stays under `warn_peak` (a tenth of the responses) is info: with
+        20× its median for a step, which is within its own tail). A truncation burst of one to
+        three steps that stays under `warn_peak` (a tenth of the responses) is info: with
         thousands of responses a step it is significant count-wise, yet it is the batch's draw
         of long prompts more often than a cap that fails the run.
 
@@ -871,9 +871,9 @@ class ClipRatioSpike(_SpikeDetector, code="LS120", name="clip-ratio-spike"):
         if rec:
             evidence.update(rec.evidence())
         extra: dict[str, Any] = {}
-        # a burst of a step or two that stays under a tenth of the responses is the batch's
+        # a burst of up to three steps that stays under a tenth of the responses is the batch's
         # draw of long prompts, not the cap failing the run
-        if noise and c.kind == "spike" and c.end - c.onset <= 1 and c.after < self.warn_peak:
+        if noise and c.kind == "spike" and c.end - c.onset <= 2 and c.after < self.warn_peak:
             how += (
                 f" A burst of {plural(c.end - c.onset + 1, 'step')} under "
                 f"{self.warn_peak:.0%} of the responses: a draw of long prompts more likely "

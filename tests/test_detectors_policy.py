@@ -382,14 +382,17 @@ def test_truncation_bursts_alone_suffice_after_critic_warmup(on_policy):
     assert [f.step for f in ClipRatioSpike().detect(run)] == firsts
 
 
-@pytest.mark.parametrize(("peak", "severity"), [(0.054, "info"), (0.2, "warning")])
-def test_a_one_step_truncation_burst_under_a_tenth_is_info(peak, severity):
-    """2048 responses a step at ~1.7% truncation: one step at 5.4% is significant count-wise
-    but a draw of long prompts (info); one step at 20% is a warning."""
+@pytest.mark.parametrize(
+    ("peak", "width", "severity"),
+    [(0.054, 1, "info"), (0.07, 3, "info"), (0.2, 1, "warning"), (0.07, 6, "warning")],
+)
+def test_a_short_truncation_burst_under_a_tenth_is_info(peak, width, severity):
+    """2048 responses a step at ~1.7% truncation: one to three steps at 5–7% are significant
+    count-wise but a draw of long prompts (info); 20%, or six steps, is a warning."""
     rng = np.random.default_rng(5)
     n, responses = 200, 2048
     clip = rng.binomial(responses, 0.017, n) / responses
-    clip[120] = round(peak * responses) / responses
+    clip[120 : 120 + width] = round(peak * responses) / responses
     (f,) = ClipRatioSpike().detect(make_run({"response_length/clip_ratio": clip}))
     assert f.step == 121 and f.severity == severity  # index 120 (steps from 1)
     assert ("draw of long prompts" in f.message) == (severity == "info")
