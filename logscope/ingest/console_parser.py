@@ -607,8 +607,13 @@ class ConsoleParser:
             # ... but a rank's checkpoint messages print so in earlier verl too
             self._logger_lines = self._logger_lines or not body.startswith("[Rank ")
             level = m.group(1)
-        yaml = body[-1:] == ":" and YAML_CONFIG_START_RE.match(body) is not None
-        if (body.startswith("{'") or yaml) and not self._loose.in_mapping:
+        # (a step's metrics printed as YAML are not a config)
+        yaml = (
+            body[-1:] == ":"
+            and YAML_CONFIG_START_RE.match(body) is not None
+            and not self._loose.in_mapping
+        )
+        if body.startswith("{'") or yaml:
             dump = _Dump(line_no, seq, self._last_step, yaml=yaml)
             self._blocks[prefix] = dump
             dump.take(rest)
