@@ -33,7 +33,9 @@ if TYPE_CHECKING:
 
 VERL = "verl"
 #: frameworks with a profile, in the order `detect` prefers them on a tie
-FRAMEWORKS = ("verl", "trl", "openrlhf", "roll", "skyrl", "slime", "prime-rl", "nemo-rl", "areal")
+FRAMEWORKS = (
+    "verl", "trl", "openrlhf", "roll", "skyrl", "slime", "prime-rl", "nemo-rl", "areal", "easyr1",
+)  # fmt: skip
 #: how many identifying keys a non-verl profile needs before it beats verl's count
 MIN_EVIDENCE = 2
 #: verl parameters advice names under two keys: the profiles map the first

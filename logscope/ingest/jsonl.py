@@ -2,7 +2,7 @@
 
 EasyR1's (a verl fork: `experiment_log.jsonl`) writes `{"step": N, **metrics}` with the metric
 keys split at `/` into nested objects (`{"step": 3, "actor": {"pg_loss": …}}`); they are joined
-back (`actor/pg_loss`).
+back (`actor/pg_loss`) and the run is EasyR1's.
 
 verl 0.7+ writes with orjson (`OPT_SERIALIZE_NUMPY`), so NaN/±inf become `null`; 0.6.x used the
 stdlib json, which writes the bare tokens `NaN`/`Infinity`. Both read back as NaN/inf here
@@ -244,6 +244,8 @@ def read(path: Path, *, progress: Any = None) -> list[Run]:
     if stats.step_lines == 0:
         raise IngestError(str(path), "no verl file-logger records ({'step': N, 'data': {...}})")
     run.meta.update({"experiment": path.stem, "project": path.parent.name})
+    if _is_easyr1_record(_first_record(path)):
+        run.meta["framework"] = "easyr1"
 
     run.meta.update(version_and_algorithm(set(run.metric_names), {}, before_08="0.6-0.7"))
     return [run]
