@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 from logscope.analyze import analyze_run
 from logscope.frameworks import get
 from logscope.ingest import load
@@ -36,23 +34,8 @@ def test_console_log_is_easyr1_by_its_printed_config(tmp_path):
     assert not any(a.parameter.startswith("actor_rollout_ref.") for a in finding.advice)
 
 
-def test_file_logger_records_nested_at_slash(tmp_path):
-    path = tmp_path / "experiment_log.jsonl"
-    rows = [
-        {"step": s, "actor": {"pg_loss": 0.01, "entropy_loss": 0.5 - 0.001 * s},
-         "critic": {"score": {"mean": 0.3 + 0.001 * s}}, "reward": {"overall": 0.3}}
-        for s in range(1, 41)
-    ]  # fmt: skip
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    (run,) = load(path)
-    assert run.meta["framework"] == "easyr1"
-    assert run.n_steps == 40
-    steps, values = run.series("critic/score/mean")
-    assert steps.tolist()[0] == 1 and values[-1] == pytest.approx(0.34)
-    assert "actor/entropy_loss" in run.metric_names and "reward/overall" in run.metric_names
-
-
 def test_a_verl_file_logger_record_stays_verl(tmp_path):
+    """(EasyR1's own records: tests/test_ingest_jsonl.py)"""
     path = tmp_path / "log.jsonl"
     path.write_text("".join(json.dumps({"step": s, "data": {"actor/pg_loss": 0.1,
                     "critic/score/mean": 0.5, "actor/entropy": 0.4}}) + "\n" for s in (1, 2)))  # fmt: skip

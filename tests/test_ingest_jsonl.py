@@ -141,3 +141,4 @@ def test_easyr1_file_logger_records_are_joined_at_slash(tmp_path):
     assert steps.tolist()[0] == 1 and values[-1] == pytest.approx(0.34)
     assert {"actor/entropy_loss", "reward/overall"} <= set(run.metric_names)
     assert "step" not in run.metric_names
+    assert run.meta["framework"] == "easyr1"
