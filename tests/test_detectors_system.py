@@ -495,22 +495,39 @@ def test_a_leak_pinned_at_its_ceiling_for_the_last_steps_is_still_a_leak():
     assert f.evidence["rate_gb_per_step"] == pytest.approx(0.05, rel=0.2)
 
 
+def _generation_bound(
+    rng: np.random.Generator,
+    n: int,
+    gen: tuple[float, float],
+    update: tuple[float, float],
+    rest: float,
+    more: dict,
+    slowest_behind: float | None = None,
+):
+    """A run whose generation (mean, sd) dwarfs the actor update (mean, sd); the step is gen +
+    `rest` s; `slowest_behind`: the agent loop's slowest rollout, that many s under gen."""
+    g = gen[0] + gen[1] * rng.standard_normal(n)
+    series = {
+        "timing_s/gen": g,
+        "timing_s/update_actor": update[0] + update[1] * rng.standard_normal(n),
+        "timing_s/step": g + rest,
+    }
+    if slowest_behind is not None:
+        series["timing_s/agent_loop/slowest/generate_sequences"] = g - slowest_behind
+    return make_run(series | more)
+
+
 @pytest.mark.parametrize(("longest", "severity"), [(20480.0, "info"), (2400.0, "warning")])
 def test_generation_held_by_its_longest_responses_is_info(longest, severity):
     """Long-CoT runs: a step waits for its few responses at a 20k cap while the mean is 1k;
     the share is the responses' cost, not a slow engine."""
     rng = np.random.default_rng(5)
     n = 120
-    gen = 850 + 40 * rng.standard_normal(n)
-    run = make_run(
-        {
-            "timing_s/gen": gen,
-            "timing_s/update_actor": 160 + 10 * rng.standard_normal(n),
-            "timing_s/step": gen + 230,
-            "response_length/mean": 1000 + 50 * rng.standard_normal(n),
-            "response_length/max": np.full(n, longest),
-        }
-    )
+    lengths = {
+        "response_length/mean": 1000 + 50 * rng.standard_normal(n),
+        "response_length/max": np.full(n, longest),
+    }
+    run = _generation_bound(rng, n, (850, 40), (160, 10), 230, lengths)
     (f,) = RolloutBottleneck().detect(run)
     assert f.severity == severity
     assert ("waits for its few longest sequences" in f.message) == (severity == "info")
@@ -519,15 +536,7 @@ def test_generation_held_by_its_longest_responses_is_info(longest, severity):
 def test_the_agent_loops_slowest_rollout_names_the_long_tail():
     rng = np.random.default_rng(6)
     n = 120
-    gen = 300 + 15 * rng.standard_normal(n)
-    run = make_run(
-        {
-            "timing_s/gen": gen,
-            "timing_s/update_actor": 60 + 5 * rng.standard_normal(n),
-            "timing_s/step": gen + 80,
-            "timing_s/agent_loop/slowest/generate_sequences": gen - 5,
-            "timing_s/agent_loop/generate_sequences/mean": np.full(n, 90.0),
-        }
-    )
+    mean = {"timing_s/agent_loop/generate_sequences/mean": np.full(n, 90.0)}
+    run = _generation_bound(rng, n, (300, 15), (60, 5), 80, mean, slowest_behind=5)
     (f,) = RolloutBottleneck().detect(run)
     assert "slowest rollout takes" in f.message and "long tail" in f.message

@@ -28,6 +28,7 @@ from logscope.ingest._common import (
     to_float,
     version_and_algorithm,
 )
+from logscope.ingest._framework import flatten
 from logscope.model import ParseStats, Run
 from logscope.schemas import METRICS_SCHEMA
 
@@ -74,26 +75,13 @@ def _values(obj: dict[str, Any]) -> Iterator[tuple[str, Any]]:
         return
     for key, value in obj.items():
         if isinstance(value, dict):
-            yield from _joined(value, f"{key}/")
+            yield from flatten(value, f"{key}/")
         elif key != "step":
             yield key, value
 
 
-def _joined(mapping: dict[str, Any], prefix: str) -> Iterator[tuple[str, Any]]:
-    for key, value in mapping.items():
-        if isinstance(value, dict):
-            yield from _joined(value, f"{prefix}{key}/")
-        else:
-            yield f"{prefix}{key}", value
-
-
-def _first_record(path: Path) -> Any:
-    """The first non-empty line of `path` as JSON (None when it is not JSON or unreadable)."""
-    try:
-        with path.open("rb") as fh:
-            head = fh.read(1 << 16)
-    except OSError:
-        return None
+def _first_record(head: bytes) -> Any:
+    """The first non-empty line of `head` as JSON (None when it is not JSON)."""
     for line in head.splitlines():
         if line.strip():
             try:
@@ -105,7 +93,14 @@ def _first_record(path: Path) -> Any:
 
 def sniff(path: Path) -> bool:
     """A file whose first non-empty line is a verl (or EasyR1) file-logger record."""
-    return path.is_file() and _is_record(_first_record(path))
+    if not path.is_file():
+        return False
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(1 << 16)
+    except OSError:
+        return False
+    return _is_record(_first_record(head))
 
 
 # null (verl 0.7+: NaN/inf) becomes this number on the polars path, then NaN; absent keys stay null
@@ -244,7 +239,7 @@ def read(path: Path, *, progress: Any = None) -> list[Run]:
     if stats.step_lines == 0:
         raise IngestError(str(path), "no verl file-logger records ({'step': N, 'data': {...}})")
     run.meta.update({"experiment": path.stem, "project": path.parent.name})
-    if _is_easyr1_record(_first_record(path)):
+    if _is_easyr1_record(_first_record(raw[: 1 << 16])):
         run.meta["framework"] = "easyr1"
 
     run.meta.update(version_and_algorithm(set(run.metric_names), {}, before_08="0.6-0.7"))
