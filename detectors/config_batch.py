@@ -22,6 +22,7 @@ from .config_lint import (
     MINI,
     SRC_CONFIG,
     ConfigRule,
+    RiskRule,
     both_set,
     is_grpo,
     seq_len,
@@ -123,7 +124,7 @@ def mini_for(v: ConfigView, tbs: int, limit: int) -> int:
 
 
 # tuning_knowledge.md §A1–A3
-class MicroBatchOomRisk(ConfigRule, code="LS501", name="micro-batch-oom-risk"):
+class MicroBatchOomRisk(RiskRule, code="LS501", name="micro-batch-oom-risk"):
     """The actor's micro batch puts too many tokens on each GPU in the PPO update.
 
     What it detects:
@@ -159,6 +160,8 @@ class MicroBatchOomRisk(ConfigRule, code="LS501", name="micro-batch-oom-risk"):
         parallelism make larger micro batches fit. The memory estimate is the GRPO
         article's heuristic: it does not reproduce that article's own 38 GB (it is shown as a relative
         size only).
+        On a log whose config got through `survived_steps` training steps with no error line, the
+        predicted failure was not observed and the finding is info.
 
     References:
         seed:grpo-pitfalls §1.1–1.3 (golden formula, 12,000-token limit, memory estimate).
@@ -250,7 +253,16 @@ class MicroBatchOomRisk(ConfigRule, code="LS501", name="micro-batch-oom-risk"):
             "38 GB on an A100-40G.",
             f"{SEED_GRPO} §1.2",
         )
-        return [Hit("error", message, evidence, [advice], [f"{SEED_GRPO} §1.1–1.3"])]
+        return [
+            Hit(
+                "error",
+                message,
+                evidence,
+                [advice],
+                [f"{SEED_GRPO} §1.1–1.3"],
+                predicts="a CUDA OOM in the update",
+            )
+        ]
 
     @staticmethod
     def _lowered(v: ConfigView, golden: int, suggested: int) -> str:
@@ -288,7 +300,7 @@ class MicroBatchOomRisk(ConfigRule, code="LS501", name="micro-batch-oom-risk"):
 
 
 # tuning_knowledge.md §A4
-class MicroBatchTpMismatch(ConfigRule, code="LS502", name="micro-batch-tp-mismatch"):
+class MicroBatchTpMismatch(RiskRule, code="LS502", name="micro-batch-tp-mismatch"):
     """The actor micro batch is not a multiple of the rollout's tensor-parallel size.
 
     What it detects:
@@ -311,6 +323,8 @@ class MicroBatchTpMismatch(ConfigRule, code="LS502", name="micro-batch-tp-mismat
     Known false positives:
         verl does not enforce this and many runs use odd micro batches without trouble; it is
         the GRPO article's claim, hence a warning.
+        On a log whose config got through `survived_steps` training steps with no error line, the
+        predicted failure was not observed and the finding is info.
 
     References:
         seed:grpo-pitfalls §1.2.
@@ -358,6 +372,7 @@ class MicroBatchTpMismatch(ConfigRule, code="LS502", name="micro-batch-tp-mismat
                 {"ppo_micro_batch_size_per_gpu": micro, "tensor_model_parallel_size": tp},
                 advice,
                 [f"{SEED_GRPO} §1.2"],
+                predicts="a tensor-split error in rollout",
             )
         ]
 
@@ -380,7 +395,7 @@ class MicroBatchTpMismatch(ConfigRule, code="LS502", name="micro-batch-tp-mismat
 
 
 # tuning_knowledge.md §A5
-class GrpoGroupSize(ConfigRule, code="LS503", name="grpo-group-size"):
+class GrpoGroupSize(RiskRule, code="LS503", name="grpo-group-size"):
     """GRPO's group size (`rollout.n`) is degenerate, too small, odd or costly.
 
     What it detects:
@@ -403,7 +418,9 @@ class GrpoGroupSize(ConfigRule, code="LS503", name="grpo-group-size"):
         `data.train_batch_size` a multiple of it.
 
     Known false positives:
-        Large n can be deliberate (pass@k estimators, research on group size).
+        Large n can be deliberate (pass@k estimators, research on group size). On a log whose
+        config got through `survived_steps` training steps with no error line, the predicted hang
+        was not observed and the finding for a costly n is info.
 
     References:
         seed:grpo-pitfalls §2.1–2.2; verl:trainer/ppo/core_algos.py.
@@ -422,6 +439,7 @@ class GrpoGroupSize(ConfigRule, code="LS503", name="grpo-group-size"):
         if n is None:
             return []
         evidence: dict[str, Any] = {"adv_estimator": estimator, "rollout_n": n}
+        predicts = None
         if n <= 1:
             severity: Severity = "error"
             why = (
@@ -447,6 +465,7 @@ class GrpoGroupSize(ConfigRule, code="LS503", name="grpo-group-size"):
                 "rollout."
             )
             suggested = 8
+            predicts = "a rollout hang"
         elif n % 2:
             severity = "warning"
             why = (
@@ -475,11 +494,12 @@ class GrpoGroupSize(ConfigRule, code="LS503", name="grpo-group-size"):
                     f"{SEED_GRPO} §2.3",
                 )
             )
-        return [Hit(severity, why, evidence, [advice, *extra], [f"{SEED_GRPO} §2.1–2.2"])]
+        refs = [f"{SEED_GRPO} §2.1–2.2"]
+        return [Hit(severity, why, evidence, [advice, *extra], refs, predicts=predicts)]
 
 
 # tuning_knowledge.md §A6
-class BatchNotDivisibleByN(ConfigRule, code="LS504", name="batch-not-divisible-by-n"):
+class BatchNotDivisibleByN(RiskRule, code="LS504", name="batch-not-divisible-by-n"):
     """The train batch does not divide as verl and the GRPO article require.
 
     What it detects:
@@ -503,7 +523,9 @@ class BatchNotDivisibleByN(ConfigRule, code="LS504", name="batch-not-divisible-b
 
     Known false positives:
         The GRPO article's error text `batch_size must be divisible by n` is not verl's; verl
-        accepts a train batch that is not a multiple of n when the product divides.
+        accepts a train batch that is not a multiple of n when the product divides; on a log whose
+        config got through `survived_steps` training steps with no error line, that warning is
+        info.
 
     References:
         seed:grpo-pitfalls §2.3; verl:utils/config.py; verl:trainer/ppo/ray_trainer.py.
@@ -567,6 +589,7 @@ class BatchNotDivisibleByN(ConfigRule, code="LS504", name="batch-not-divisible-b
                         )
                     ],
                     [f"{SEED_GRPO} §2.3"],
+                    predicts="a batch-size error",
                 )
             )
         return hits

@@ -12,15 +12,20 @@ context length and rollout batching), `config_reproducibility` (shuffle, seed), 
 
 from __future__ import annotations
 
+import dataclasses
 from abc import abstractmethod
 from typing import ClassVar
 
 from logscope.advice import cited
 from logscope.config_view import ConfigView, Hit, fmt
-from logscope.detector import Detector
+from logscope.detector import Detector, param
 from logscope.model import Advice, Finding, Run
 from logscope.sources import cite, cite_all
 from logscope.verl_config import ACT, GRPO_ESTIMATORS
+from logscope.words import plural
+
+from ._common import log_lines
+from ._crash_story import crash_story, is_fatal
 
 #: Source kinds of runs that have not started (a command line or a YAML file).
 PREFLIGHT_KINDS = frozenset({"verl-command", "verl-yaml"})
@@ -63,16 +68,20 @@ class ConfigRule(Detector):
     def detect(self, run: Run) -> list[Finding]:
         findings: list[Finding] = []
         previous: set[tuple[str, str]] = set()
-        for step, view in views(run):
+        for index, (step, view) in enumerate(views(run)):
             current: set[tuple[str, str]] = set()
             for hit in self.check(view):
                 key = (hit.severity, hit.message)
                 current.add(key)
                 if key in previous:
                     continue
-                findings.append(self._finding(hit, step))
+                findings.append(self._finding(self.as_logged(hit, run, index), step))
             previous = current
         return findings
+
+    def as_logged(self, hit: Hit, run: Run, segment: int) -> Hit:
+        """`hit` as the run's log shows it, for config segment `segment` (here: unchanged)."""
+        return hit
 
     def _finding(self, hit: Hit, step: int | None) -> Finding:
         return self.finding(
@@ -84,6 +93,56 @@ class ConfigRule(Detector):
             advice=[cited(a) for a in hit.advice],
             references=cite_all(hit.references),
         )
+
+
+class RiskRule(ConfigRule):
+    """Base for config rules whose warnings predict a failure (`Hit.predicts`): an OOM, a
+    tensor-split error, a hang. On a log whose config got through `survived_steps` training
+    steps without an error, that failure was not observed: the hit is lowered to info, saying
+    so. The prediction stands on a run that has not started (`logscope check`) or that failed."""
+
+    survived_steps: int = param(5, ge=1)
+
+    def as_logged(self, hit: Hit, run: Run, segment: int) -> Hit:
+        if hit.predicts is None or hit.severity == "info":
+            return hit
+        steps = steps_survived(run, segment)
+        if steps < self.survived_steps:
+            return hit
+        return dataclasses.replace(
+            hit,
+            severity="info",
+            message=f"{hit.message} This run logged {plural(steps, 'training step')} with this "
+            f"config without {hit.predicts}: the risk was not observed here.",
+            evidence={**hit.evidence, "steps_without_failure": steps},
+        )
+
+
+def steps_survived(run: Run, segment: int) -> int:
+    """Training steps (steps with a metric other than validation's) logged under config
+    segment `segment`, or 0 when the run has not started or an error line stands in that
+    segment's part of the log before training finished."""
+    if run.source.kind in PREFLIGHT_KINDS:
+        return 0
+    segments = run.config_segments
+    seg = segments[segment]
+    later = segments[segment + 1] if segment + 1 < len(segments) else None
+    first_line = seg.line_no or 0
+    end_line = later.line_no if later is not None and later.line_no is not None else None
+    story = crash_story(run)
+    for line in log_lines(run):
+        if line.line_no < first_line or story.finished_before(line.line_no):
+            continue
+        if end_line is not None and line.line_no >= end_line:
+            break
+        if is_fatal(line.text):
+            return 0
+    training = run.metrics.filter(~run.metrics.get_column("metric").str.starts_with("val"))
+    steps = training.get_column("step").unique()
+    in_segment = steps >= seg.first_step
+    if later is not None:
+        in_segment &= steps < later.first_step
+    return int(in_segment.sum())
 
 
 # ---- shared by rules of several themes -----------------------------------------------------------

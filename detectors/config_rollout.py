@@ -24,6 +24,7 @@ from .config_lint import (
     SRC_CONFIG,
     USE_KL_LOSS,
     ConfigRule,
+    RiskRule,
     both_set,
     seq_len,
 )
@@ -45,7 +46,7 @@ LOGPROB_BEST = 16  # LS514's default `best` (the PPO article's measured value)
 
 
 # tuning_knowledge.md §A9
-class GpuMemoryUtilizationRisk(ConfigRule, code="LS509", name="gpu-memory-utilization-risk"):
+class GpuMemoryUtilizationRisk(RiskRule, code="LS509", name="gpu-memory-utilization-risk"):
     """vLLM's share of GPU memory is outside the advised range for this GPU count and model.
 
     What it detects:
@@ -70,6 +71,8 @@ class GpuMemoryUtilizationRisk(ConfigRule, code="LS509", name="gpu-memory-utiliz
     Known false positives:
         80 GB GPUs, offloaded actors, or a separate rollout pool leave more room than the
         articles assume. verl's own default (0.5) is above the 8-GPU range.
+        On a log whose config got through `survived_steps` training steps with no error line, a
+        share above the range predicted an OOM that was not observed, and the finding is info.
 
     References:
         seed:grpo-pitfalls §4; seed:ppo-tuning §2.1.
@@ -132,7 +135,9 @@ class GpuMemoryUtilizationRisk(ConfigRule, code="LS509", name="gpu-memory-utiliz
             f"vLLM pre-allocates this share of GPU memory for its KV cache; advised {why}.",
             f"{SEED_GRPO} §4; {SEED_PPO} §2.1",
         )
-        return [Hit(severity, message, evidence, [advice], [f"{SEED_GRPO} §4", f"{SEED_PPO} §2.1"])]
+        refs = [f"{SEED_GRPO} §4", f"{SEED_PPO} §2.1"]
+        predicts = "an OOM or NCCL failure" if value > high else None
+        return [Hit(severity, message, evidence, [advice], refs, predicts=predicts)]
 
 
 # tuning_knowledge.md §A12

@@ -23,6 +23,9 @@ class Hit:
     advice: list[Advice] = field(default_factory=list)
     references: list[str] = field(default_factory=list)
     title: str | None = None
+    #: the failure this hit predicts (`a CUDA OOM in the update`), when it predicts one: on a log
+    #: whose config got through enough training steps without failing, it was not observed
+    predicts: str | None = None
 
 
 @dataclass

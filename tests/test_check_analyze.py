@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from logscope.detectors import config_lint
 from logscope.detectors.registry import detector_classes
@@ -189,3 +190,62 @@ def test_healthy_synthetic_configs_are_quiet_at_warning(algorithm, version):
 
 def config_lint_detectors():
     return [c() for c in detector_classes() if issubclass(c, config_lint.ConfigRule)]
+
+
+# ---- predicted failures on a log that got through them (RiskRule) ---------------------------
+
+OOM_CONFIG = {"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu": 64}  # 64 × 1536 tokens
+
+
+def trained_run(n_steps: int, events: list | None = None, kind: str = "verl-console") -> Run:
+    from tests.helpers import make_run
+
+    run = make_run(
+        {"actor/pg_loss": np.zeros(n_steps), "val-core/acc": np.zeros(n_steps)},
+        config=grpo_config(**OOM_CONFIG),
+    )
+    run.source = Source(kind, "x.log")
+    run.events = list(events or [])
+    return run
+
+
+def oom_risk(run: Run):
+    from logscope.detectors.config_batch import MicroBatchOomRisk
+
+    return MicroBatchOomRisk().detect(run)
+
+
+def test_predicted_oom_is_info_on_a_log_that_trained_without_one():
+    [f] = oom_risk(trained_run(12))
+    assert f.severity == "info"
+    assert f.evidence["steps_without_failure"] == 12
+    assert "12 training steps" in f.message and "not observed" in f.message
+    assert f.advice  # the suggestion stays: the config is still wasteful or risky
+
+
+def test_predicted_oom_stays_an_error_when_the_log_holds_an_error():
+    from logscope.model import Event
+
+    oom = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
+    [f] = oom_risk(trained_run(12, [Event(40, 12, "log", oom)]))
+    assert f.severity == "error" and "steps_without_failure" not in f.evidence
+
+
+def test_predicted_oom_stays_an_error_before_launch_or_after_few_steps():
+    from logscope.detectors.config_batch import MicroBatchOomRisk
+
+    assert [f.severity for f in oom_risk(trained_run(0, kind="verl-yaml"))] == ["error"]
+    assert [f.severity for f in oom_risk(trained_run(4))] == ["error"]  # default: 5 steps
+    lenient = MicroBatchOomRisk(survived_steps=4).detect(trained_run(4))
+    assert [f.severity for f in lenient] == ["info"]
+
+
+def test_only_the_steps_of_the_segment_with_the_risky_config_count():
+    risky, safe = grpo_config(**OOM_CONFIG), grpo_config()
+    run = trained_run(30)
+    run.config_segments = [ConfigSegment(1, safe), ConfigSegment(28, risky)]
+    [f] = oom_risk(run)
+    assert f.step == 28 and f.severity == "error"  # 3 steps under the risky config
+    run.config_segments = [ConfigSegment(1, risky), ConfigSegment(28, safe)]
+    [f] = oom_risk(run)
+    assert f.severity == "info" and f.evidence["steps_without_failure"] == 27
