@@ -400,7 +400,7 @@ class GrpoGroupSize(RiskRule, code="LS503", name="grpo-group-size"):
 
     What it detects:
         With `algorithm.adv_estimator` grpo (or grpo_passk, grpo_vectorized, gdpo):
-        `rollout.n=1` (error: each group has one sample), n below 4 (warning), odd n (warning),
+        `rollout.n=1` (error: each group has one sample), n below 4 (warning), odd n (info),
         n ≥ 16 (warning).
 
     Why it matters:
@@ -467,10 +467,12 @@ class GrpoGroupSize(RiskRule, code="LS503", name="grpo-group-size"):
             suggested = 8
             predicts = "a rollout hang"
         elif n % 2:
-            severity = "warning"
+            # verl's own GRPO examples run n=5: odd n is a preference the article states without
+            # a measured cost, so it is a note, not a warning
+            severity = "info"
             why = (
                 f"rollout.n={n} is odd; the GRPO article asks for an even n ≥ {self.minimum} "
-                "(4 or 8)."
+                "(4 or 8), though it measures no cost of odd n (verl's own GRPO examples use n=5)."
             )
             suggested = 4 if n < 6 else 8
         else:

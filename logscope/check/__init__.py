@@ -26,7 +26,7 @@ from logscope.check import shell
 from logscope.detector import Detector
 from logscope.exceptions import ConfigParseError, LogscopeError
 from logscope.ingest._common import meta_from_config
-from logscope.model import ConfigSegment, Finding, Run, Source
+from logscope.model import SEVERITIES, ConfigSegment, Finding, Run, Source
 from logscope.report import Report
 
 __all__ = [
@@ -399,14 +399,26 @@ def plan_fixes(report: Report, rounds: int = 30) -> list[Fix]:
     """The smallest set of changes found that leaves nothing `--fix` could apply.
 
     Fixes interact (n 5 → 4 can make the train batch a multiple of n; a new mini batch changes
-    which micro batch divides it), so: apply the advice of the most severe finding that has
-    any, lint again, and repeat until no finding has advice to apply (at most `rounds` times,
-    stopping on a cycle). Then drop, latest first, each change whose removal brings back no
-    finding (so `n=4` alone stays when it also cleared the train-batch finding).
+    which micro batch divides it), so a plan applies the advice of the most severe finding that
+    has any, lints again, and repeats until no finding has advice to apply (at most `rounds`
+    times, stopping on a cycle); then drops, latest first, each change whose removal brings
+    back no finding. One plan starts from each finding's advice (so the note `n 5 → 4` may go
+    first when it also clears the train-batch warnings); the one leaving the least severe
+    findings, then with the fewest changes, wins.
     """
     relint = _relinter(report)
-    plan: dict[str, Fix] = {}
-    current, seen = report, {()}
+    starts = {(): None}
+    starts.update((tuple(fixes_of(f)), None) for f in report.findings if fixes_of(f))
+    plans = [_plan_from(relint, start, rounds) for start in starts]
+    return min(plans, key=lambda fixes: (_left(relint(tuple(fixes))), len(fixes)))
+
+
+def _plan_from(
+    relint: Callable[[tuple[Fix, ...]], Report], start: tuple[Fix, ...], rounds: int
+) -> list[Fix]:
+    """The greedy plan (see `plan_fixes`) after the changes `start`, pruned."""
+    plan: dict[str, Fix] = {f.key: f for f in start}
+    current, seen = relint(start), {(), start}
     for _ in range(rounds):
         step = _next_fixes(current, plan)
         if not step:
@@ -427,6 +439,12 @@ def plan_fixes(report: Report, rounds: int = 30) -> list[Fix]:
         if _identities(relint(trial)) <= target:
             fixes = list(trial)
     return fixes
+
+
+def _left(report: Report) -> tuple[int, ...]:
+    """How much a plan leaves: findings per severity, most severe first (compared in order)."""
+    counts = report.counts()
+    return tuple(counts[s] for s in reversed(SEVERITIES))
 
 
 def _next_fixes(report: Report, plan: dict[str, Fix]) -> list[Fix]:
