@@ -61,6 +61,23 @@ def test_an_indented_excerpt_keeps_its_ray_prefix(tmp_path):
     assert run.meta["ray_actors"] == ["TaskRunner"]
 
 
+@pytest.mark.parametrize("indent", ["    ", "\t", "  "])
+@pytest.mark.parametrize(
+    "record",
+    [
+        f"(TaskRunner pid=7) {STEP[:70]}\n{STEP[70:]}\n",  # wrapped by the terminal
+        "step:3\n" + "".join(f"{item}\n" for item in STEP.split(" - ")[1:]),  # one per line
+        "x - " + STEP.split(" - ", 1)[1] + "\n",  # copied from mid-line: no `step:N - `
+    ],
+    ids=["wrapped", "one-per-line", "headless"],
+)
+def test_an_indented_code_block_keeps_the_rest_of_its_record(tmp_path, indent, record):
+    text = "".join(indent + line + "\n" for line in record.splitlines())
+    run = read_both(tmp_path, text)
+    assert run.metrics["metric"].n_unique() == 5
+    assert value(run, "critic/score/mean", run.steps.tolist()[0]) == 0.5
+
+
 def test_a_step_marker_before_pairs_on_one_line(tmp_path):
     run = read_both(
         tmp_path,

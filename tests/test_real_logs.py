@@ -101,3 +101,17 @@ def test_both_console_paths_read_it_the_same(tmp_path, name):
     from tests.test_console_reader import read_both
 
     read_both(tmp_path, (REAL_LOGS / name).read_bytes(), name)
+
+
+@pytest.mark.parametrize("indent", ["    ", "\t"], ids=["spaces", "tab"])
+@pytest.mark.parametrize("name", [n for n, _ in EXPECT], ids=[n[:24] for n, _ in EXPECT])
+def test_an_indented_copy_reads_the_same_metrics(tmp_path, name, indent):
+    """A Markdown or reST code block indents every line: records and their wrapped or
+    one-item-per-line rest are read as from the plain copy."""
+    from tests.test_console_reader import read_both
+
+    text = (REAL_LOGS / name).read_bytes()
+    indented = b"".join(indent.encode() + line for line in text.splitlines(keepends=True))
+    plain, copy = read_both(tmp_path, text, name), read_both(tmp_path, indented, "copy_" + name)
+    assert copy.steps.tolist() == plain.steps.tolist()
+    assert copy.metrics.sort(["metric", "step"]).equals(plain.metrics.sort(["metric", "step"]))

@@ -66,6 +66,9 @@ TRACEBACK_START_RE = re.compile(
 SECRET_KEY_RE = re.compile(r"(?i)(?:key|token|secret|passw(?:or)?d|credential)s?$")
 
 
+_BLANKS = " \t"
+
+
 def _rows_since(
     frames: list[pl.DataFrame], spans: list[tuple[int, int]], rows: pl.DataFrame, since: int
 ) -> list[pl.DataFrame]:
@@ -114,6 +117,7 @@ class _Pending:
     joined: bool = False  # rejoined from lines a terminal or a copy cut
     per_line: bool = False  # a bare `step:N`: its items may follow one per line
     prefix: str | None = None
+    indent: str = ""  # the head line's indentation (a pasted code block): its rest shares it
 
 
 # verl's reward managers print a few samples per step: `[prompt] …`, `[response] …` (each maybe
@@ -321,8 +325,14 @@ class ConsoleParser:
         self._segment(line_no, sub, last, seq, text, raw)
 
     def _segment(self, line_no: int, sub: int, last: bool, seq: int, text: str, raw: str) -> None:
-        if text[:1] == " " and text.lstrip(" ")[:1] == "(":
-            text = text.lstrip(" ")  # an indented (Markdown code block) Ray-prefixed line
+        indent = ""
+        if text[:1] in _BLANKS:  # an indented (Markdown or reST code block) line
+            body = text.lstrip(_BLANKS)
+            p = self._pending
+            if body[:1] == "(" or body.startswith("step:") or pasted.headless_items(body):
+                indent, text = text[: len(text) - len(body)], body
+            elif p is not None and p.indent and text.startswith(p.indent):
+                text = text[len(p.indent) :]  # the record's next line, in the same block
         prefix, rest = vt.split_prefix(text)
         if prefix is not None and (rest[:1] in ("[", ">") or rest[:1].isdigit()):
             # `(WorkerDict pid=1) [2025-08-15 00:16:56] …`, `(raylet) [… E 1 1] (raylet) …`
@@ -340,7 +350,15 @@ class ConsoleParser:
                 step = int(m.group(1))
                 bare = m.group(2) is None and at == 0
                 self._pending = _Pending(
-                    seq, line_no, sub, last, clean[at:], step, per_line=bare, prefix=prefix
+                    seq,
+                    line_no,
+                    sub,
+                    last,
+                    clean[at:],
+                    step,
+                    per_line=bare,
+                    prefix=prefix,
+                    indent=indent,
                 )
                 self._set_step(seq, step)
                 return
@@ -377,7 +395,9 @@ class ConsoleParser:
             return
         if prefix is None and pasted.headless_items(clean):
             body = pasted.cut_first_item(clean.strip(" -") if clean.startswith(" -") else clean)
-            self._pending = _Pending(seq, line_no, sub, last, HEADLESS_HEAD + body, 0, True)
+            self._pending = _Pending(
+                seq, line_no, sub, last, HEADLESS_HEAD + body, 0, True, indent=indent
+            )
             return
         if clean.startswith("step:"):
             self._skip(line_no, clean, "starts like a step line but is not one")
