@@ -6,6 +6,7 @@ Every case is read through both console paths (`read_both`: bulk and line by lin
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -108,6 +109,46 @@ def test_a_timestamped_traceback_keeps_its_shape(tmp_path):
     run = read_both(tmp_path, "".join(ts + x + "\n" for x in lines))
     (tb,) = run.events
     assert tb.kind == "traceback" and tb.text.split("\n") == lines
+
+
+TRACEBACK = [
+    "Traceback (most recent call last):",
+    '  File "/verl/trainer/main_ppo.py", line 262, in <module>',
+    "    main()",
+    "ValueError: bad value",
+]
+
+
+@pytest.mark.parametrize("indent", ["    ", "\t", "      "])
+def test_an_indented_traceback_keeps_its_shape(tmp_path, indent):
+    text = "".join(
+        indent + x + "\n" for x in [*TRACEBACK, "", "Error executing job with overrides: []"]
+    )
+    run = read_both(tmp_path, text)
+    assert [e.kind for e in run.events] == ["traceback", "config-error"]
+    assert run.events[0].text.split("\n") == TRACEBACK
+
+
+@pytest.mark.parametrize(
+    "wrap",
+    [
+        lambda line: {"log": line + "\n", "stream": "stdout", "time": "2025-07-03T14:20:51Z"},
+        lambda line: {"message": line, "timestamp": "2025-07-03T14:20:51Z"},  # Loki, Fluent Bit
+    ],
+    ids=["docker", "message"],
+)
+def test_lines_inside_a_collectors_json_records(tmp_path, wrap):
+    lines = [f"(TaskRunner pid=7) {STEP}", *TRACEBACK]
+    run = read_both(tmp_path, "".join(json.dumps(wrap(x)) + "\n" for x in lines))
+    _assert_step3(run)
+    (tb,) = run.events
+    assert tb.kind == "traceback" and tb.text.split("\n") == TRACEBACK
+
+
+def test_a_json_line_that_is_no_collector_record_stays_text():
+    assert pasted.record_text('{"step": 3, "data": {"actor/pg_loss": 0.1}}') is None
+    assert pasted.record_text('{"log": "cut') is None
+    assert pasted.record_text('{"log": "step:3 - a/b:1\\n"}') == "step:3 - a/b:1"
 
 
 def test_github_autolinks_are_undone(tmp_path):

@@ -103,15 +103,33 @@ def test_both_console_paths_read_it_the_same(tmp_path, name):
     read_both(tmp_path, (REAL_LOGS / name).read_bytes(), name)
 
 
-@pytest.mark.parametrize("indent", ["    ", "\t"], ids=["spaces", "tab"])
+def _docker(line: bytes) -> bytes:
+    """The line as Docker's json-file driver stores it."""
+    record = {
+        "log": line.decode("utf-8", "replace"),
+        "stream": "stdout",
+        "time": "2025-01-01T00:00:00Z",
+    }
+    return json.dumps(record).encode() + b"\n"
+
+
+COPIES = {
+    "spaces": lambda line: b"    " + line,  # a Markdown or reST code block
+    "tab": lambda line: b"\t" + line,
+    "docker": _docker,
+}
+
+
+@pytest.mark.parametrize("copy", sorted(COPIES))
 @pytest.mark.parametrize("name", [n for n, _ in EXPECT], ids=[n[:24] for n, _ in EXPECT])
-def test_an_indented_copy_reads_the_same_metrics(tmp_path, name, indent):
-    """A Markdown or reST code block indents every line: records and their wrapped or
-    one-item-per-line rest are read as from the plain copy."""
+def test_a_copy_reads_the_same_metrics(tmp_path, name, copy):
+    """Every line indented, or wrapped in a log collector's record: records and their wrapped or
+    one-item-per-line rest are read as from the plain excerpt."""
     from tests.test_console_reader import read_both
 
     text = (REAL_LOGS / name).read_bytes()
-    indented = b"".join(indent.encode() + line for line in text.splitlines(keepends=True))
-    plain, copy = read_both(tmp_path, text, name), read_both(tmp_path, indented, "copy_" + name)
-    assert copy.steps.tolist() == plain.steps.tolist()
-    assert copy.metrics.sort(["metric", "step"]).equals(plain.metrics.sort(["metric", "step"]))
+    copied = b"".join(COPIES[copy](line) for line in text.splitlines(keepends=True))
+    plain, other = read_both(tmp_path, text, name), read_both(tmp_path, copied, "copy_" + name)
+    assert other.steps.tolist() == plain.steps.tolist()
+    assert other.metrics.sort(["metric", "step"]).equals(plain.metrics.sort(["metric", "step"]))
+    assert [e.kind for e in other.events] == [e.kind for e in plain.events]

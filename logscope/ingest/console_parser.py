@@ -241,6 +241,8 @@ class ConsoleParser:
         self._last_step: int | None = None
         self._last_step_seq = -1
         self._last_provisional = False
+        # the indentation every line shares in an indented excerpt (a code block); "" when none
+        self._block_indent: str | None = None
         self._blocks: dict[str | None, _Traceback | _Dump] = {}
         self._samples: dict[str | None, _Sample] = {}  # printed samples being read, by prefix
         self._wrappable: tuple[int, Any] | None = None  # (line_no, event or block) a cut may go on
@@ -311,9 +313,18 @@ class ConsoleParser:
             self._last_step, self._last_step_seq = step, seq
             self._last_provisional = False
             self._end_samples()
+            self._block_indent = ""  # an unindented step line: the lines are not one block
 
     def segment(self, line_no: int, sub: int, last: bool, raw: str) -> None:
         """Consume one `\\r`-separated segment of a physical line."""
+        if sub == 0 and self._block_indent != "":
+            raw = self._dedent(raw)
+        inner = pasted.record_text(raw) if raw[:2] == '{"' else None
+        if inner is not None:  # a collector's JSON record: the line it holds, `\r`s and all
+            pieces = inner.split("\r")
+            for i, piece in enumerate(pieces):
+                self.segment(line_no, sub, last and i == len(pieces) - 1, piece)
+            return
         seq = vt.seq_of(line_no, sub)
         self._last_seq = seq
         text = pasted.unlink(pasted.strip_decorations(vt.strip_ansi(raw)))
@@ -323,6 +334,22 @@ class ConsoleParser:
                 self._segment(line_no, sub, last and i == len(pieces) - 1, seq, piece, raw)
             return
         self._segment(line_no, sub, last, seq, text, raw)
+
+    def _dedent(self, raw: str) -> str:
+        """`raw` without the indentation of an excerpt whose every line is indented (a Markdown
+        or reST code block: 4+ blanks or a tab, the least of its first lines), until a line
+        lacks it. Noise (blank, a bare prefix, a tqdm bar) decides nothing: the bulk path drops it."""
+        noise = not raw.strip() or vt.EMPTYISH_RE.match(raw) is not None or vt.is_tqdm(raw)
+        block = self._block_indent
+        if block and raw.startswith(block):
+            return raw[len(block) :]
+        if noise:
+            return raw
+        lead = raw[: len(raw) - len(raw.lstrip(_BLANKS))]
+        # the first line may be indented deeper than the block (a traceback's code line)
+        fits = (block is None or block.startswith(lead)) and (len(lead) >= 4 or "\t" in lead)
+        self._block_indent = lead if fits else ""
+        return raw[len(lead) :] if fits else raw
 
     def _segment(self, line_no: int, sub: int, last: bool, seq: int, text: str, raw: str) -> None:
         indent = ""

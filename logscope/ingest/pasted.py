@@ -2,7 +2,7 @@
 
 Real excerpts are rarely raw `tee` output: a Markdown quote puts `> ` before every line, a log
 collector (Kubernetes, Docker, Slurm, Python's `logging`) stamps a time or a pod or rank name in
-front, a traceback arrives flattened into one quoted line with `\\n` escapes, a run ends in W&B's
+front or wraps each line in a JSON record, a traceback arrives flattened into one quoted line with `\\n` escapes, a run ends in W&B's
 summary block, or the user reformats a step as `key: value` lines. The functions here undo the
 decorations and find the metrics; `console_parser.ConsoleParser` calls them on every line it
 reads itself (the bulk path of console.py never claims a decorated line: its clean step lines
@@ -11,6 +11,7 @@ start with a Ray prefix, a tqdm bar or `step:`).
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 
@@ -61,6 +62,29 @@ AUTOLINK_RE = re.compile(r"\[([^\]\s]+)\]\((?:https?://)?\1/?\)")
 def unlink(text: str) -> str:
     """`[x](http://x/)` → `x` (a link GitHub made of a log's own text)."""
     return AUTOLINK_RE.sub(r"\1", text) if "](" in text else text
+
+
+# ---- a line inside a log collector's JSON record ----------------------------------------------
+
+# Docker's json-file driver (`{"log": "…\\n", "stream": "stdout", "time": …}`), Fluent Bit, Loki
+# and journald exports keep the printed line under one of these keys.
+RECORD_TEXT_KEYS = ("log", "message", "msg", "MESSAGE")
+
+
+def record_text(text: str) -> str | None:
+    """The printed line inside a collector's JSON record, or None when `text` is not one."""
+    if not text.startswith('{"') or not text.rstrip().endswith("}"):
+        return None
+    try:
+        record = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(record, dict):
+        return None
+    for key in RECORD_TEXT_KEYS:
+        if isinstance(record.get(key), str):
+            return record[key].rstrip("\n")
+    return None
 
 
 # ---- flattened text: a traceback (or log) inside one quoted line -------------------------------

@@ -66,6 +66,7 @@ TQDM_RE = re.compile(TQDM)
 TQDM_IT_RE = re.compile(r"it \[[0-9:]+(?:<[0-9:?]+)?, *[0-9.?]+(?:it/s|s/it)\]")
 _DIGITS = frozenset("0123456789")
 CONT_RE = re.compile(CONT)
+EMPTYISH_RE = re.compile(EMPTYISH)
 # One `key:value` item alone on a line (optionally after ` - `): a record printed one per line.
 ONE_ITEM_RE = re.compile(ONE_ITEM)
 VALUE_RE = re.compile(VALUE)
