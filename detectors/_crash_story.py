@@ -259,12 +259,15 @@ def _raised_in(texts: list[str], cause: Exc | None) -> str | None:
 
 
 # Frames a cut traceback passes through on its way down that do not tell whose code failed.
+# A C++ stack frame (torch prints them innermost first): `frame #3: sym + 0x92 (0x7f… in lib)`.
+NATIVE_FRAME_RE = re.compile(r"^frame #[0-9]+: .*\(0x[0-9a-f]+ in (?P<where>[^)]+)\)$")
 PASS_THROUGH_RE = re.compile(r"/torch/|/contextlib\.py|/functools\.py|/threading\.py")
 
 
 def _cut_in(texts: list[str]) -> tuple[str, int] | None:
     """(engine, frame index) when a traceback cut before its exception last shows a frame of
-    vLLM's or SGLang's code (verl's `third_party/vllm` included), torch's frames skipped."""
+    vLLM's or SGLang's code (verl's `third_party/vllm` included), torch's frames skipped; or a
+    C++ stack (no Python frame) runs in an engine's process (`… in sglang::scheduler_TP0)`)."""
     for i in range(len(texts) - 1, -1, -1):
         m = FRAME_RE.match(texts[i])
         if m is None:
@@ -274,6 +277,11 @@ def _cut_in(texts: list[str]) -> tuple[str, int] | None:
             continue
         engine = next((e for e in ("vllm", "sglang") if f"/{e}/" in path), None)
         return (engine, i) if engine else None
+    for i, text in enumerate(texts):
+        m = NATIVE_FRAME_RE.match(text)
+        engine = m and next((e for e in ("vllm", "sglang") if e in m.group("where").lower()), None)
+        if engine:
+            return engine, i
     return None
 
 

@@ -400,6 +400,7 @@ TRACEBACK_RE = re.compile(
     r"Traceback \(most recent call last\)|RayTaskError|Error executing job with overrides"
     r"|Unhandled error \(suppress with|^Process EngineCore_\w*:|hit an exception:"
     r"|Set the environment variable HYDRA_FULL_ERROR=1"
+    r"|^Exception raised from .* \(most recent call first\)|^frame #[0-9]+: "  # a C++ stack
 )
 TRACEBACK_KEYS = (
     "Traceback",
@@ -409,6 +410,8 @@ TRACEBACK_KEYS = (
     "Process EngineCore",
     "hit an exception",
     "HYDRA_FULL_ERROR",
+    "Exception raised from",
+    "frame #",
 )
 EXCEPTION_RE = re.compile(
     r"^(?P<type>(?:[A-Za-z_][\w]*\.)*(?:[A-Z]\w*(?:Error|Exception|Interrupt|Exit)|RayTaskError)"

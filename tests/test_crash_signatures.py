@@ -1439,3 +1439,32 @@ def test_a_batch_size_check_on_names_verl_does_not_have_gets_no_made_up_key():
     batch = by_name(findings_of(text))["batch-size-divisibility-error"]
     assert [a.parameter for a in batch.advice] == ["data.train_batch_size"]
     assert "micro_batch_size was 0" in batch.message
+
+
+def test_a_cut_cpp_stack_in_sglangs_scheduler_is_an_sglang_crash():
+    # only the C++ frames of a named actor survive the copy (verl issue shape: SGLang scheduler)
+    named = "(qORZMeWorkerDict_0:0 WorkerDict pid=559716)"
+    frames = "".join(
+        f"{named} frame #{n}: _PyFunction_Vectorcall + 0x6c (0x5578c75db99c in "
+        "sglang::scheduler_TP0)\n"
+        for n in range(23, 30)
+    )
+    run = run_of(frames)
+    assert run.meta["ray_actors"] == ["WorkerDict"]
+    assert [e.kind for e in run.events] == ["traceback"]
+    crash = by_name(analyze_run(run).findings)["run-crashed"]
+    assert crash.evidence["cause_kind"] == "sglang"
+    assert "SGLang" in crash.message
+
+
+def test_a_cpp_stack_outside_an_engine_is_a_crash_of_unknown_cause():
+    text = steps(4) + _prefixed(
+        W,
+        "Exception raised from ping at /pytorch/torch/csrc/distributed/c10d/TCPStore.cpp:530 "
+        "(most recent call first):\n"
+        "frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x96 (0x7f6c in "
+        "/usr/lib/libc10.so)\n"
+        "frame #3: c10d::TCPStore::ping() + 0x92 (0x7f3d in /usr/lib/libtorch_cpu.so)\n",
+    )
+    crash = by_name(findings_of(text))["run-crashed"]
+    assert crash.step == 4 and crash.evidence["cause_kind"] is None

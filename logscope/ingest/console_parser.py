@@ -61,6 +61,8 @@ TRACEBACK_START_RE = re.compile(
     r"Traceback \(most recent call last\)|^Unhandled error \(suppress with"
     r"|^ray\.exceptions\.\w+(?:\([\w.]*\))?: ray::|^[ \t]+File \"[^\"]*\", line [0-9]+"
     r"|^File \"[^\"]*\", line [0-9]+, in "  # a frame pasted without its indentation
+    # a C++ exception's stack (torch's c10::Error, SGLang's scheduler), maybe cut at the top
+    r"|^Exception raised from .* \(most recent call first\):|^frame #[0-9]+: "
 )
 # Override keys whose values are never kept (credentials passed on the command line).
 SECRET_KEY_RE = re.compile(r"(?i)(?:key|token|secret|passw(?:or)?d|credential)s?$")
@@ -86,7 +88,9 @@ def _rows_since(
 
 def _starts_traceback(text: str) -> bool:
     """`TRACEBACK_START_RE.search(text)`, with cheap tests first (most lines start nothing)."""
-    if "Traceback" in text or text.startswith(("Unhandled error", "ray.exceptions.")):
+    if "Traceback" in text or text.startswith(
+        ("Unhandled error", "ray.exceptions.", "Exception raised from", "frame #")
+    ):
         return TRACEBACK_START_RE.search(text) is not None
     return text[:1] in " \tF" and 'File "' in text and TRACEBACK_START_RE.search(text) is not None
 
@@ -155,7 +159,7 @@ class _Traceback:
         """Consume a line of the same Ray actor if it belongs to this traceback."""
         if text.startswith("wandb:"):
             return False  # W&B's end-of-run block follows a crash
-        if text.startswith((" ", "\t", 'File "', "Traceback (most recent call last)")):
+        if text.startswith((" ", "\t", 'File "', "Traceback (most recent call last)", "frame #")):
             self.state = "frames"
         elif self.state == "frames" or EXCEPTION_RE.match(text):
             self.state = "exception"  # the first unindented line after frames, or a cause

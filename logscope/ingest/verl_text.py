@@ -20,7 +20,10 @@ from typing import Any
 
 ANSI = r"\x1b\[[0-9;?]*[A-Za-z]"
 PREFIX_BODY = (
-    r"(?:[A-Za-z_][A-Za-z0-9_.\-]*(?: \+[0-9A-Za-z.]+)?(?: pid=[0-9]+)?|pid=[0-9]+)"
+    # `(WorkerDict pid=1)`, `(raylet)`, `(pid=1)`; a named actor's name first (`(qORZMeWorkerDict_0:0
+    # WorkerDict pid=1)`)
+    r"(?:[A-Za-z_][A-Za-z0-9_.\-]*(?: \+[0-9A-Za-z.]+)?(?: pid=[0-9]+)?|pid=[0-9]+"
+    r"|[A-Za-z0-9_.:\-]+ [A-Za-z_][A-Za-z0-9_.\-]* pid=[0-9]+)"
     r"(?:, ip=[0-9A-Za-z.:_\-]+)?"  # an address, or a host name (`ip=train-1328-worker-0`)
 )
 PREFIX = r"^\(" + PREFIX_BODY + r"\) ?"
@@ -76,7 +79,9 @@ NP_BOOL_RE = re.compile(NP_BOOL)
 THREE_DECIMALS_RE = re.compile(THREE_DECIMALS)
 REPEATED_RE = re.compile(REPEATED)
 LOGGER_RE = re.compile(LOGGER)
-PREFIX_NAME_RE = re.compile(r"^\(([A-Za-z_][A-Za-z0-9_.\-]*)")
+PREFIX_NAME_RE = re.compile(
+    r"^\((?:[A-Za-z0-9_.:\-]+ (?=[A-Za-z_][A-Za-z0-9_.\-]* pid=))?([A-Za-z_][A-Za-z0-9_.\-]*)"
+)
 
 SUB_BITS = 20  # seq = line_no << SUB_BITS | segment index within the line
 MAX_SUB = (1 << SUB_BITS) - 1
@@ -134,7 +139,7 @@ def split_prefix(text: str) -> tuple[str | None, str]:
 
 @functools.lru_cache(maxsize=4096)  # few distinct prefixes, one call per line
 def prefix_name(prefix: str | None) -> str | None:
-    """`(TaskRunner pid=1)` → `TaskRunner`."""
+    """`(TaskRunner pid=1)` → `TaskRunner`; a named actor's class (`(x_0:0 WorkerDict pid=1)`)."""
     if not prefix:
         return None
     m = PREFIX_NAME_RE.match(prefix)
