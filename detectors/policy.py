@@ -777,9 +777,11 @@ class ClipRatioSpike(_SpikeDetector, code="LS120", name="clip-ratio-spike"):
         noise of small batches (0, 1/64, 3/64 … is not a spike); truncation rising slowly as
         responses grow; heavy-tailed `pg_clipfrac` noise (a healthy clip fraction can wander to
         20× its median for a step, which is within its own tail). A truncation burst of one to
-        three steps that stays under `warn_peak` (a tenth of the responses) is info: with
-        thousands of responses a step it is significant count-wise, yet it is the batch's draw
-        of long prompts more often than a cap that fails the run.
+        three steps that stays under `warn_peak` (a tenth of the responses), or under
+        `burst_ratio` times a baseline already above it, is info: with thousands of responses a
+        step it is significant count-wise, yet it is the batch's draw of long prompts more often
+        than a cap that fails the run (a run truncating 20 % of its responses draws 27 % now
+        and then).
 
     References:
         seed:ppo-tuning §2.2, §3.2, §5.2; verl:trainer/ppo/metric_utils.py (clip_ratio);
@@ -796,6 +798,7 @@ class ClipRatioSpike(_SpikeDetector, code="LS120", name="clip-ratio-spike"):
     min_ratio: float = param(3.0, gt=1)
     min_rise: float = param(0.03, gt=0, lt=1)
     warn_peak: float = param(0.1, gt=0, le=1)
+    burst_ratio: float = param(1.5, gt=1)
 
     def _big(self, s: Series, c: Change) -> bool:
         base = max(c.before, s.resolution or 0.0, 1e-12)
@@ -871,13 +874,23 @@ class ClipRatioSpike(_SpikeDetector, code="LS120", name="clip-ratio-spike"):
         if rec:
             evidence.update(rec.evidence())
         extra: dict[str, Any] = {}
-        # a burst of up to three steps that stays under a tenth of the responses is the batch's
-        # draw of long prompts, not the cap failing the run
-        if noise and c.kind == "spike" and c.end - c.onset <= 2 and c.after < self.warn_peak:
+        # a burst of up to three steps that stays under a tenth of the responses, or under
+        # `burst_ratio` times a level already that high, is the batch's draw of long prompts,
+        # not the cap failing the run
+        burst = noise and c.kind == "spike" and c.end - c.onset <= 2
+        steps = plural(c.end - c.onset + 1, "step")
+        if burst and c.after < self.warn_peak:
             how += (
-                f" A burst of {plural(c.end - c.onset + 1, 'step')} under "
-                f"{self.warn_peak:.0%} of the responses: a draw of long prompts more likely "
-                "than a cap that fails the run; it matters if it recurs or lasts."
+                f" A burst of {steps} under {self.warn_peak:.0%} of the responses: a draw of long "
+                "prompts more likely than a cap that fails the run; it matters if it recurs or "
+                "lasts."
+            )
+            extra["severity"] = "info"
+        elif burst and c.after < self.burst_ratio * c.before:
+            how += (
+                f" A burst of {steps} to {c.after / c.before:.2f}× a level already at "
+                f"{c.before:.0%}: the batch's draw of long prompts more likely than a change in "
+                "the run; it matters if it lasts."
             )
             extra["severity"] = "info"
         return self.finding(

@@ -398,6 +398,23 @@ def test_a_short_truncation_burst_under_a_tenth_is_info(peak, width, severity):
     assert ("draw of long prompts" in f.message) == (severity == "info")
 
 
+@pytest.mark.parametrize(
+    ("peak", "width", "severity"),
+    [(0.27, 1, "info"), (0.29, 3, "info"), (0.36, 1, "warning"), (0.27, 6, "warning")],
+)
+def test_a_short_burst_at_an_already_high_truncation_is_info(peak, width, severity):
+    """A run truncating ~20% of 4096 responses a step: one to three steps at under 1.5× that
+    (27–29%) are significant count-wise but a draw of long prompts (info); 36% is a warning,
+    and so is a rise that lasts six steps."""
+    rng = np.random.default_rng(7)
+    n, responses = 200, 4096
+    clip = rng.binomial(responses, 0.2, n) / responses
+    clip[120 : 120 + width] = round(peak * responses) / responses
+    (f,) = ClipRatioSpike().detect(make_run({"response_length/clip_ratio": clip}))
+    assert f.step == 121 and f.severity == severity
+    assert ("draw of long prompts" in f.message) == (severity == "info")
+
+
 def test_r1_style_entropy_fall_to_a_plateau_is_no_collapse():
     """Entropy falling by half early (R1-style) and settling is healthy."""
     sim, dyn = _realistic(3, 60, "grpo", noise=1.3)
