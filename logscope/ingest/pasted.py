@@ -79,12 +79,8 @@ def record_text(text: str) -> str | None:
         record = json.loads(text)
     except ValueError:
         return None
-    if not isinstance(record, dict):
-        return None
-    for key in RECORD_TEXT_KEYS:
-        if isinstance(record.get(key), str):
-            return record[key].rstrip("\n")
-    return None
+    held = [record.get(key) for key in RECORD_TEXT_KEYS] if isinstance(record, dict) else []
+    return next((line.rstrip("\n") for line in held if isinstance(line, str)), None)
 
 
 # ---- flattened text: a traceback (or log) inside one quoted line -------------------------------
