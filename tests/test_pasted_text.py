@@ -146,9 +146,68 @@ def test_lines_inside_a_collectors_json_records(tmp_path, wrap):
 
 
 def test_a_json_line_that_is_no_collector_record_stays_text():
-    assert pasted.record_text('{"step": 3, "data": {"actor/pg_loss": 0.1}}') is None
-    assert pasted.record_text('{"log": "cut') is None
-    assert pasted.record_text('{"log": "step:3 - a/b:1\\n"}') == "step:3 - a/b:1"
+    assert pasted.record_lines('{"step": 3, "data": {"actor/pg_loss": 0.1}}') is None
+    assert pasted.record_lines('{"log": "cut') is None
+    assert pasted.record_lines('{"log": "step:3 - a/b:1\\n"}') == ["step:3 - a/b:1"]
+
+
+def test_records_a_paste_joined_are_read_as_their_lines():
+    # the first record cut at its start (its text is a JSON string's inside), the last at its end
+    line = (
+        'WorkerDict pid=6)\\u001b[0m frame #21: PyObject_Call"} {"log":"(WorkerDict pid=6) frame '
+        '#22: _PyEval\\n", "stream": "stderr"} {"log":"\\u001b[36m(WorkerDict pid=6, ip='
+    )
+    assert pasted.record_lines(line) == [
+        "WorkerDict pid=6)\x1b[0m frame #21: PyObject_Call",
+        "(WorkerDict pid=6) frame #22: _PyEval",
+        "\x1b[36m(WorkerDict pid=6, ip=",
+    ]
+    assert pasted.record_lines('a "} {"b": 1}') is None  # no collector record in it
+
+
+def test_lines_a_paste_joined_are_cut_before_each_ray_prefix():
+    text = (
+        "I get: `askRunner pid=1) Unhandled error: ray::WorkerDict.f() (pid=2, ip=1.2.3.4)"
+        ' (TaskRunner pid=1, ip=1.2.3.4) File "/v/base.py", line 700, in func'
+        " (TaskRunner pid=1, ip=1.2.3.4) return f(*args)"
+    )
+    assert pasted.split_joined(text) == [
+        "I get: `askRunner pid=1) Unhandled error: ray::WorkerDict.f() (pid=2, ip=1.2.3.4)",
+        '(TaskRunner pid=1, ip=1.2.3.4) File "/v/base.py", line 700, in func',
+        "(TaskRunner pid=1, ip=1.2.3.4) return f(*args)",
+    ]
+    # a process's prefix after its actor's is one head; one prefix inside a message is quoted
+    two_heads = "(vLLMHttpServer pid=1) (EngineCore pid=2) x (A pid=3) y (B pid=4) z"
+    assert pasted.split_joined(two_heads) == [
+        "(vLLMHttpServer pid=1) (EngineCore pid=2) x",
+        "(A pid=3) y",
+        "(B pid=4) z",
+    ]
+    assert pasted.split_joined("(A pid=1) the actor (WorkerDict pid=2) died") is None
+
+
+# a quote's `> ` stands once: the lines were joined when the quote was rendered
+@pytest.mark.parametrize(("first", "each"), [("", ""), ("", "(TaskRunner pid=1) "), ("> ", "")])
+def test_step_lines_a_paste_joined_are_read_as_steps(tmp_path, first, each):
+    items = " - actor/pg_loss:{:.3f} - critic/score/mean:0.5"
+    lines = [f"{each}step:{i}" + items.format(0.1 * i) for i in (1, 2, 3)]
+    run = read_both(tmp_path, first + " ".join(lines) + "\n")
+    assert run.steps.tolist() == [1, 2, 3]
+    assert value(run, "actor/pg_loss", 3) == pytest.approx(0.3)
+    assert run.parse_stats.skipped_lines == 0
+
+
+def test_a_joined_paste_reads_like_its_lines(tmp_path):
+    lines = [
+        "(TaskRunner pid=1) Traceback (most recent call last):",
+        '(TaskRunner pid=1)   File "/v/main_ppo.py", line 9, in run',
+        "(TaskRunner pid=1)     trainer.fit()",
+        "(TaskRunner pid=1) ray.exceptions.OutOfMemoryError: Task was killed due to the node"
+        " running low on memory.",
+    ]
+    runs = [read_both(tmp_path, text) for text in (" ".join(lines), "\n".join(lines))]
+    kinds = [[(e.kind, e.text) for e in run.events] for run in runs]
+    assert kinds[0] == kinds[1] and kinds[0]
 
 
 def test_github_autolinks_are_undone(tmp_path):
@@ -157,6 +216,13 @@ def test_github_autolinks_are_undone(tmp_path):
     assert (
         pasted.unlink("see [the docs](https://docs.ray.io)")
         == "see [the docs](https://docs.ray.io)"
+    )
+    # GitHub's links of `#21`, `@name` and commit hashes
+    assert (
+        pasted.unlink(
+            "frame [#21](https://github.com/o/r/pull/21): f [@torch](https://github.com/torch)"
+        )
+        == "frame #21: f @torch"
     )
 
 
@@ -288,9 +354,9 @@ def test_a_flattened_traceback_is_unfolded(tmp_path):
         "line 40, in main\\n    run_ppo(config)\\nAssertionError: only support equal chunk. Got "
         'size of DataProto 30 and chunk 8.\\n"'
     )
-    events = read_both(tmp_path, flat + "\n").events
-    assert {(e.line_no, e.kind) for e in events} == {(1, "traceback")}  # all from line 1
-    lines = [e.text for e in events]
+    (tb,) = read_both(tmp_path, flat + "\n").events  # the lines of line 1: one traceback
+    assert (tb.line_no, tb.kind) == (1, "traceback")
+    lines = tb.text.splitlines()
     assert lines[0].endswith("Traceback (most recent call last):")
     assert lines[1] == '  File "/x/main_ppo.py", line 40, in main'
     assert lines[3].startswith("AssertionError: only support equal chunk. Got size of DataProto 30")

@@ -194,7 +194,7 @@ def _scan(data: bytes, end: int) -> pl.DataFrame:
 
 # After `step:`, these make the line mean something else to the parser: ANSI codes and Ray's
 # suffixes are removed before it reads the items, a `|` may end a tqdm bar glued in front.
-ODD = r"\x1b|\||\[repeated |\(Ray deduplicates"
+ODD = r"\x1b|\||\[repeated |\(Ray deduplicates| step:[0-9]"  # the last: step lines a paste joined
 
 
 def _flags(lines: pl.LazyFrame) -> pl.LazyFrame:

@@ -179,10 +179,11 @@ class _Traceback:
 
 
 def _consecutive(lines: Iterable[tuple[int, str]]) -> list[list[tuple[int, str]]]:
-    """(line_no, text) pairs → runs of consecutive line numbers."""
+    """(line_no, text) pairs → runs of consecutive line numbers (the lines of one physical line,
+    flattened or joined, are consecutive too)."""
     runs: list[list[tuple[int, str]]] = []
     for line_no, text in lines:
-        if runs and runs[-1][-1][0] == line_no - 1:
+        if runs and line_no - runs[-1][-1][0] in (0, 1):
             runs[-1].append((line_no, text))
         else:
             runs.append([(line_no, text)])
@@ -323,21 +324,30 @@ class ConsoleParser:
         """Consume one `\\r`-separated segment of a physical line."""
         if sub == 0 and self._block_indent != "":
             raw = self._dedent(raw)
-        inner = pasted.record_text(raw) if raw[:2] == '{"' else None
-        if inner is not None:  # a collector's JSON record: the line it holds, `\r`s and all
-            pieces = inner.split("\r")
-            for i, piece in enumerate(pieces):
-                self.segment(line_no, sub, last and i == len(pieces) - 1, piece)
+        held = pasted.record_lines(raw) if pasted.is_record(raw) else None
+        if held is None:
+            self._printed(line_no, sub, last, raw)
             return
+        # collector JSON records: the lines they hold, `\r`s and all
+        pieces = [piece for line in held for piece in line.split("\r")]
+        for i, piece in enumerate(pieces):
+            self._printed(line_no, sub, last and i == len(pieces) - 1, piece)
+
+    def _printed(self, line_no: int, sub: int, last: bool, raw: str) -> None:
+        """Consume a segment as the program printed it (maybe decorated, flattened, joined)."""
         seq = vt.seq_of(line_no, sub)
         self._last_seq = seq
         text = pasted.unlink(pasted.strip_decorations(vt.strip_ansi(raw)))
+        pieces = None
         if "\\n" in text and pasted.is_flattened(text):
             pieces = pasted.unfold(text)
-            for i, piece in enumerate(pieces):
-                self._segment(line_no, sub, last and i == len(pieces) - 1, seq, piece, raw)
+        elif " pid=" in text or " step:" in text:
+            pieces = pasted.split_joined(text)
+        if pieces is None:
+            self._segment(line_no, sub, last, seq, text, raw)
             return
-        self._segment(line_no, sub, last, seq, text, raw)
+        for i, piece in enumerate(pieces):
+            self._segment(line_no, sub, last and i == len(pieces) - 1, seq, piece, raw)
 
     def _dedent(self, raw: str) -> str:
         """`raw` without the indentation of an excerpt whose every line is indented (a Markdown

@@ -55,13 +55,18 @@ def strip_decorations(text: str) -> str:
     return text
 
 
-# GitHub turns addresses in a pasted log into links: `ip: [10.29.214.5](http://10.29.214.5/)`.
-AUTOLINK_RE = re.compile(r"\[([^\]\s]+)\]\((?:https?://)?\1/?\)")
+# GitHub turns addresses in a pasted log into links (`ip: [10.29.214.5](http://10.29.214.5/)`),
+# and `#21`, `@name` and commit hashes into links to its own pages (`frame [#21](https://github.com/
+# o/r/pull/21):`).
+AUTOLINK_RE = re.compile(
+    r"\[([^\]\s]+)\]\((?:https?://)?\1/?\)"
+    r"|\[(#[0-9]+|@[\w.\-]+|[0-9a-f]{7,40})\]\(https://github\.com/[^)\s]*\)"
+)
 
 
 def unlink(text: str) -> str:
     """`[x](http://x/)` → `x` (a link GitHub made of a log's own text)."""
-    return AUTOLINK_RE.sub(r"\1", text) if "](" in text else text
+    return AUTOLINK_RE.sub(lambda m: m[1] or m[2], text) if "](" in text else text
 
 
 # ---- a line inside a log collector's JSON record ----------------------------------------------
@@ -71,16 +76,87 @@ def unlink(text: str) -> str:
 RECORD_TEXT_KEYS = ("log", "message", "msg", "MESSAGE")
 
 
-def record_text(text: str) -> str | None:
-    """The printed line inside a collector's JSON record, or None when `text` is not one."""
-    if not text.startswith('{"') or not text.rstrip().endswith("}"):
-        return None
-    try:
-        record = json.loads(text)
-    except ValueError:
-        return None
+_DECODER = json.JSONDecoder()
+_CUT_RECORD_RE = re.compile(r'\{"(?:' + "|".join(RECORD_TEXT_KEYS) + r')" ?: ?"(.*?)"?\s*$')
+_JOINED_RECORDS = '"} {"'  # records a paste joined onto one line (the first maybe cut)
+
+
+def is_record(text: str) -> bool:
+    """Might `text` hold collector records (cheap: `record_lines` decides)?"""
+    return text[:2] == '{"' or _JOINED_RECORDS in text
+
+
+def record_lines(text: str) -> list[str] | None:
+    """The printed lines inside the collector JSON records on a line, or None when it holds none.
+
+    A paste may join records with blanks; then the first may be cut at its start (its text is
+    kept, unescaped) and the last at its end (kept as it stands)."""
+    lines, start = [], 0
+    if text[:2] != '{"':
+        cut = text.find(_JOINED_RECORDS)
+        if cut < 0:
+            return None
+        lines, start = [_unescape(text[:cut])], cut + 3
+    pos, end, records = start, len(text.rstrip()), 0
+    while pos < end:
+        try:
+            record, pos = _DECODER.raw_decode(text, pos)
+        except ValueError:
+            cut = _CUT_RECORD_RE.match(text, pos)
+            lines.append(_unescape(cut[1]) if cut else text[pos:end])
+            break
+        held = _held_text(record)
+        if held is None:
+            return None
+        lines.append(held)
+        records += 1
+        while text[pos : pos + 1] in (" ", "\t"):
+            pos += 1
+    return lines if records else None
+
+
+def _held_text(record: object) -> str | None:
     held = [record.get(key) for key in RECORD_TEXT_KEYS] if isinstance(record, dict) else []
     return next((line.rstrip("\n") for line in held if isinstance(line, str)), None)
+
+
+def _unescape(fragment: str) -> str:
+    """A JSON string's inside (`\\u001b[36m(…`) as text; as it stands when it does not decode."""
+    try:
+        return json.loads('"' + fragment + '"').rstrip("\n")
+    except ValueError:
+        return fragment
+
+
+# ---- lines a paste joined into one ------------------------------------------------------------
+
+# Where a line break stood before a paste joined the lines with blanks (GitHub's rendering of an
+# unfenced block, a chat window): before a Ray prefix with a pid (a bare `(raylet)` or Ray's
+# `(pid=1, ip=…)` actor repr also stand inside messages), or before a step record after a value.
+JOINED_AT_RE = re.compile(
+    r" (?=\((?:[A-Za-z0-9_.:\-]+ )?[A-Za-z_][A-Za-z0-9_.\-]* pid=[0-9]+(?:, ip=[0-9A-Za-z.:_\-]+)?\) )"
+    r"|(?<=[0-9a-z]) (?=step:[0-9]+ - )"
+)
+MIN_PREFIX_JOINS = 2  # one prefix inside a line may be a message quoting it
+
+
+def split_joined(text: str) -> list[str] | None:
+    """The lines of a paste joined into one line, cut before each Ray prefix (a prefix right after
+    another, `(vLLMHttpServer pid=1) (EngineCore pid=2)`, is one head) and each step record inside
+    it; None when `text` is one line."""
+    if " pid=" not in text and " step:" not in text:
+        return None
+    pieces, start, prefix_joins = [], 0, 0
+    for m in JOINED_AT_RE.finditer(text):
+        piece = text[start : m.start()]
+        if vt.split_prefix(piece) == (piece, ""):  # only a prefix so far: the next one joins it
+            continue
+        pieces.append(piece)
+        start = m.start() + 1
+        prefix_joins += text[start] == "("
+    pieces.append(text[start:])
+    steps_joined = len(pieces) - 1 > prefix_joins
+    return pieces if steps_joined or prefix_joins >= MIN_PREFIX_JOINS else None
 
 
 # ---- flattened text: a traceback (or log) inside one quoted line -------------------------------
