@@ -35,7 +35,7 @@ FINISHED_RE = re.compile(r"Final validation metrics")
 WRAPPER_RE = re.compile(r"RayTaskError|RaySystemError")
 ROOT_ABOVE_RE = re.compile(r"root cause above|See root cause", re.I)
 SHUTDOWN_EXCEPTIONS = ("SystemExit", "KeyboardInterrupt")
-SHUTDOWN_KINDS = ("actor-died", "killed", "nccl")
+SHUTDOWN_KINDS = ("actor-died", "killed", "nccl", "hccl", "dist-store")
 LAUNCHER_PATH_RE = re.compile(r"/hydra/|/runpy\.py|main_\w+\.py")
 
 

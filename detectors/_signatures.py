@@ -55,6 +55,20 @@ NCCL_RE = re.compile(
     r"|NCCL communicator was aborted|NCCL (?:watchdog )?timeout"
     r"|RayTaskError\(DistBackendError\)|^(?:torch\.distributed\.)?DistBackendError\b"
 )
+# Ascend NPUs' collective library (torch_npu's `HCCL function error: hcclCommInitRootInfoConfig(…),
+# error code is 4`, the device log's `ERR02200 DIST call hccl api failed`).
+HCCL_RE = re.compile(
+    r"HCCL function error|call hccl api failed|\bHCCL_E_[A-Z_]+|\bhccl\w+\(.*\), error code is \d+"
+    r"|HCCL (?:watchdog )?timeout|ProcessGroupHCCL\b.*\b(?:[Tt]imeout|[Ee]rror)"
+)
+# torch.distributed's rendezvous store (c10d TCPStore, hosted by rank 0). Only its errors: the
+# `[W socket.cpp] … The client socket has failed to connect to …` warning is a retry, often benign.
+DIST_STORE_RE = re.compile(
+    r"\bDist(?:Store|Network)Error\b|c10d::TCPStore::\w+|The client socket has timed out after"
+    r"|The server socket has failed to (?:listen|bind)|Failed to recv, got 0 bytes"
+)
+# What nccl-error searches: any of the three.
+DIST_RE = re.compile("|".join(f"(?:{p.pattern})" for p in (NCCL_RE, HCCL_RE, DIST_STORE_RE)))
 ACTOR_DIED_RE = re.compile(
     r"ActorDiedError|RayActorError|The actor died unexpectedly|The actor is dead because"
     r"|A worker died or was killed\b|Owner's node has crashed|WorkerCrashedError"
@@ -123,6 +137,9 @@ HOST_OOM_KEYS = ("memory pressure", "OutOfMemoryError", "running low on memory",
 RAY_REGISTER_KEYS = ("register worker",)
 VLLM_INSPECT_KEYS = ("failed to be inspected",)
 NCCL_KEYS = ("NCCL", "nccl", "Watchdog", "DistBackendError")
+HCCL_KEYS = ("HCCL", "hccl")
+DIST_STORE_KEYS = ("DistStoreError", "DistNetworkError", "TCPStore", "socket has", "Failed to recv")
+DIST_KEYS = NCCL_KEYS + HCCL_KEYS + DIST_STORE_KEYS
 ACTOR_DIED_KEYS = (
     "ActorDiedError",
     "RayActorError",
@@ -364,12 +381,30 @@ SIGNATURES: tuple[Signature, ...] = (
     ),
     Signature("nccl", NCCL_RE, NCCL_KEYS, "nccl-error", "an NCCL collective failed", True),
     Signature(
+        "hccl",
+        HCCL_RE,
+        HCCL_KEYS,
+        "nccl-error",
+        "an HCCL (Ascend NPU) collective failed",
+        consequence=True,
+    ),
+    Signature(
+        "dist-store",
+        DIST_STORE_RE,
+        DIST_STORE_KEYS,
+        "nccl-error",
+        "torch.distributed's rendezvous store (c10d TCPStore) failed",
+        consequence=True,
+    ),
+    Signature(
         "actor-died", ACTOR_DIED_RE, ACTOR_DIED_KEYS, "ray-actor-died", "a Ray actor died", True
     ),
     Signature("killed", KILLED_RE, KILLED_KEYS, None, "the process was killed", True),
 )
 SIGNATURE_BY_KIND = {s.kind: s for s in SIGNATURES}
 SIGNATURE_BY_FINDING = {s.finding: s for s in SIGNATURES if s.finding is not None}
+#: the signatures of collective communication (NCCL, HCCL) and of the rendezvous store
+DIST_KINDS = ("nccl", "hccl", "dist-store")
 # Kinds that do not name a specific rollout-engine failure: the vLLM catch-all stays silent
 # only for these vLLM-specific ones.
 VLLM_SPECIFIC_KINDS = ("kv-cache", "chunked-prefill", "vllm-inspect")

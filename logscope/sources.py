@@ -128,6 +128,7 @@ SITES: dict[str, Callable[[str], str]] = {
     "pytorch": _page("PyTorch docs", "https://pytorch.org/docs/stable/"),
     "sglang": _page("SGLang docs", "https://docs.sglang.ai/"),
     "linux": _page("Linux kernel docs", "https://docs.kernel.org/"),
+    "ascend": _page("Ascend CANN docs", "https://www.hiascend.com/"),  # path: the page's own
 }
 
 _PATH = r"[A-Za-z_][\w-]*(?:[/.][\w-]+)*(?:#[\w.-]+)?"

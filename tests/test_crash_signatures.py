@@ -1059,6 +1059,70 @@ def test_nccl_timeout_already_long_does_not_advise_more_time():
     assert advice_for(short["nccl-error"], "actor_rollout_ref.nccl_timeout").suggested == 1800
 
 
+def test_an_hccl_failure_names_its_call_and_code_and_the_device_log():
+    # torch_npu on Ascend (verl's ascend recipes): the communicator's set-up fails in init
+    text = (
+        f"{W} RuntimeError: create_config:build/CMakeFiles/torch_npu.dir/compiler_depend.ts:102 "
+        "HCCL function error: hcclCommInitRootInfoConfig(numRanks, &rootInfo, rank, config, "
+        "&(comm->hcclComm_)), error code is 4\n"
+        f"{W} [ERROR] 2025-10-29-02:17:03 (PID:144556, Device:0, RankID:0) ERR02200 DIST call "
+        "hccl api failed.\n"
+    )
+    found = by_name(findings_of(text))
+    hccl = found["nccl-error"]
+    assert hccl.evidence["backend"] == "HCCL" and hccl.evidence["error_code"] == 4
+    assert hccl.evidence["code_name"] == "HCCL_E_INTERNAL"
+    assert "hcclCommInitRootInfoConfig returned 4" in hccl.message and "NCCL " not in hccl.message
+    params = [a.parameter for a in hccl.advice]
+    assert params == ["env:ASCEND_GLOBAL_LOG_LEVEL", "env:HCCL_CONNECT_TIMEOUT"]  # no GPU memory
+    assert found["run-crashed"].evidence["cause_kind"] == "hccl"
+    # a socket failure points at the interface first
+    socket = text.replace("hcclCommInitRootInfoConfig", "hcclAllReduce").replace("is 4", "is 11")
+    socket_hccl = by_name(findings_of(socket))["nccl-error"]
+    assert socket_hccl.evidence["failure"] == "network"
+    assert socket_hccl.advice[0].parameter == "env:HCCL_SOCKET_IFNAME"
+
+
+@pytest.mark.parametrize(
+    ("line", "failure", "first_advice"),
+    [
+        (
+            "torch.distributed.DistNetworkError: The server socket has failed to listen on any "
+            "local network address. port: 29500, useIpv6: 0, code: -98, name: EADDRINUSE, "
+            "message: address already in use",
+            "port-in-use",
+            "env:MASTER_PORT",
+        ),
+        (
+            "torch.distributed.DistStoreError: Timed out after 1801 seconds waiting for clients. "
+            "1/2 clients joined.",
+            "timeout",
+            "env:TORCH_DISTRIBUTED_DEBUG",
+        ),
+        (
+            "frame #3: c10d::TCPStore::ping() + 0x92 (0x7f3d702e0812 in /usr/lib/libtorch_cpu.so)",
+            "host-gone",
+            "env:TORCH_DISTRIBUTED_DEBUG",
+        ),
+    ],
+)
+def test_a_rendezvous_store_failure_says_why(line, failure, first_advice):
+    found = by_name(findings_of(f"{W} {line}\n"))
+    store = found["nccl-error"]
+    assert store.evidence["backend"] == "c10d-store" and store.evidence["failure"] == failure
+    assert "rendezvous store" in store.message and "NCCL" not in store.message
+    assert store.advice[0].parameter == first_advice
+    assert found["run-crashed"].evidence["cause_kind"] == "dist-store"
+
+
+def test_the_client_socket_retry_warning_is_no_failure():
+    text = steps(9) + (
+        "[W socket.cpp:663] [c10d] The client socket has failed to connect to "
+        "[::ffff:127.0.0.1]:41011 (errno: 97 - Address family not supported by protocol).\n"
+    )
+    assert "nccl-error" not in by_name(findings_of(text))
+
+
 def test_host_oom_reads_node_memory_and_the_top_users_phase():
     text = steps(4) + (
         "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.\n"

@@ -19,10 +19,10 @@ from logscope.detectors.batch_errors import (
     PromptTooLong,
 )
 from logscope.detectors.crash import RunCrashed
+from logscope.detectors.dist_errors import NcclError
 from logscope.detectors.non_finite import GradNormNotFiniteStepSkipped, NonFiniteMetric
 from logscope.detectors.oom import CudaOom, HostOomWorkerKilled, VllmKvCacheNoMemory
 from logscope.detectors.runtime_errors import (
-    NcclError,
     RayWorkerRegistrationFailed,
     TensorsOnDifferentDevices,
     VllmModelInspectionFailed,
