@@ -1524,11 +1524,26 @@ def test_a_cut_cpp_stack_in_sglangs_scheduler_is_an_sglang_crash():
 def test_a_cpp_stack_outside_an_engine_is_a_crash_of_unknown_cause():
     text = steps(4) + _prefixed(
         W,
+        "Exception raised from index_select at /pytorch/aten/src/ATen/native/Indexing.cpp:12 "
+        "(most recent call first):\n"
+        "frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x96 (0x7f6c in "
+        "/usr/lib/libc10.so)\n"
+        "frame #3: at::native::index_select_out_cpu_() + 0x92 (0x7f3d in /usr/lib/libtorch_cpu.so)\n",
+    )
+    crash = by_name(findings_of(text))["run-crashed"]
+    assert crash.step == 4 and crash.evidence["cause_kind"] is None
+
+
+def test_a_cpp_stack_in_the_rendezvous_store_names_it():
+    text = steps(4) + _prefixed(
+        W,
         "Exception raised from ping at /pytorch/torch/csrc/distributed/c10d/TCPStore.cpp:530 "
         "(most recent call first):\n"
         "frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x96 (0x7f6c in "
         "/usr/lib/libc10.so)\n"
         "frame #3: c10d::TCPStore::ping() + 0x92 (0x7f3d in /usr/lib/libtorch_cpu.so)\n",
     )
-    crash = by_name(findings_of(text))["run-crashed"]
-    assert crash.step == 4 and crash.evidence["cause_kind"] is None
+    found = by_name(findings_of(text))
+    assert found["run-crashed"].step == 4
+    assert found["run-crashed"].evidence["cause_kind"] == "dist-store"
+    assert found["nccl-error"].evidence["failure"] == "host-gone"

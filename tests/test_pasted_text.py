@@ -197,6 +197,25 @@ def test_step_lines_a_paste_joined_are_read_as_steps(tmp_path, first, each):
     assert run.parse_stats.skipped_lines == 0
 
 
+def test_a_whitespace_collapsed_traceback_with_a_cut_prefix_is_one_block(tmp_path):
+    # GitHub joined the lines and collapsed the indentation; the paste starts inside a prefix
+    r = "(TaskRunner pid=9, ip=1.2.3.4)"
+    text = (
+        "I get: `askRunner pid=9, ip=1.2.3.4) Unhandled error (suppress with "
+        "'RAY_IGNORE_UNHANDLED_ERRORS=1'): ray::WorkerDict.actor_rollout_compute_log_prob() "
+        f"(pid=7, ip=1.2.3.4) {r} ^^^^^^^^ "
+        f'{r} File "/v/single_controller/ray/base.py", line 700, in func '
+        f"{r} return getattr(self.worker_dict[key], name)(*args, **kwargs) {r} ^^^^^^^^^^^^ "
+        f'{r} File "/v/single_controller/base/decorator.py", line 442, in inner '
+        f"{r} return func(*args, **kwargs)\n"
+    )
+    # Ray's report (its prefix cut) and the frames (one actor's, carets and all): two blocks
+    report, frames = read_both(tmp_path, text).events
+    assert report.kind == frames.kind == "traceback"
+    assert "Unhandled error" in report.text and "compute_log_prob" in report.text
+    assert frames.text.count('File "') == 2 and "^^^" in frames.text
+
+
 def test_a_joined_paste_reads_like_its_lines(tmp_path):
     lines = [
         "(TaskRunner pid=1) Traceback (most recent call last):",

@@ -58,7 +58,7 @@ EXCEPTION_RE = re.compile(r"[A-Za-z_][\w.]*(?:\([\w.]*\))?: ")
 # line: `Scheduler hit an exception: Traceback ...`): Ray's report of a failed task, and a frame
 # line when the excerpt starts in the middle of a traceback.
 TRACEBACK_START_RE = re.compile(
-    r"Traceback \(most recent call last\)|^Unhandled error \(suppress with"
+    r"Traceback \(most recent call last\)|Unhandled error \(suppress with"
     r"|^ray\.exceptions\.\w+(?:\([\w.]*\))?: ray::|^[ \t]+File \"[^\"]*\", line [0-9]+"
     r"|^File \"[^\"]*\", line [0-9]+, in "  # a frame pasted without its indentation
     # a C++ exception's stack (torch's c10::Error, SGLang's scheduler), maybe cut at the top
@@ -88,8 +88,10 @@ def _rows_since(
 
 def _starts_traceback(text: str) -> bool:
     """`TRACEBACK_START_RE.search(text)`, with cheap tests first (most lines start nothing)."""
-    if "Traceback" in text or text.startswith(
-        ("Unhandled error", "ray.exceptions.", "Exception raised from", "frame #")
+    if (
+        "Traceback" in text
+        or "Unhandled error (" in text  # anywhere: a paste may cut the Ray prefix in front
+        or text.startswith(("ray.exceptions.", "Exception raised from", "frame #"))
     ):
         return TRACEBACK_START_RE.search(text) is not None
     return text[:1] in " \tF" and 'File "' in text and TRACEBACK_START_RE.search(text) is not None
@@ -161,6 +163,8 @@ class _Traceback:
             return False  # W&B's end-of-run block follows a crash
         if text.startswith((" ", "\t", 'File "', "Traceback (most recent call last)", "frame #")):
             self.state = "frames"
+        elif text[:1] in ("^", "~") and not text.strip("^~ "):
+            pass  # Python 3.11's markers under a frame's code, unindented in a collapsed paste
         elif self.state == "frames" or EXCEPTION_RE.match(text):
             self.state = "exception"  # the first unindented line after frames, or a cause
         elif text.startswith(
