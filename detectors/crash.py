@@ -146,10 +146,10 @@ class RunCrashed(Detector, code="LS017", name="run-crashed"):
             severity = "warning"
             message = (
                 f"Training had finished ({story.finish_note}), then the run ended{during} "
-                f"with {cause}."
+                f"with {cause.rstrip('.')}."
             )
         else:
-            message = f"The run crashed{during} {when}: {cause}."
+            message = f"The run crashed{during} {when}: {cause.rstrip('.')}."
         return [
             self.finding(
                 severity=severity,

@@ -542,6 +542,56 @@ def test_easyr1_nested_yaml_steps(tmp_path):
     assert run.meta["layout"] == "non-native"
 
 
+_TABLE = {
+    "step": [1, 2, 3],
+    "actor/entropy": [0.52, 0.5, 0.49],
+    "critic/score/mean": [0.31, 0.33, 0.3],
+    "response_length/clip_ratio": [0.41, 0.45, 0.48],
+}
+
+
+def _markdown_table(table: dict) -> str:
+    rows = ["| " + " | ".join(table) + " |", "|" + "---|" * len(table)]
+    rows += [
+        "| " + " | ".join(str(v) for v in row) + " |" for row in zip(*table.values(), strict=True)
+    ]
+    return "\n".join(rows) + "\n"
+
+
+def _dataframe_print(table: dict) -> str:
+    # pandas' `DataFrame.to_string()`: the index first, blank-aligned columns
+    width = [max(len(k), 6) for k in table]
+    rows = ["  " + "  ".join(k.rjust(w) for k, w in zip(table, width, strict=True))]
+    for i, row in enumerate(zip(*table.values(), strict=True)):
+        rows.append(f"{i} " + "  ".join(str(v).rjust(w) for v, w in zip(row, width, strict=True)))
+    return "\n".join(rows) + "\n"
+
+
+@pytest.mark.parametrize("layout", [_markdown_table, _dataframe_print])
+def test_a_table_of_steps_is_read_a_row_a_step(tmp_path, layout):
+    run = read_both(tmp_path, "Here are my metrics:\n\n" + layout(_TABLE) + "\nAny idea?\n")
+    assert run.steps.tolist() == [1, 2, 3]
+    assert value(run, "response_length/clip_ratio", 3) == pytest.approx(0.48)
+    assert value(run, "actor/entropy", 1) == pytest.approx(0.52)
+    assert "step" not in run.metric_names
+
+
+def test_a_table_without_a_step_column_is_no_table_of_steps(tmp_path):
+    table = {k: v for k, v in _TABLE.items() if k != "step"}
+    assert read_both(tmp_path, _markdown_table(table)).n_steps == 0
+
+
+def test_a_crash_after_pasted_metrics_is_after_their_last_step(tmp_path):
+    text = _markdown_table(_TABLE) + (
+        "Traceback (most recent call last):\n"
+        '  File "/v/main_ppo.py", line 3, in main\n'
+        "    trainer.fit()\n"
+        "ValueError: boom\n"
+    )
+    (tb,) = read_both(tmp_path, text).events
+    assert tb.step_hint == 3
+
+
 def test_a_native_step_wins_over_loose_pairs(tmp_path):
     text = "notes: actor/entropy: 9.9 critic/score/mean: 9.9 actor/kl_loss: 9.9\n" + STEP + "\n"
     _assert_step3(read_both(tmp_path, text))

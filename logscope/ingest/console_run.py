@@ -138,6 +138,8 @@ def build_run(
     if step_lines == 0 and parsed.bar_before_steps is not None:
         notes.append(_bar_note(*parsed.bar_before_steps))
     events: Sequence[Event] = parsed.events
+    if pasted is not None:
+        events = _hint_pasted_steps(events, mark_seq, mark_step)
     if parsed.unnumbered:
         rows, mark_step, events = _renumber(parsed, rows, mark_seq, mark_step, notes)
 
@@ -242,6 +244,20 @@ def _pasted_steps(parsed: ParsedLog, notes: list[str]) -> PastedSteps | None:
             f"no verl step line: read W&B's run summary (final values) as step {step}{told}"
         )
     return PastedSteps(layout, len(records), rows_frame(seqs, steps, keys, values))
+
+
+def _hint_pasted_steps(
+    events: Sequence[Event], mark_seq: np.ndarray, mark_step: np.ndarray
+) -> list[Event]:
+    """Events the parser gave no step (it saw no verl step line) get the last pasted step
+    before them, so a crash after pasted metrics reads as after that step."""
+    out = []
+    for e in events:
+        at = np.searchsorted(mark_seq, e.line_no << vt.SUB_BITS, side="right") - 1
+        if e.step_hint is None and at >= 0:
+            e = replace(e, step_hint=int(mark_step[at]))
+        out.append(e)
+    return out
 
 
 def _bar_note(line_no: int, done: int, total: int, elapsed: str) -> str:

@@ -310,6 +310,28 @@ INITIAL_VAL_RE = re.compile(r"Initial validation metrics")
 # split at `/` into nested levels).
 YAML_LINE_RE = re.compile(r"^( *)([A-Za-z_][\w.@\-()/]*):(?: +(\S+))?$")
 MIN_LOOSE_KEYS = 3
+# A table's step column (W&B's `_step`, a DataFrame's `global_step`, verl's own key).
+STEP_HEADERS = frozenset(("step", "Step", "_step", "global_step", "training/global_step"))
+TABLE_RULE_RE = re.compile(r"^\|?[ \t]*:?-{3,}:?[ \t]*(?:\|[ \t]*:?-{3,}:?[ \t]*)*\|?$")
+
+
+def table_cells(text: str) -> list[str]:
+    """The cells of a Markdown table row (`| a | b |`) or of a blank-aligned one (a DataFrame's
+    print)."""
+    text = text.strip()
+    if text.startswith("|"):
+        return [cell.strip() for cell in text.strip("|").split("|")]
+    return text.split()
+
+
+def table_header(text: str) -> list[str] | None:
+    """The column names when `text` heads a table of steps: a step column and metric keys."""
+    cells = table_cells(text)
+    if len(cells) < 2 or not any(c in STEP_HEADERS for c in cells):
+        return None
+    if not all(c in STEP_HEADERS or METRIC_KEY_RE.fullmatch(c) for c in cells):
+        return None
+    return cells
 MIN_KNOWN_KEYS = 2  # ... or this many keys that are all known verl metrics
 
 
@@ -334,10 +356,17 @@ class LooseMetrics:
     #: (indent, key) of the open levels of a YAML mapping after a line that is only a step
     #: marker; None outside one
     _levels: list[tuple[int, str]] | None = None
+    #: the column names of the table of steps being read (a row a step); None outside one
+    _columns: list[str] | None = None
 
     def take(self, line_no: int, text: str) -> None:
         """Read the pairs and step marker of one line (a marker before its pairs counts)."""
         if self._levels is not None and self._yaml_line(line_no, text):
+            return
+        if self._columns is not None and self._table_row(line_no, text):
+            return
+        if "/" in text and (columns := table_header(text)) is not None:
+            self._columns = columns
             return
         pairs = list(LOOSE_PAIR_RE.finditer(text)) if "/" in text else []
         head = text[: pairs[0].start()] if pairs else text
@@ -372,6 +401,27 @@ class LooseMetrics:
             levels.append((indent, key))
         elif (parsed := value_of(value)) is not None:
             self._add(line_no, "/".join([k for _, k in levels] + [key]), parsed)
+        return True
+
+    def _table_row(self, line_no: int, text: str) -> bool:
+        """Take one row of a table of steps (False: the table ended). A DataFrame's print puts
+        its index first: one cell more than the header."""
+        columns = self._columns
+        assert columns is not None
+        if TABLE_RULE_RE.match(text.strip()):
+            return True  # Markdown's `|---|---|` under the header
+        cells = table_cells(text)
+        if len(cells) == len(columns) + 1 and not text.lstrip().startswith("|"):
+            cells = cells[1:]
+        row = dict(zip(columns, cells, strict=False)) if len(cells) == len(columns) else {}
+        step = next((row.get(c, "") for c in columns if c in STEP_HEADERS), "")
+        if not step.isdigit():
+            self._columns = None
+            return False
+        self._new_mark(line_no, int(step))
+        for key, cell in row.items():
+            if key not in STEP_HEADERS and (value := value_of(cell)) is not None:
+                self._add(line_no, key, value)
         return True
 
     def _add(self, line_no: int, key: str, value: float) -> None:
