@@ -332,6 +332,8 @@ def table_header(text: str) -> list[str] | None:
     if not all(c in STEP_HEADERS or METRIC_KEY_RE.fullmatch(c) for c in cells):
         return None
     return cells
+
+
 MIN_KNOWN_KEYS = 2  # ... or this many keys that are all known verl metrics
 
 
