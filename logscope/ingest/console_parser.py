@@ -345,7 +345,7 @@ class ConsoleParser:
         pieces = None
         if "\\n" in text and pasted.is_flattened(text):
             pieces = pasted.unfold(text)
-        elif " pid=" in text or " step:" in text:
+        elif " pid=" in text or " step:" in text:  # (split_joined looks closer)
             pieces = pasted.split_joined(text)
         if pieces is None:
             self._segment(line_no, sub, last, seq, text, raw)

@@ -144,8 +144,8 @@ def split_joined(text: str) -> list[str] | None:
     """The lines of a paste joined into one line, cut before each Ray prefix (a prefix right after
     another, `(vLLMHttpServer pid=1) (EngineCore pid=2)`, is one head) and each step record inside
     it; None when `text` is one line."""
-    if " pid=" not in text and " step:" not in text:
-        return None
+    if text.count(" pid=") < MIN_PREFIX_JOINS and " step:" not in text:
+        return None  # most lines: one prefix (its own) and no step record
     pieces, start, prefix_joins = [], 0, 0
     for m in JOINED_AT_RE.finditer(text):
         piece = text[start : m.start()]
