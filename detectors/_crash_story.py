@@ -255,13 +255,20 @@ def _raised_in(texts: list[str], cause: Exc | None) -> str | None:
             return next((e for e in ("vllm", "sglang") if f"/{e}/" in path), None)
         if "Traceback (most recent call last)" in text:
             return None
-    return None
+    # The excerpt starts at the cause, above its frames: the frames after it are of the
+    # traceback it caused (Ray's report of the remote call: it ends in a wrapper or is cut, the
+    # cause being the last real exception), and they run down to where it was raised.
+    cut = _cut_in(texts[cause.index + 1 :])
+    return cut[0] if cut else None
 
 
-# Frames a cut traceback passes through on its way down that do not tell whose code failed.
+# Frames a cut traceback passes through on its way down that do not tell whose code failed
+# (Ray's own: a driver waiting in `ray.get` for the remote call that failed).
 # A C++ stack frame (torch prints them innermost first): `frame #3: sym + 0x92 (0x7f… in lib)`.
 NATIVE_FRAME_RE = re.compile(r"^frame #[0-9]+: .*\(0x[0-9a-f]+ in (?P<where>[^)]+)\)$")
-PASS_THROUGH_RE = re.compile(r"/torch/|/contextlib\.py|/functools\.py|/threading\.py")
+PASS_THROUGH_RE = re.compile(
+    r"/torch/|/contextlib\.py|/functools\.py|/threading\.py|/ray/_private/"
+)
 
 
 def _cut_in(texts: list[str]) -> tuple[str, int] | None:

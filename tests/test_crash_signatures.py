@@ -1534,6 +1534,59 @@ def test_a_cpp_stack_outside_an_engine_is_a_crash_of_unknown_cause():
     assert crash.step == 4 and crash.evidence["cause_kind"] is None
 
 
+def test_a_vllm_traceback_with_its_logger_head_on_every_line_is_a_traceback():
+    # vLLM's formatter repeats `ERROR MM-DD HH:MM:SS [file:line]` on each line of a message
+    head = (
+        "(vLLMHttpServer pid=1) (Worker_TP1 pid=2) ERROR 06-04 22:25:57 [multiproc_executor.py:932]"
+    )
+    text = (
+        f"{head} WorkerProc hit an exception.\n"
+        f"{head} Traceback (most recent call last):\n"
+        f'{head}   File "/x/vllm/v1/executor/multiproc_executor.py", line 927, in worker_busy_loop\n'
+        f"{head}     output = func(*args, **kwargs)\n"
+        f'{head}   File "/x/torch/utils/_contextlib.py", line 120, in decorate_context\n'
+        f"{head}     return func(*args, **kwargs)\n"
+    )
+    run = run_of(text)
+    tracebacks = [e for e in run.events if e.kind == "traceback"]
+    assert len(tracebacks) == 1 and tracebacks[0].text.startswith("Traceback (most recent")
+    assert '  File "/x/vllm/v1/executor' in tracebacks[0].text  # the frame's indentation kept
+    found = by_name(findings_of(text))
+    assert "worker_busy_loop" in found["vllm-error"].message
+    assert found["run-crashed"].evidence["cause_kind"] == "vllm-engine"
+
+
+def test_an_excerpt_starting_at_the_cause_is_placed_by_the_frames_after_it():
+    # the CUDA error first, its own frames cut off; Ray's report of the remote call follows
+    text = (
+        "RuntimeError: CUDA error: an illegal memory access was encountered\n"
+        "The above exception was the direct cause of the following exception:\n"
+        "ray::WorkerDict.actor_rollout_generate_sequences() (pid=1, ip=10.0.0.1)\n"
+        '  File "/x/verl/workers/fsdp_workers.py", line 485, in generate_sequences\n'
+        "    output = self.rollout.generate_sequences(prompts=prompts)\n"
+        '  File "/x/vllm/entrypoints/llm.py", line 353, in generate\n'
+        "    outputs = self._run_engine(use_tqdm=use_tqdm)\n"
+    )
+    found = by_name(findings_of(text))
+    assert found["run-crashed"].evidence["cause_kind"] == "cuda-error"
+    assert "vLLM raised RuntimeError: CUDA error" in found["vllm-error"].message
+
+
+def test_a_driver_waiting_in_ray_get_does_not_hide_the_engine_frame():
+    # the driver's and the engine actor's tracebacks interleaved, both cut before the exception
+    engine = "(AsyncVLLMInferenceEngine pid=8)"
+    text = (
+        '  File "/x/skyrl_train/entrypoints/main_base.py", line 288, in main\n'
+        "    ray.get(skyrl_entrypoint.remote(cfg))\n"
+        f'{engine}   File "/x/vllm/v1/engine/utils.py", line 706, in launch_core_engines\n'
+        '  File "/x/ray/_private/worker.py", line 2858, in get\n'
+        "    values, debugger_breakpoint = worker.get_objects(object_refs, timeout=timeout)\n"
+    )
+    found = by_name(findings_of(text))
+    assert found["run-crashed"].evidence["cause_kind"] == "vllm-engine"
+    assert "launch_core_engines" in found["vllm-error"].message
+
+
 def test_a_cpp_stack_in_the_rendezvous_store_names_it():
     text = steps(4) + _prefixed(
         W,

@@ -638,6 +638,9 @@ class ConsoleParser:
     # ---- other lines ---------------------------------------------------------------------
     def _other(self, line_no: int, seq: int, prefix: str | None, rest: str, clean: str) -> None:
         self._note_actor(prefix)
+        level = None
+        if rest[:1] in "DIWEC" and (m := vt.VLLM_LOGGER_RE.match(rest)) is not None:
+            level, rest, clean = m.group(1), rest[m.end() :], clean[m.end() :]
         block = self._blocks.get(prefix)
         if block is not None:
             taken = block.take(rest) if isinstance(block, _Dump) else block.take(line_no, rest)
@@ -663,7 +666,6 @@ class ConsoleParser:
                 self._run_end["wandb_footer"] = {"line": line_no, "after_step": self._last_step}
             return
         body = clean
-        level = None
         m = vt.LOGGER_RE.match(clean)
         if m is not None:  # verl 0.9 V1 logger: LEVEL:asctime:message
             body = clean[m.end() :]

@@ -54,6 +54,12 @@ NP_BOOL = r"^np\.(True|False)_$"
 THREE_DECIMALS = r"^(?:-?[0-9]+\.[0-9]{3}|nan|-?inf)$"
 REPEATED = r"\[repeated ([0-9]+)x across cluster\]"
 LOGGER = r"^(DEBUG|INFO|WARNING|ERROR|CRITICAL):([0-9]{4}-[0-9]{2}-[0-9]{2} [0-9:,.]+):"
+# vLLM's logger (`ERROR 06-04 22:25:57 [multiproc_executor.py:932] …`): its formatter repeats the
+# head on every line of a multi-line message, a traceback's too; one blank after it is its own.
+VLLM_LOGGER = (
+    r"^(DEBUG|INFO|WARNING|ERROR|CRITICAL) [0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?"
+    r" \[[^\]\s]+:[0-9]+\] ?"
+)
 
 ANSI_RE = re.compile(ANSI)
 PREFIX_RE = re.compile(PREFIX)
@@ -79,6 +85,7 @@ NP_BOOL_RE = re.compile(NP_BOOL)
 THREE_DECIMALS_RE = re.compile(THREE_DECIMALS)
 REPEATED_RE = re.compile(REPEATED)
 LOGGER_RE = re.compile(LOGGER)
+VLLM_LOGGER_RE = re.compile(VLLM_LOGGER)
 PREFIX_NAME_RE = re.compile(
     r"^\((?:[A-Za-z0-9_.:\-]+ (?=[A-Za-z_][A-Za-z0-9_.\-]* pid=))?([A-Za-z_][A-Za-z0-9_.\-]*)"
 )
