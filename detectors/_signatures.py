@@ -455,10 +455,13 @@ EXCEPTION_RE = re.compile(
 
 
 def unquote(text: str) -> str:
-    """A line of a quoted traceback without its quotes (`'ValueError: x',` → `ValueError: x`)."""
+    """A line of a quoted traceback without its quotes (`'ValueError: x',` → `ValueError: x`) or the
+    backtick closing a Markdown code span around it."""
     text = text.strip()
     if text[:1] in ("'", '"'):
         return text.lstrip("'\"").rstrip("'\",")
+    if text.endswith("`") and text.count("`") % 2:  # the end of a Markdown code span
+        return text[:-1].rstrip()
     return text
 
 

@@ -1600,3 +1600,15 @@ def test_a_cpp_stack_in_the_rendezvous_store_names_it():
     assert found["run-crashed"].step == 4
     assert found["run-crashed"].evidence["cause_kind"] == "dist-store"
     assert found["nccl-error"].evidence["failure"] == "host-gone"
+
+
+def test_the_backtick_closing_a_code_span_is_not_part_of_the_exception():
+    text = (
+        "I get `Traceback (most recent call last):\n"
+        '  File "/x/verl/trainer/ppo/ray_trainer.py", line 9, in _validate\n'
+        "    reward_tensor = self.val_reward_fn(test_batch)\n"
+        "KeyError: 'reward_model'`\n"
+    )
+    crash = by_name(findings_of(text))["run-crashed"]
+    assert crash.evidence["exception_message"] == "'reward_model'"
+    assert crash.message.endswith("KeyError: 'reward_model'.")
