@@ -109,190 +109,171 @@ class NcclError(SignatureDetector, code="LS014", name="nccl-error"):
     keywords = DIST_KEYS
 
     def build(self, run: Run, hits: list[Hit]) -> Finding:
-        backend = dist_backend(hits)
-        if backend == "HCCL":
-            return self._hccl(run, hits)
-        if backend == "c10d-store":
-            return self._store(run, hits)
-        return self._nccl(run, hits)
+        read = {"HCCL": _hccl, "c10d-store": _store}.get(dist_backend(hits), _nccl)
+        message, evidence, advice, references = read(run, hits)
+        return self.signature_finding(
+            hits, message, evidence=evidence, advice=advice, references=cite_all(references)
+        )
 
-    def _nccl(self, run: Run, hits: list[Hit]) -> Finding:
-        timeout = any("timeout" in h.text.lower() for h in hits)
-        evidence: dict[str, Any] = {"kind": "timeout" if timeout else "error", "backend": "NCCL"}
-        blob = "\n".join(h.text for h in hits)
-        m = re.search(r"OpType=(\w+)", blob)
-        if m:
-            evidence["collective"] = m.group(1)
-        m = re.search(r"Timeout\(ms\)=(\d+)", blob)
-        if m:
-            evidence["timeout_ms"] = int(m.group(1))
-        m = re.search(r"SeqNum=(\d+)", blob)
-        if m:
-            evidence["seq_num"] = int(m.group(1))
-        after = context(run, hits[0].line_no, 0, 6)
-        failure = "timeout" if timeout else nccl_failure(hits, after)
-        evidence["failure"] = failure
-        oom = find_lines(run, CUDA_OOM_RE, CUDA_OOM_KEYS)
-        evidence["cuda_oom_logged"] = bool(oom)
-        during = _during(run, hits, evidence)
-        what = "NCCL collective timed out" if timeout else "NCCL operation failed"
-        message = (
-            f"{what}{during} at {where(hits[0])}; printed {plural(occurrences(hits), 'time')}."
-        )
-        m = re.search(r"operation=(\w+)", after)
-        if m:
-            evidence["operation"] = m.group(1)
-        while_connecting = (
-            " while connecting to another rank (operation=Connect)"
-            if m and m.group(1) == "Connect"
-            else ""
-        )
-        if failure in FAILURE_NOTES:
-            message += " " + FAILURE_NOTES[failure].format(connect=while_connecting)
-        if oom:
+
+#: what a backend's failure reads as: message, evidence, advice, references
+Reading = tuple[str, dict[str, Any], list[Advice], list[str]]
+
+
+def _nccl(run: Run, hits: list[Hit]) -> Reading:
+    timeout = any("timeout" in h.text.lower() for h in hits)
+    evidence: dict[str, Any] = {"kind": "timeout" if timeout else "error", "backend": "NCCL"}
+    blob = "\n".join(h.text for h in hits)
+    m = re.search(r"OpType=(\w+)", blob)
+    if m:
+        evidence["collective"] = m.group(1)
+    m = re.search(r"Timeout\(ms\)=(\d+)", blob)
+    if m:
+        evidence["timeout_ms"] = int(m.group(1))
+    m = re.search(r"SeqNum=(\d+)", blob)
+    if m:
+        evidence["seq_num"] = int(m.group(1))
+    after = context(run, hits[0].line_no, 0, 6)
+    failure = "timeout" if timeout else nccl_failure(hits, after)
+    evidence["failure"] = failure
+    oom = find_lines(run, CUDA_OOM_RE, CUDA_OOM_KEYS)
+    evidence["cuda_oom_logged"] = bool(oom)
+    during = _during(run, hits, evidence)
+    what = "NCCL collective timed out" if timeout else "NCCL operation failed"
+    message = f"{what}{during} at {where(hits[0])}; printed {plural(occurrences(hits), 'time')}."
+    m = re.search(r"operation=(\w+)", after)
+    if m:
+        evidence["operation"] = m.group(1)
+    while_connecting = (
+        " while connecting to another rank (operation=Connect)"
+        if m and m.group(1) == "Connect"
+        else ""
+    )
+    if failure in FAILURE_NOTES:
+        message += " " + FAILURE_NOTES[failure].format(connect=while_connecting)
+    if oom:
+        message += f" A CUDA OOM is logged too (line {oom[0].line_no}): probably the root cause."
+    mem = gpu_memory_advice(
+        run,
+        "NCCL failures with vLLM colocated usually mean FSDP's communication buffers are "
+        "starved (for a timeout: on the rank that stopped).",
+        always=True,
+    )
+    memory = [mem] if mem else []
+    if timeout:
+        connect = evidence.get("seq_num") == 1  # memory does not stop ranks connecting
+        advice = _timeout_advice(run, evidence, bool(oom)) + ([] if connect else memory)
+        if connect:
+            message += " It was the first collective (SeqNum=1): the ranks never connected."
+        elif evidence.get("timeout_ms", 0) >= LONG_TIMEOUT_MS:
+            hours = evidence["timeout_ms"] / 3_600_000
             message += (
-                f" A CUDA OOM is logged too (line {oom[0].line_no}): probably the root cause."
+                f" The timeout was already {hours:g} h: a rank hung or died rather than ran "
+                "slow, so more time will not help."
             )
-        mem = gpu_memory_advice(
-            run,
-            "NCCL failures with vLLM colocated usually mean FSDP's communication buffers are "
-            "starved (for a timeout: on the rank that stopped).",
-            always=True,
-        )
-        memory = [mem] if mem else []
-        if timeout:
-            connect = evidence.get("seq_num") == 1  # memory does not stop ranks connecting
-            advice = _timeout_advice(run, evidence, bool(oom)) + ([] if connect else memory)
-            if connect:
-                message += " It was the first collective (SeqNum=1): the ranks never connected."
-            elif evidence.get("timeout_ms", 0) >= LONG_TIMEOUT_MS:
-                hours = evidence["timeout_ms"] / 3_600_000
-                message += (
-                    f" The timeout was already {hours:g} h: a rank hung or died rather than ran "
-                    "slow, so more time will not help."
-                )
-        else:
-            advice = _failure_advice(failure, memory, bool(oom))
-        return self.signature_finding(
-            hits,
-            message,
-            evidence=evidence,
-            advice=advice,
-            references=cite_all([f"{SEED_GRPO} §4.1", DIST_DEBUG_DOC]),
-        )
+    else:
+        advice = _failure_advice(failure, memory, bool(oom))
+    return message, evidence, advice, [f"{SEED_GRPO} §4.1", DIST_DEBUG_DOC]
 
-    def _hccl(self, run: Run, hits: list[Hit]) -> Finding:
-        evidence: dict[str, Any] = {"backend": "HCCL"}
-        blob = "\n".join(h.text for h in hits)
-        call = HCCL_CALL_RE.search(blob)
-        if call:
-            evidence["call"] = call["call"]
-            evidence["error_code"] = code = int(call["code"])
-            evidence["code_name"] = HCCL_RESULTS.get(code, ("unknown", ""))[0]
-        named = re.search(r"\bHCCL_E_[A-Z_]+", blob)
-        if named and "code_name" not in evidence:
-            evidence["code_name"] = named[0]
-        code_name = evidence.get("code_name", "")
-        setup = "CommInit" in evidence.get("call", "") or "init" in blob.lower()
-        timeout = code_name == "HCCL_E_TIMEOUT" or "timeout" in blob.lower()
-        network = code_name in HCCL_NETWORK_CODES
-        evidence["kind"] = "timeout" if timeout else "error"
-        evidence["failure"] = "timeout" if timeout else "network" if network else "error"
-        during = _during(run, hits, evidence)
-        what = "HCCL (Ascend NPU collective communication) " + (
-            "timed out" if timeout else "failed"
+
+def _hccl(run: Run, hits: list[Hit]) -> Reading:
+    evidence: dict[str, Any] = {"backend": "HCCL"}
+    blob = "\n".join(h.text for h in hits)
+    call = HCCL_CALL_RE.search(blob)
+    if call:
+        evidence["call"] = call["call"]
+        evidence["error_code"] = code = int(call["code"])
+        evidence["code_name"] = HCCL_RESULTS.get(code, ("unknown", ""))[0]
+    named = re.search(r"\bHCCL_E_[A-Z_]+", blob)
+    if named and "code_name" not in evidence:
+        evidence["code_name"] = named[0]
+    code_name = evidence.get("code_name", "")
+    during = _during(run, hits, evidence)
+    setup = "CommInit" in evidence.get("call", "") or evidence["phase"] == "init"
+    timeout = code_name == "HCCL_E_TIMEOUT" or "timeout" in blob.lower()
+    network = code_name in HCCL_NETWORK_CODES
+    evidence["kind"] = "timeout" if timeout else "error"
+    evidence["failure"] = "timeout" if timeout else "network" if network else "error"
+    what = "HCCL (Ascend NPU collective communication) " + ("timed out" if timeout else "failed")
+    message = f"{what}{during} at {where(hits[0])}"
+    if call:
+        meaning = HCCL_RESULTS.get(evidence["error_code"], ("", "an unlisted code"))[1]
+        message += f": {call['call']} returned {evidence['error_code']} ({code_name}, {meaning})"
+    message += f"; printed {plural(occurrences(hits), 'time')}."
+    if setup:
+        message += " It failed while the ranks set up their communicator."
+    device_log = env_advice(
+        "ASCEND_GLOBAL_LOG_LEVEL",
+        1,
+        "HCCL's own reason is in the device log (the plog, under ~/ascend/log), not in the "
+        "Python error: INFO (1) logs each rank's set-up. Check too that every rank's NPU is "
+        "free and visible (npu-smi info, ASCEND_RT_VISIBLE_DEVICES).",
+        HCCL_RESULT_DOC,
+    )
+    connect = env_advice(
+        "HCCL_CONNECT_TIMEOUT",
+        600,
+        "How long a rank waits for the others to connect (120 s by default, 120-7200): ranks "
+        "that start minutes apart (one loads a large model, one node is slow to join) fail "
+        "here though nothing else is wrong.",
+        HCCL_CONNECT_DOC,
+    )
+    interface = env_advice(
+        "HCCL_SOCKET_IFNAME",
+        "the interface the nodes reach each other on (see `ip addr`)",
+        "A socket or RoCE link between the NPUs' hosts failed: name the interface the nodes "
+        "share (HCCL_IF_IP for one address) and check the firewall.",
+        HCCL_NETWORK_DOC,
+    )
+    advice = [interface] if network else []
+    advice += [connect, device_log] if timeout else [device_log, *([connect] if setup else [])]
+    return message, evidence, advice, [HCCL_RESULT_DOC, HCCL_CONNECT_DOC]
+
+
+def _store(run: Run, hits: list[Hit]) -> Reading:
+    blob = "\n".join(h.text for h in hits) + "\n" + context(run, hits[0].line_no, 0, 6)
+    failure = next((kind for kind, rx in STORE_FAILURES if rx.search(blob)), "error")
+    evidence: dict[str, Any] = {
+        "backend": "c10d-store",
+        "kind": "timeout" if failure == "timeout" else "error",
+        "failure": failure,
+    }
+    during = _during(run, hits, evidence)
+    message = (
+        "torch.distributed's rendezvous store (c10d TCPStore, hosted by rank 0) failed"
+        f"{during} at {where(hits[0])}; printed {plural(occurrences(hits), 'time')}. "
+        + STORE_NOTES[failure]
+    )
+    oom = find_lines(run, CUDA_OOM_RE, CUDA_OOM_KEYS) or find_lines(run, HOST_OOM_RE, HOST_OOM_KEYS)
+    evidence["oom_logged"] = bool(oom)
+    if oom:
+        message += (
+            f" An out-of-memory error is logged too (line {oom[0].line_no}): probably the rank "
+            "that went first."
         )
-        message = f"{what}{during} at {where(hits[0])}"
-        if call:
-            meaning = HCCL_RESULTS.get(evidence["error_code"], ("", "an unlisted code"))[1]
-            message += (
-                f": {call['call']} returned {evidence['error_code']} ({code_name}, {meaning})"
+    if failure == "port-in-use":
+        advice = [
+            env_advice(
+                "MASTER_PORT",
+                "a free port (or stop the leftover job: ray stop --force)",
+                "Another process on the node already listens on the store's port: a job "
+                "still running, or one that did not exit.",
+                STORE_DOC,
             )
-        message += f"; printed {plural(occurrences(hits), 'time')}."
-        if setup:
-            message += " It failed while the ranks set up their communicator."
-        device_log = env_advice(
-            "ASCEND_GLOBAL_LOG_LEVEL",
-            1,
-            "HCCL's own reason is in the device log (the plog, under ~/ascend/log), not in the "
-            "Python error: INFO (1) logs each rank's set-up. Check too that every rank's NPU is "
-            "free and visible (npu-smi info, ASCEND_RT_VISIBLE_DEVICES).",
-            HCCL_RESULT_DOC,
-        )
-        connect = env_advice(
-            "HCCL_CONNECT_TIMEOUT",
-            600,
-            "How long a rank waits for the others to connect (120 s by default, 120-7200): ranks "
-            "that start minutes apart (one loads a large model, one node is slow to join) fail "
-            "here though nothing else is wrong.",
-            HCCL_CONNECT_DOC,
-        )
-        interface = env_advice(
-            "HCCL_SOCKET_IFNAME",
-            "the interface the nodes reach each other on (see `ip addr`)",
-            "A socket or RoCE link between the NPUs' hosts failed: name the interface the nodes "
-            "share (HCCL_IF_IP for one address) and check the firewall.",
-            HCCL_NETWORK_DOC,
-        )
-        advice = [interface] if network else []
-        advice += [connect, device_log] if timeout else [device_log, *([connect] if setup else [])]
-        return self.signature_finding(
-            hits,
-            message,
-            evidence=evidence,
-            advice=advice,
-            references=cite_all([HCCL_RESULT_DOC, HCCL_CONNECT_DOC]),
-        )
-
-    def _store(self, run: Run, hits: list[Hit]) -> Finding:
-        blob = "\n".join(h.text for h in hits) + "\n" + context(run, hits[0].line_no, 0, 6)
-        failure = next((kind for kind, rx in STORE_FAILURES if rx.search(blob)), "error")
-        evidence: dict[str, Any] = {
-            "backend": "c10d-store",
-            "kind": "timeout" if failure == "timeout" else "error",
-            "failure": failure,
-        }
-        during = _during(run, hits, evidence)
-        message = (
-            "torch.distributed's rendezvous store (c10d TCPStore, hosted by rank 0) failed"
-            f"{during} at {where(hits[0])}; printed {plural(occurrences(hits), 'time')}. "
-            + STORE_NOTES[failure]
-        )
-        oom = find_lines(run, CUDA_OOM_RE, CUDA_OOM_KEYS) or find_lines(
-            run, HOST_OOM_RE, HOST_OOM_KEYS
-        )
-        evidence["oom_logged"] = bool(oom)
-        if oom:
-            message += f" An out-of-memory error is logged too (line {oom[0].line_no}): probably the rank that went first."
-        if failure == "port-in-use":
-            advice = [
-                env_advice(
-                    "MASTER_PORT",
-                    "a free port (or stop the leftover job: ray stop --force)",
-                    "Another process on the node already listens on the store's port: a job "
-                    "still running, or one that did not exit.",
-                    STORE_DOC,
-                )
-            ]
-        else:
-            advice = [
-                env_advice(
-                    "TORCH_DISTRIBUTED_DEBUG",
-                    "DETAIL",
-                    "The store fails when a rank is gone or unreachable: the rank that exited "
-                    "first has its own error (often an OOM) further up or in its worker's log; "
-                    "TORCH_DISTRIBUTED_DEBUG=DETAIL with TORCH_CPP_LOG_LEVEL=INFO logs each "
-                    "rank's store traffic. Check that every node reaches MASTER_ADDR:MASTER_PORT.",
-                    DIST_DEBUG_DOC,
-                )
-            ]
-        return self.signature_finding(
-            hits,
-            message,
-            evidence=evidence,
-            advice=advice,
-            references=cite_all([STORE_DOC, DIST_DEBUG_DOC]),
-        )
+        ]
+    else:
+        advice = [
+            env_advice(
+                "TORCH_DISTRIBUTED_DEBUG",
+                "DETAIL",
+                "The store fails when a rank is gone or unreachable: the rank that exited "
+                "first has its own error (often an OOM) further up or in its worker's log; "
+                "TORCH_DISTRIBUTED_DEBUG=DETAIL with TORCH_CPP_LOG_LEVEL=INFO logs each "
+                "rank's store traffic. Check that every node reaches MASTER_ADDR:MASTER_PORT.",
+                DIST_DEBUG_DOC,
+            )
+        ]
+    return message, evidence, advice, [STORE_DOC, DIST_DEBUG_DOC]
 
 
 def dist_backend(hits: list[Hit]) -> str:
