@@ -240,8 +240,9 @@ IMPORT_ERRORS = ("ImportError", "ModuleNotFoundError")
 
 
 def _raised_in(texts: list[str], cause: Exc | None) -> str | None:
-    """ "vllm"/"sglang" when the frame just above the cause is in that engine's code, or the
-    cause is an import of the engine's module that failed."""
+    """ "vllm"/"sglang" when the frame just above the cause is in that engine's code (an excerpt
+    that starts at the cause: the innermost frame of the traceback it caused), or the cause is
+    an import of the engine's module that failed."""
     if cause is None:
         return None
     if cause.name in IMPORT_ERRORS and cause.message:
@@ -255,10 +256,13 @@ def _raised_in(texts: list[str], cause: Exc | None) -> str | None:
             return next((e for e in ("vllm", "sglang") if f"/{e}/" in path), None)
         if "Traceback (most recent call last)" in text:
             return None
-    # The excerpt starts at the cause, above its frames: the frames after it are of the
+    # The excerpt starts at the cause, above its frames: the frames right after it are of the
     # traceback it caused (Ray's report of the remote call: it ends in a wrapper or is cut, the
-    # cause being the last real exception), and they run down to where it was raised.
-    cut = _cut_in(texts[cause.index + 1 :])
+    # cause being the last real exception), and they run down to where it was raised. Another
+    # traceback (its own `Traceback` header) is another failure.
+    after = texts[cause.index + 1 :]
+    other = next((i for i, t in enumerate(after) if "Traceback (most recent call last)" in t), None)
+    cut = _cut_in(after[:other])
     return cut[0] if cut else None
 
 

@@ -146,10 +146,10 @@ class RunCrashed(Detector, code="LS017", name="run-crashed"):
             severity = "warning"
             message = (
                 f"Training had finished ({story.finish_note}), then the run ended{during} "
-                f"with {cause.rstrip('.')}."
+                f"with {_unperiod(cause)}."
             )
         else:
-            message = f"The run crashed{during} {when}: {cause.rstrip('.')}."
+            message = f"The run crashed{during} {when}: {_unperiod(cause)}."
         return [
             self.finding(
                 severity=severity,
@@ -564,3 +564,8 @@ def _sglang_init_advice(run: Run) -> list[Advice]:
         )
     )
     return advice
+
+
+def _unperiod(text: str) -> str:
+    """`text` without its one closing period (an ellipsis stays), to end a sentence with one."""
+    return text[:-1] if text.endswith(".") and not text.endswith("..") else text

@@ -190,7 +190,7 @@ def _hccl(run: Run, hits: list[Hit]) -> Reading:
     code_name = evidence.get("code_name", "")
     during = _during(run, hits, evidence)
     setup = "CommInit" in evidence.get("call", "") or evidence["phase"] == "init"
-    timeout = code_name == "HCCL_E_TIMEOUT" or "timeout" in blob.lower()
+    timeout = code_name == "HCCL_E_TIMEOUT" or TIMED_OUT_RE.search(blob) is not None
     network = code_name in HCCL_NETWORK_CODES
     evidence["kind"] = "timeout" if timeout else "error"
     evidence["failure"] = "timeout" if timeout else "network" if network else "error"
@@ -333,6 +333,7 @@ HCCL_NETWORK_CODES = frozenset(
         "REMOTE",
     )
 )
+TIMED_OUT_RE = re.compile(r"(?i)(?<![\w])timed? ?out\b")  # not HCCL_CONNECT_TIMEOUT
 HCCL_CALL_RE = re.compile(r"\b(?P<call>hccl\w+)\(.*\), error code is (?P<code>\d+)")
 HCCL_RESULT_DOC = "ascend:document/detail/zh/canncommercial/800/apiref/hcclapiref/hcclcpp_07_0038"
 HCCL_CONNECT_DOC = "ascend:document/detail/en/canncommercial/800/apiref/envvar/envref_07_0077"

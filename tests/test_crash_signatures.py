@@ -1115,12 +1115,21 @@ def test_a_rendezvous_store_failure_says_why(line, failure, first_advice):
     assert found["run-crashed"].evidence["cause_kind"] == "dist-store"
 
 
-def test_the_client_socket_retry_warning_is_no_failure():
-    text = steps(9) + (
+@pytest.mark.parametrize(
+    "warning",
+    [
         "[W socket.cpp:663] [c10d] The client socket has failed to connect to "
-        "[::ffff:127.0.0.1]:41011 (errno: 97 - Address family not supported by protocol).\n"
-    )
-    assert "nccl-error" not in by_name(findings_of(text))
+        "[::ffff:127.0.0.1]:41011 (errno: 97 - Address family not supported by protocol).",
+        # the NCCL heartbeat at teardown
+        '[rank1]:[W ProcessGroupNCCL.cpp:1496] [PG 0 Rank 1] Failed to check the "should dump" '
+        "flag on TCPStore, (maybe TCPStore server has shut down too early), with error: Failed "
+        "to recv, got 0 bytes. Connection was likely closed. Did the remote server shutdown or "
+        "crash?",
+    ],
+)
+def test_store_warnings_are_no_failure(warning):
+    found = by_name(findings_of(steps(9) + f"{W} {warning}\n"))
+    assert "nccl-error" not in found and "run-crashed" not in found
 
 
 def test_host_oom_reads_node_memory_and_the_top_users_phase():
@@ -1612,3 +1621,27 @@ def test_the_backtick_closing_a_code_span_is_not_part_of_the_exception():
     crash = by_name(findings_of(text))["run-crashed"]
     assert crash.evidence["exception_message"] == "'reward_model'"
     assert crash.message.endswith("KeyError: 'reward_model'.")
+
+
+def test_a_cause_is_not_placed_by_another_traceback_after_it():
+    text = steps(1) + (
+        "(TaskRunner pid=1) ValueError: reward function returned None for sample 3\n"
+        "(WorkerDict pid=2) Traceback (most recent call last):\n"
+        '(WorkerDict pid=2)   File "/x/vllm/v1/engine/core.py", line 10, in run_engine_core\n'
+        "(WorkerDict pid=2)     engine_core.run_busy_loop()\n"
+    )
+    found = by_name(findings_of(text))
+    assert "vllm-error" not in found
+    assert found["run-crashed"].message.endswith(
+        "ValueError: reward function returned None for sample 3."
+    )
+
+
+def test_an_ellipsis_ending_the_cause_is_kept():
+    text = steps(1) + (
+        "Traceback (most recent call last):\n"
+        '  File "/x/verl/trainer/main_ppo.py", line 3, in main\n'
+        "    run()\n"
+        "ValueError: expected one of a, b, ...\n"
+    )
+    assert by_name(findings_of(text))["run-crashed"].message.endswith("a, b, ....")

@@ -165,6 +165,35 @@ def test_records_a_paste_joined_are_read_as_their_lines():
     assert pasted.record_lines('a "} {"b": 1}') is None  # no collector record in it
 
 
+def test_joined_records_keep_only_their_text():
+    # Docker's key order: the cut first record's text ends at its closing quote
+    line = (
+        '1b[36m(TaskRunner pid=1)\\u001b[0m step:1 - a/b:0.1\\n", "stream": "stdout", "time": '
+        '"2025-01-01T00:00:01Z"} {"log":"step:2 - a/b:0.2\\n","stream":"stdout"} '
+        '{"log":"(TaskRunner pid=1) step:3 - a/b:0.3\\n","stre'
+    )
+    assert pasted.record_lines(line) == [
+        "1b[36m(TaskRunner pid=1)\x1b[0m step:1 - a/b:0.1",
+        "step:2 - a/b:0.2",
+        "(TaskRunner pid=1) step:3 - a/b:0.3",
+    ]
+    deep = '{"log": ' + "[" * 100_000
+    assert pasted.record_lines(deep) is None  # nesting deeper than Python's: no record
+
+
+def test_a_message_naming_a_step_is_not_cut_into_a_record():
+    for text in (
+        "(TaskRunner pid=1) Checkpoint saved at step:2 - path /ckpt/global_step_2",
+        "warmup done at step:200 - switching lr schedule",
+    ):
+        assert pasted.split_joined(text) is None
+    two = "(TaskRunner pid=1) step:1 - a/b:0.1 - c/d:0.5 (TaskRunner pid=1) step:2 - a/b:0.2"
+    assert pasted.split_joined(two) == [
+        "(TaskRunner pid=1) step:1 - a/b:0.1 - c/d:0.5",
+        "(TaskRunner pid=1) step:2 - a/b:0.2",
+    ]
+
+
 def test_lines_a_paste_joined_are_cut_before_each_ray_prefix():
     text = (
         "I get: `askRunner pid=1) Unhandled error: ray::WorkerDict.f() (pid=2, ip=1.2.3.4)"
@@ -579,6 +608,42 @@ def test_a_table_of_steps_is_read_a_row_a_step(tmp_path, layout):
 def test_a_table_without_a_step_column_is_no_table_of_steps(tmp_path):
     table = {k: v for k, v in _TABLE.items() if k != "step"}
     assert read_both(tmp_path, _markdown_table(table)).n_steps == 0
+
+
+def test_pandas_to_markdown_with_its_index_column_is_a_table_of_steps(tmp_path):
+    text = (
+        "|    |   step |   actor/entropy |   critic/score/mean |\n"
+        "|---:|-------:|----------------:|--------------------:|\n"
+        "|  0 |      1 |            0.52 |                0.31 |\n"
+        "|  1 |      2 |            0.5  |                0.33 |\n"
+    )
+    run = read_both(tmp_path, text)
+    assert run.steps.tolist() == [1, 2] and value(run, "critic/score/mean", 2) == 0.33
+    assert set(run.metric_names) == {"actor/entropy", "critic/score/mean"}  # not the index
+
+
+@pytest.mark.parametrize("bad", ["²", "9" * 19, "9" * 5000, "1.5", ""])
+def test_a_table_row_with_an_odd_step_ends_the_table(tmp_path, bad):
+    rows = _markdown_table(_TABLE).splitlines()
+    rows.insert(3, f"| {bad} | 0.5 | 0.3 | 0.4 |")
+    run = read_both(tmp_path, "\n".join(rows) + "\n")
+    assert run.steps.tolist() == [1]  # the rows before it
+
+
+def test_end_of_training_after_pasted_metrics_is_no_crash(tmp_path):
+    text = (
+        "wandb: Run summary:\n"
+        "wandb:   actor/entropy 0.4\n"
+        "wandb:   critic/score/mean 0.6\n"
+        "wandb:   training/global_step 100\n"
+        "wandb: 🚀 View run at https://wandb.ai/x/y/runs/z\n"
+        "(WorkerDict pid=2) *** SIGTERM received at time=1700000000 on cpu 3 ***\n"
+    )
+    from logscope.analyze import analyze_run
+
+    run = read_both(tmp_path, text, name="tail.log")
+    assert run.meta["run_end"]["wandb_footer"]["after_step"] == 100
+    assert "run-crashed" not in {f.name for f in analyze_run(run).findings if f.severity != "info"}
 
 
 def test_a_crash_after_pasted_metrics_is_after_their_last_step(tmp_path):

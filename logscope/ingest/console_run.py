@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
@@ -163,6 +164,10 @@ def build_run(
         "log_date": parsed.log_date,
     }
     run.meta = _meta(run, names, parsed, signals, pasted.layout if pasted else None)
+    if pasted is not None:  # where training ended, after which pasted step
+        for end in run.meta.get("run_end", {}).values():
+            if end.get("after_step") is None:
+                end["after_step"] = _step_before(end["line"], mark_seq, mark_step)
     return run
 
 
@@ -226,7 +231,7 @@ def _pasted_steps(parsed: ParsedLog, notes: list[str]) -> PastedSteps | None:
         logged = pairs.get("training/global_step", pairs.get("_step"))
         if marked is not None:
             step = marked
-        elif logged is not None and logged == logged:
+        elif logged is not None and math.isfinite(logged):
             step = int(logged)
         else:
             step = previous + 1
@@ -251,13 +256,18 @@ def _hint_pasted_steps(
 ) -> list[Event]:
     """Events the parser gave no step (it saw no verl step line) get the last pasted step
     before them, so a crash after pasted metrics reads as after that step."""
-    out = []
-    for e in events:
-        at = np.searchsorted(mark_seq, e.line_no << vt.SUB_BITS, side="right") - 1
-        if e.step_hint is None and at >= 0:
-            e = replace(e, step_hint=int(mark_step[at]))
-        out.append(e)
-    return out
+    return [
+        replace(e, step_hint=_step_before(e.line_no, mark_seq, mark_step))
+        if e.step_hint is None
+        else e
+        for e in events
+    ]
+
+
+def _step_before(line_no: int, mark_seq: np.ndarray, mark_step: np.ndarray) -> int | None:
+    """The step of the last step mark at or before line `line_no` (None: none)."""
+    at = np.searchsorted(mark_seq, line_no << vt.SUB_BITS, side="right") - 1
+    return int(mark_step[at]) if at >= 0 else None
 
 
 def _bar_note(line_no: int, done: int, total: int, elapsed: str) -> str:

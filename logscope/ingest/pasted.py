@@ -60,7 +60,7 @@ def strip_decorations(text: str) -> str:
 # o/r/pull/21):`).
 AUTOLINK_RE = re.compile(
     r"\[([^\]\s]+)\]\((?:https?://)?\1/?\)"
-    r"|\[(#[0-9]+|@[\w.\-]+|[0-9a-f]{7,40})\]\(https://github\.com/[^)\s]*\)"
+    r"|\[(#[0-9]+|@[\w.\-]+|[0-9a-f]{7,40})\]\(https://github\.com/[^)\s]{0,200}\)"
 )
 
 
@@ -77,7 +77,11 @@ RECORD_TEXT_KEYS = ("log", "message", "msg", "MESSAGE")
 
 
 _DECODER = json.JSONDecoder()
-_CUT_RECORD_RE = re.compile(r'\{"(?:' + "|".join(RECORD_TEXT_KEYS) + r')" ?: ?"(.*?)"?\s*$')
+_JSON_STRING_INSIDE = r'((?:[^"\\]|\\.)*)'  # up to the first unescaped quote (or the end)
+_CUT_RECORD_RE = re.compile(
+    r'\{"(?:' + "|".join(RECORD_TEXT_KEYS) + r')" ?: ?"' + _JSON_STRING_INSIDE
+)
+_STRING_TAIL_RE = re.compile(_JSON_STRING_INSIDE)
 _JOINED_RECORDS = '"} {"'  # records a paste joined onto one line (the first maybe cut)
 
 
@@ -96,12 +100,13 @@ def record_lines(text: str) -> list[str] | None:
         cut = text.find(_JOINED_RECORDS)
         if cut < 0:
             return None
-        lines, start = [_unescape(text[:cut])], cut + 3
+        head = _STRING_TAIL_RE.match(text, 0, cut + 1)  # the cut record's text, not its fields
+        lines, start = [_unescape(head[1] if head else text[:cut])], cut + 3
     pos, end, records = start, len(text.rstrip()), 0
     while pos < end:
         try:
             record, pos = _DECODER.raw_decode(text, pos)
-        except ValueError:
+        except (ValueError, RecursionError):  # a cut record, or nesting deeper than Python's
             cut = _CUT_RECORD_RE.match(text, pos)
             lines.append(_unescape(cut[1]) if cut else text[pos:end])
             break
@@ -124,7 +129,7 @@ def _unescape(fragment: str) -> str:
     """A JSON string's inside (`\\u001b[36m(…`) as text; as it stands when it does not decode."""
     try:
         return json.loads('"' + fragment + '"').rstrip("\n")
-    except ValueError:
+    except (ValueError, RecursionError):
         return fragment
 
 
@@ -133,10 +138,12 @@ def _unescape(fragment: str) -> str:
 # Where a line break stood before a paste joined the lines with blanks (GitHub's rendering of an
 # unfenced block, a chat window): before a Ray prefix with a pid (a bare `(raylet)` or Ray's
 # `(pid=1, ip=…)` actor repr also stand inside messages), or before a step record after a value.
+_STEP_RECORD = r"step:[0-9]+ - [A-Za-z_][\w./@\-]*:"  # a record's head: `step:3 - actor/x:`
 JOINED_AT_RE = re.compile(
     r" (?=\((?:[A-Za-z0-9_.:\-]+ )?[A-Za-z_][A-Za-z0-9_.\-]* pid=[0-9]+(?:, ip=[0-9A-Za-z.:_\-]+)?\) )"
-    r"|(?<=[0-9a-z]) (?=step:[0-9]+ - )"
+    r"|(?<=[0-9a-z]) (?=" + _STEP_RECORD + ")"
 )
+_PREFIXED_STEP_RE = re.compile(r"\([^)]*\) " + _STEP_RECORD)
 MIN_PREFIX_JOINS = 2  # one prefix inside a line may be a message quoting it
 
 
@@ -153,7 +160,7 @@ def split_joined(text: str) -> list[str] | None:
             continue
         pieces.append(piece)
         start = m.start() + 1
-        prefix_joins += text[start] == "("
+        prefix_joins += text[start] == "(" and not _PREFIXED_STEP_RE.match(text, start)
     pieces.append(text[start:])
     steps_joined = len(pieces) - 1 > prefix_joins
     return pieces if steps_joined or prefix_joins >= MIN_PREFIX_JOINS else None
@@ -312,6 +319,7 @@ YAML_LINE_RE = re.compile(r"^( *)([A-Za-z_][\w.@\-()/]*):(?: +(\S+))?$")
 MIN_LOOSE_KEYS = 3
 # A table's step column (W&B's `_step`, a DataFrame's `global_step`, verl's own key).
 STEP_HEADERS = frozenset(("step", "Step", "_step", "global_step", "training/global_step"))
+_TABLE_STEP_RE = re.compile(r"[0-9]{1,12}")
 TABLE_RULE_RE = re.compile(r"^\|?[ \t]*:?-{3,}:?[ \t]*(?:\|[ \t]*:?-{3,}:?[ \t]*)*\|?$")
 
 
@@ -327,9 +335,10 @@ def table_cells(text: str) -> list[str]:
 def table_header(text: str) -> list[str] | None:
     """The column names when `text` heads a table of steps: a step column and metric keys."""
     cells = table_cells(text)
-    if len(cells) < 2 or not any(c in STEP_HEADERS for c in cells):
+    named = cells[1:] if cells[:1] == [""] else cells  # pandas' to_markdown: the index first
+    if len(named) < 2 or not any(c in STEP_HEADERS for c in named):
         return None
-    if not all(c in STEP_HEADERS or METRIC_KEY_RE.fullmatch(c) for c in cells):
+    if not all(c in STEP_HEADERS or METRIC_KEY_RE.fullmatch(c) for c in named):
         return None
     return cells
 
@@ -417,12 +426,12 @@ class LooseMetrics:
             cells = cells[1:]
         row = dict(zip(columns, cells, strict=False)) if len(cells) == len(columns) else {}
         step = next((row.get(c, "") for c in columns if c in STEP_HEADERS), "")
-        if not step.isdigit():
+        if not _TABLE_STEP_RE.fullmatch(step):
             self._columns = None
             return False
         self._new_mark(line_no, int(step))
         for key, cell in row.items():
-            if key not in STEP_HEADERS and (value := value_of(cell)) is not None:
+            if key and key not in STEP_HEADERS and (value := value_of(cell)) is not None:
                 self._add(line_no, key, value)
         return True
 
