@@ -1645,3 +1645,37 @@ def test_an_ellipsis_ending_the_cause_is_kept():
         "ValueError: expected one of a, b, ...\n"
     )
     assert by_name(findings_of(text))["run-crashed"].message.endswith("a, b, ....")
+
+
+def test_the_cpp_stack_torch_prints_with_a_warning_is_no_crash():
+    # torch's heartbeat at teardown: a glog warning, the stack of the exception it caught, and
+    # the next warning
+    w = f"{W} [rank1]:"
+    text = steps(20) + (
+        f"{w}[W1106 10:41:32.123 TCPStore.cpp:125] [c10d] recvValue failed on SocketImpl(fd=86): "
+        "Failed to recv, got 0 bytes. Connection was likely closed.\n"
+        f"{W} Exception raised from recvBytes at /pytorch/torch/csrc/distributed/c10d/Utils.hpp:671 "
+        "(most recent call first):\n"
+        f"{W} frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x98 (0x7f in libc10.so)\n"
+        f"{W} frame #2: c10d::TCPStore::check(std::vector<std::string> const&) + 0x2a2 (0x7f in x.so)\n"
+        f"{W} frame #3: c10d::ProcessGroupNCCL::heartbeatMonitor() + 0x379 (0x7f in x.so)\n"
+        f'{w}[W1106 10:41:32.123456789 ProcessGroupNCCL.cpp:1496] Failed to check the "should dump" '
+        "flag on TCPStore, (maybe TCPStore server has shut down too early)\n"
+    )
+    run = run_of(text)
+    assert [e.kind for e in run.events if e.line_no > 20].count("traceback") == 0
+    warnings = [e.text for e in run.events if e.kind == "warning"]
+    assert warnings[0].startswith(
+        "[W TCPStore.cpp:125] [c10d] recvValue failed"
+    )  # glog's level kept
+    assert not loud(findings_of(text))
+
+
+def test_the_cpp_stack_of_an_error_is_still_a_crash():
+    text = steps(4) + (
+        f"{W} [rank1]:[E1106 10:41:32.123 TCPStore.cpp:125] [c10d] store failed\n"
+        f"{W} Exception raised from recvBytes at /pytorch/torch/csrc/distributed/c10d/Utils.hpp:671 "
+        "(most recent call first):\n"
+        f"{W} frame #2: c10d::TCPStore::doWait() + 0x2a2 (0x7f in libtorch_cpu.so)\n"
+    )
+    assert by_name(findings_of(text))["run-crashed"].step == 4

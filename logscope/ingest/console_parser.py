@@ -64,6 +64,8 @@ TRACEBACK_START_RE = re.compile(
     # a C++ exception's stack (torch's c10::Error, SGLang's scheduler), maybe cut at the top
     r"|^Exception raised from .* \(most recent call first\):|^frame #[0-9]+: "
 )
+# torch's C++ log record head, as `pasted.strip_decorations` leaves it
+GLOG_HEAD_RE = re.compile(r"\[[IWEF] [^\]\s]+:[0-9]+\] ")
 # Override keys whose values are never kept (credentials passed on the command line).
 SECRET_KEY_RE = re.compile(r"(?i)(?:key|token|secret|passw(?:or)?d|credential)s?$")
 
@@ -154,6 +156,7 @@ class _Traceback:
     step_hint: int | None
     lines: list[tuple[int, str]] = field(default_factory=list)
     state: str = "frames"
+    kept: bool = True  # False: the stack a warning printed (read, but no event)
     lines_not_kept: int = 0
     tail: deque[tuple[int, str]] = field(default_factory=lambda: deque(maxlen=TB_TAIL_LINES))
 
@@ -161,6 +164,8 @@ class _Traceback:
         """Consume a line of the same Ray actor if it belongs to this traceback."""
         if text.startswith("wandb:"):
             return False  # W&B's end-of-run block follows a crash
+        if text[:1] == "[" and GLOG_HEAD_RE.match(text):
+            return False  # a new record of torch's C++ logger (`[W TCPStore.cpp:125] …`)
         if text.startswith((" ", "\t", 'File "', "Traceback (most recent call last)", "frame #")):
             self.state = "frames"
         elif text[:1] in ("^", "~") and not text.strip("^~ "):
@@ -376,7 +381,12 @@ class ConsoleParser:
             p = self._pending
             if body[:1] == "(" or body.startswith("step:") or pasted.headless_items(body):
                 indent, text = text[: len(text) - len(body)], body
-            elif p is not None and p.indent and text.startswith(p.indent):
+            elif (
+                p is not None
+                and p.indent
+                and (line_no, sub) == (p.line_no + 1, 0)
+                and text.startswith(p.indent)
+            ):
                 text = text[len(p.indent) :]  # the record's next line, in the same block
         prefix, rest = vt.split_prefix(text)
         if prefix is not None and (rest[:1] in ("[", ">") or rest[:1].isdigit()):
@@ -689,6 +699,13 @@ class ConsoleParser:
             return
         if _starts_traceback(rest):
             tb = _Traceback(line_no, self._last_step)
+            # torch prints the C++ stack of an exception it caught with its warning
+            last = self._events[-1] if self._events else None
+            tb.kept = not (
+                rest.startswith("Exception raised from")
+                and last is not None
+                and (last.kind, last.line_no) == ("warning", line_no - 1)
+            )
             tb.lines.append((line_no, clean if not rest.startswith((" ", "\t")) else rest))
             self._blocks[prefix] = tb
             self._wrappable = (line_no, tb)
@@ -764,6 +781,8 @@ class ConsoleParser:
         if isinstance(block, _Dump):
             self._close_dump(block)
             return
+        if not block.kept:
+            return  # a warning's stack: the warning is the event
         # One event per run of consecutive lines, so line numbers stay exact.
         kept = False
         for part in _consecutive(block.lines):

@@ -43,11 +43,18 @@ DECORATION_RE = re.compile(
 _DECORATION_STARTS = frozenset(">[0123456789")
 
 
+# glog's stamp as torch prints it (`[W1106 10:41:32.123456789 TCPStore.cpp:125] `): its time is a
+# decoration, its severity is not; it becomes torch's older `[W TCPStore.cpp:125] `.
+GLOG_STAMP_RE = re.compile(r"\[([IWEF])[0-9]{4} [0-9:.]{8,24} ([^\]\s]+:[0-9]+)\] ?")
+
+
 def strip_decorations(text: str) -> str:
     """`text` without the quote markers, timestamps and pod/rank labels in front of it."""
     for _ in range(4):  # a few kinds stacked: `> 2025-…Z [pod/x/y] …`
         if text[:1] not in _DECORATION_STARTS:  # most lines: one set lookup, no regex
             return text
+        if (glog := GLOG_STAMP_RE.match(text)) is not None:
+            return f"[{glog[1]} {glog[2]}] " + text[glog.end() :]
         m = DECORATION_RE.match(text)
         if m is None or not m.end():
             return text
