@@ -181,6 +181,13 @@ def test_joined_records_keep_only_their_text():
     assert pasted.record_lines(deep) is None  # nesting deeper than Python's: no record
 
 
+def test_a_lone_surrogate_in_a_record_becomes_a_replacement_character():
+    (line,) = pasted.record_lines('{"log": "ValueError: bad \\ud800 char\\n"}')
+    assert line == "ValueError: bad \ufffd char"
+    line.encode("utf-8")  # printable: the text report encodes it
+    assert pasted.record_lines('{"log": "\\ud83d\\ude00"}') == ["\U0001f600"]  # a pair is one
+
+
 def test_a_message_naming_a_step_is_not_cut_into_a_record():
     for text in (
         "(TaskRunner pid=1) Checkpoint saved at step:2 - path /ckpt/global_step_2",

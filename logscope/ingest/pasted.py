@@ -129,13 +129,24 @@ def record_lines(text: str) -> list[str] | None:
 
 def _held_text(record: object) -> str | None:
     held = [record.get(key) for key in RECORD_TEXT_KEYS] if isinstance(record, dict) else []
-    return next((line.rstrip("\n") for line in held if isinstance(line, str)), None)
+    return next((_text(line.rstrip("\n")) for line in held if isinstance(line, str)), None)
+
+
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
+
+
+def _text(decoded: str) -> str:
+    """A JSON string as text: a lone surrogate (`\\ud800`, no character) becomes U+FFFD, as an
+    undecodable byte of the file does."""
+    if _SURROGATE_RE.search(decoded) is None:
+        return decoded
+    return decoded.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
 def _unescape(fragment: str) -> str:
     """A JSON string's inside (`\\u001b[36m(…`) as text; as it stands when it does not decode."""
     try:
-        return json.loads('"' + fragment + '"').rstrip("\n")
+        return _text(json.loads('"' + fragment + '"').rstrip("\n"))
     except (ValueError, RecursionError):
         return fragment
 
