@@ -71,6 +71,7 @@ SECRET_KEY_RE = re.compile(r"(?i)(?:key|token|secret|passw(?:or)?d|credential)s?
 
 
 _BLANKS = " \t"
+_LEVEL_INITIALS = frozenset("DIWEC")  # DEBUG, INFO, WARNING, ERROR, CRITICAL
 
 
 def _rows_since(
@@ -649,7 +650,7 @@ class ConsoleParser:
     def _other(self, line_no: int, seq: int, prefix: str | None, rest: str, clean: str) -> None:
         self._note_actor(prefix)
         level = None
-        if rest[:1] in "DIWEC" and (m := vt.VLLM_LOGGER_RE.match(rest)) is not None:
+        if rest[:1] in _LEVEL_INITIALS and (m := vt.VLLM_LOGGER_RE.match(rest)) is not None:
             level, rest, clean = m.group(1), rest[m.end() :], clean[m.end() :]
         block = self._blocks.get(prefix)
         if block is not None:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from logscope import metric_registry
 from logscope.ingest import verl_text as vt
+from logscope.ingest.tables import STEP_COLUMNS
 
 # ---- decorations in front of a line ------------------------------------------------------------
 
@@ -100,8 +101,8 @@ def is_record(text: str) -> bool:
 def record_lines(text: str) -> list[str] | None:
     """The printed lines inside the collector JSON records on a line, or None when it holds none.
 
-    A paste may join records with blanks; then the first may be cut at its start (its text is
-    kept, unescaped) and the last at its end (kept as it stands)."""
+    A paste may join records with blanks; then the first may be cut at its start and the last
+    at its end: of each, the text of its string is kept, unescaped (not its other fields)."""
     lines, start = [], 0
     if text[:2] != '{"':
         cut = text.find(_JOINED_RECORDS)
@@ -335,8 +336,8 @@ INITIAL_VAL_RE = re.compile(r"Initial validation metrics")
 # split at `/` into nested levels).
 YAML_LINE_RE = re.compile(r"^( *)([A-Za-z_][\w.@\-()/]*):(?: +(\S+))?$")
 MIN_LOOSE_KEYS = 3
-# A table's step column (W&B's `_step`, a DataFrame's `global_step`, verl's own key).
-STEP_HEADERS = frozenset(("step", "Step", "_step", "global_step", "training/global_step"))
+# A table's step column: a table file's (W&B's `_step`, a DataFrame's `global_step`) or verl's key.
+STEP_HEADERS = frozenset((*STEP_COLUMNS, "training/global_step"))
 _TABLE_STEP_RE = re.compile(r"[0-9]{1,12}")
 TABLE_RULE_RE = re.compile(r"^\|?[ \t]*:?-{3,}:?[ \t]*(?:\|[ \t]*:?-{3,}:?[ \t]*)*\|?$")
 
