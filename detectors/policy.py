@@ -76,6 +76,7 @@ def responses_per_step(run: Run, s: Series) -> tuple[int | None, str]:
 
 
 CHI2_1_MEDIAN = 0.454936423119572  # scipy.stats.chi2.median(1)
+CHI2_1_Q90 = 2.705543454095404  # scipy.stats.chi2.ppf(0.9, 1): |z| of a one-sided 5 % tail, squared
 
 
 def count_spikes(
@@ -83,14 +84,15 @@ def count_spikes(
 ) -> tuple[list[Change], dict[str, Any]]:
     """Spikes of a share of `samples` responses (k/N) against binomial count noise.
 
-    The baseline at a point is the mean of the other points within `window` // 2 of it, each
-    capped at the running median + `min_rise` so that spikes barely lift it: it follows a slow
-    rise. A point is a spike when its count's binomial tail probability, times the number of
-    points (Bonferroni), is at most `max_p`, and it is at least `min_rise` above the baseline.
-    Overdispersed counts (correlated responses) widen the noise: the test's N is `samples`
-    divided by the median squared Pearson residual over its χ²(1) median, when that is above 1.
+    The baseline at a point is the mean of the other points within `window` // 2 of it (as many
+    before as after, see `_neighbours`), each capped at the running median + `min_rise` so that
+    spikes barely lift it: it follows a slow rise. A point is a spike when its count's binomial
+    tail probability, times the number of points (Bonferroni), is at most `max_p`, and it is at
+    least `min_rise` above the baseline. Overdispersed counts (correlated responses) and heavy
+    tails widen the noise: the test's N at a point is `samples` divided by its `_dispersion`.
     Points within `gap` indices are one spike. Returns (spikes, {"responses_per_step",
-    "dispersion"}); a spike's `z` is the normal quantile of its tail probability.
+    "dispersion": the median point's}); a spike's `z` is the normal quantile of its tail
+    probability.
 
     Tail probabilities are computed only where the rise passes `min_rise` (often nowhere: then
     scipy.special, ~0.4 s CPU to import, is not needed)."""
@@ -98,19 +100,18 @@ def count_spikes(
     n = len(x)
     if n < 5 or samples < 1:
         return [], {}
-    capped = np.minimum(x, running_median(x, odd_width(window, n)) + min_rise)
-    half = max(1, window // 2)
+    median = running_median(x, odd_width(window, n))
+    capped = np.minimum(x, median + min_rise)
     cum = np.concatenate([[0.0], np.cumsum(capped)])
-    lo, hi = np.maximum(np.arange(n) - half, 0), np.minimum(np.arange(n) + half + 1, n)
+    lo, hi = _neighbours(n, max(1, window // 2))
     base = (cum[hi] - cum[lo] - capped) / (hi - lo - 1)
     p0 = np.clip(base, 0.5 / samples, 1 - 0.5 / samples)
-    pearson = (x - p0) * np.sqrt(samples / (p0 * (1 - p0)))
-    dispersion = max(1.0, float(np.median(pearson**2)) / CHI2_1_MEDIAN)
-    eff = max(1, round(samples / dispersion))
+    dispersion = _dispersion(x, median, samples, window)
+    eff = np.maximum(1, np.round(samples / dispersion))
     risen = np.nonzero(x - base >= min_rise)[0]
     p = np.ones(n)
     if len(risen):
-        p[risen] = binom_sf(np.round(x[risen] * eff) - 1, eff, p0[risen])
+        p[risen] = binom_sf(np.round(x[risen] * eff[risen]) - 1, eff[risen], p0[risen])
     hits = risen[p[risen] * n <= max_p]
     out: list[Change] = []
     for group in np.split(hits, np.nonzero(np.diff(hits) > gap)[0] + 1) if len(hits) else []:
@@ -120,7 +121,37 @@ def count_spikes(
         z = -float(special.ndtri(max(float(p[peak]), 1e-300)))
         first, last = int(group[0]), int(group[-1])
         out.append(Change("spike", first, peak, last, float(base[peak]), float(x[peak]), z, 0.0))
-    return out, {"responses_per_step": samples, "dispersion": round(dispersion, 2)}
+    return out, {
+        "responses_per_step": samples,
+        "dispersion": round(float(np.median(dispersion)), 2),
+    }
+
+
+def _dispersion(x: np.ndarray, median: np.ndarray, samples: int, window: int) -> np.ndarray:
+    """How much wider than binomial the noise of each point is (at least 1): the running median
+    of the squared Pearson residuals around the running median, over its χ²(1) median (the
+    noise of a share falling from 40 % to 1 % shrinks with it, and not only binomially), times
+    one tail factor for heavy tails: the 5 % tail of the points below the running median
+    (which upward spikes cannot reach), so scaled, against a normal's."""
+    m = np.clip(median, 0.5 / samples, 1 - 0.5 / samples)
+    squared = (x - m) ** 2 * samples / (m * (1 - m))
+    local = np.maximum(1.0, running_median(squared, odd_width(window, len(x))) / CHI2_1_MEDIAN)
+    below = (squared / local)[x < m]
+    tail = float(np.quantile(below, 0.9)) / CHI2_1_Q90 if len(below) >= 10 else 1.0
+    return local * max(1.0, tail)
+
+
+def _neighbours(n: int, half: int, min_side: int = 2) -> tuple[np.ndarray, np.ndarray]:
+    """[lo, hi) of the points around each of n points: `half` on each side, fewer near the edges
+    but as many before as after (a one-sided window is biased by a trend: a share falling from
+    a high start would put an early point above the later, lower points). Within `min_side` of
+    an edge the window is one-sided."""
+    i = np.arange(n)
+    side = np.minimum(np.minimum(i, n - 1 - i), half)
+    one_sided = side < min_side
+    lo = np.where(one_sided, np.maximum(i - half, 0), i - side)
+    hi = np.where(one_sided, np.minimum(i + half + 1, n), i + side + 1)
+    return lo, hi
 
 
 def _lasting_rises(
@@ -732,8 +763,8 @@ class ClipRatioSpike(_SpikeDetector, code="LS120", name="clip-ratio-spike"):
         Truncation spikes, against count noise: `response_length/clip_ratio` is k/N for the N
         responses of a step (`data.train_batch_size` × `rollout.n` when the values are multiples of
         1/N, else 1 / the smallest gap between the values). Its baseline is a centred running mean
-        of the neighbouring steps (window `window`, each capped at the running median + `min_rise`),
-        so truncation that rises slowly as responses grow moves the baseline, not the test. A step
+        of the neighbouring steps (window `window`, as many steps before as after near the ends,
+        each capped at the running median + `min_rise`), so truncation that rises slowly as responses grow moves the baseline, not the test. A step
         is a spike when its count's binomial tail probability against that baseline, times the
         number of steps, is at most `max_p`, and it is at least `min_rise` above the baseline;
         overdispersed counts (correlated responses) widen the noise. The burst alone suffices

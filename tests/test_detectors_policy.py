@@ -415,6 +415,29 @@ def test_a_short_burst_at_an_already_high_truncation_is_info(peak, width, severi
     assert ("draw of long prompts" in f.message) == (severity == "info")
 
 
+def _truncation_learning_to_fit(seed: int, n: int = 300) -> np.ndarray:
+    """4096 responses a step at 0.4% truncation, plus a start at 35% that falls (with 10%
+    multiplicative noise, not k/N) to nothing over the first quarter: responses learning to fit."""
+    rng = np.random.default_rng(seed)
+    u = np.arange(n) / n
+    base = rng.binomial(4096, 0.004, n) / 4096
+    extra = 0.35 * np.clip(1 - u / 0.25, 0, None) ** 1.5 * np.exp(rng.normal(0, 0.1, n))
+    return np.clip(base + extra, 0, 1)
+
+
+def test_truncation_falling_from_a_high_start_is_no_spike():
+    """The early noise of a high, falling truncation is many times the late noise, and an
+    early step's one-sided window holds only the later, lower steps: neither makes a spike
+    (the old detector warned on 8 of 60 such runs, at steps 3-13)."""
+    for seed in range(20):
+        clip = _truncation_learning_to_fit(seed)
+        run = make_run({"response_length/clip_ratio": clip})
+        assert warnings_of(ClipRatioSpike().detect(run)) == [], seed
+    clip[200] = 0.1  # 25× the late level: still a spike
+    (f,) = warnings_of(ClipRatioSpike().detect(make_run({"response_length/clip_ratio": clip})))
+    assert f.step == 201
+
+
 def test_r1_style_entropy_fall_to_a_plateau_is_no_collapse():
     """Entropy falling by half early (R1-style) and settling is healthy."""
     sim, dyn = _realistic(3, 60, "grpo", noise=1.3)
