@@ -36,6 +36,7 @@ WRAPPER_RE = re.compile(r"RayTaskError|RaySystemError")
 ROOT_ABOVE_RE = re.compile(r"root cause above|See root cause", re.I)
 SHUTDOWN_EXCEPTIONS = ("SystemExit", "KeyboardInterrupt")
 SHUTDOWN_KINDS = ("actor-died", "killed", "nccl", "hccl", "dist-store")
+SIGTERM_RE = re.compile(r"\bSIGTERM\b")
 LAUNCHER_PATH_RE = re.compile(r"/hydra/|/runpy\.py|main_\w+\.py")
 
 
@@ -90,6 +91,18 @@ class CrashStory:
     @property
     def interrupted(self) -> bool:
         return self.cause is not None and self.cause.name == "KeyboardInterrupt"
+
+    @property
+    def terminated(self) -> bool:
+        """The error is only Ray's report of a worker stopped by SIGTERM: no exception, no
+        traceback, no other failure (what `ray stop`, a scheduler or the end of a job sends)."""
+        return (
+            self.kind == "actor-died"
+            and set(self.kinds) == {"actor-died"}
+            and self.cause is None
+            and not self.tracebacks
+            and any(SIGTERM_RE.search(x.text) for x in self.lines)
+        )
 
     def finished_before(self, line_no: int) -> bool:
         """Whether training had finished before log line `line_no` (shutdown from there on)."""

@@ -126,12 +126,15 @@ FILTER_EXHAUSTED_RE = re.compile(r"num_gen_batches=(\d+) >= max_num_gen_batches=
 DEVICE_MISMATCH_RE = re.compile(r"Expected all tensors to be on the same device")
 # The shell's report of a process killed by a signal (`bash: line 3: 4242 Killed  python3 …`).
 # Also Python's `Fatal Python error: Aborted`, absl's `*** SIGABRT received at time=…` and C++'s
-# `terminate called after throwing an instance of 'c10::Error'` (std::terminate aborts).
+# `terminate called after throwing an instance of 'c10::Error'` (std::terminate aborts), and a
+# fatal C++ log, glog's or Ray's (`[F task_receiver.cc:219] Check failed: objects_valid`, read
+# so by the console reader), which aborts after its stack.
 KILLED_RE = re.compile(
     r"^(?:.*\b\d+ )?(Killed|Segmentation fault|Aborted|Bus error)(?: \(core dumped\))?(?:\s{2,}\S.*)?$"
     r"|^Fatal Python error: (Aborted|Segmentation fault|Bus error|\w[\w ]*)"
     r"|^\*\*\* (SIG[A-Z]+) received at time="
     r"|^(terminate called after throwing an instance of '[^']+')"
+    r"|^\[F ([^\]\s]+:[0-9]+\] \S.{0,160}?)\s*$"
 )
 
 # Literals every match of a pattern contains (a cheap pre-filter for long logs).
@@ -191,6 +194,7 @@ KILLED_KEYS = (
     "Fatal Python error",
     " received at time=",
     "terminate called after",
+    "[F ",
 )
 BATCH_KEYS = ("batch_size", "equal chunk", "equal split")
 GRAD_NORM_KEYS = ("grad_norm is not finite",)

@@ -76,7 +76,8 @@ class RunCrashed(Detector, code="LS017", name="run-crashed"):
         `RayTaskError(OutOfMemoryError)` alone is read as a CUDA OOM but says that GPU or host
         memory is not shown; `RayTaskError(DistBackendError)` is an NCCL failure. Evidence:
         exception type, message and chain, line, phase, the explaining diagnosis. A
-        `KeyboardInterrupt` is a warning (stopped by hand). An error after training finished
+        `KeyboardInterrupt` is a warning (stopped by hand), and so is a log whose only error is
+        Ray's report of a worker ended by SIGTERM (stopped from outside). An error after training finished
         (final validation printed, last step reached, W&B's end-of-run block) is not a crash
         when it is a worker death or a signal (normal shutdown); another exception there is a
         warning.
@@ -142,6 +143,14 @@ class RunCrashed(Detector, code="LS017", name="run-crashed"):
         if story.interrupted:
             severity = "warning"
             message = f"The run was interrupted (KeyboardInterrupt){during} {when}."
+        elif story.terminated:
+            severity = "warning"
+            message = (
+                f"The run was stopped from outside{during} {when}: Ray reports a worker ended by "
+                "SIGTERM (see ray-actor-died) and no error of the run's own. `ray stop`, the job "
+                "scheduler (preemption, a time limit) or the driver's shutdown at the end of "
+                "training sends it."
+            )
         elif story.finished_line is not None:
             severity = "warning"
             message = (
@@ -283,6 +292,9 @@ def _signal_of(text: str) -> tuple[str, str]:
     what = next((g for g in m.groups() if g), "Killed") if m else "Killed"
     if what.startswith("terminate called"):
         return what, "SIGABRT"  # std::terminate calls abort()
+    if text.startswith("[F "):
+        file, _, message = what.partition("] ")
+        return f"a fatal C++ log at {file}: {message}", "SIGABRT"  # glog's FATAL aborts
     if text.startswith("Fatal Python error"):
         return f"Fatal Python error: {what}", SIGNALS.get(what, what)
     return what, SIGNALS.get(what, what)

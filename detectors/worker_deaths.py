@@ -179,7 +179,7 @@ class RayActorDied(SignatureDetector, code="LS022", name="ray-actor-died"):
         evidence = self._evidence(exit_, actor, phase, host_oom)
         evidence["after_cuda_error_line"] = cuda_line
         message = self._message(hits, exit_, actor, phase, host_oom, cuda_line)
-        severity = "error"
+        severity = "warning" if final and story.terminated else "error"
         if not final and not story.finished_before(hits[0].line_no):
             severity = "info"  # Ray replaced it, or it was not one of training's workers
             message += " Training went on after it."

@@ -339,13 +339,45 @@ def test_worker_death_message_cut_mid_sentence():
     assert found["run-crashed"].evidence["explained_by"] == "ray-actor-died"
 
 
-def test_sigterm_while_training_is_a_crash_stopped_from_outside():
+def test_sigterm_while_training_is_a_stop_from_outside_a_warning():
+    """Like a KeyboardInterrupt: the run ended, by no error of its own."""
     found = by_name(findings_of(steps(1, 2, 3) + RAYLET_SIGTERM))
     died = found["ray-actor-died"]
-    assert died.severity == "error" and died.evidence["signal"] == "SIGTERM"
+    assert died.severity == "warning" and died.evidence["signal"] == "SIGTERM"
     assert "stopped from outside" in died.message
     assert "env:job-scheduler" in {a.parameter for a in died.advice}
-    assert found["run-crashed"].severity == "error"
+    crash = found["run-crashed"]
+    assert crash.severity == "warning"
+    assert crash.message.startswith("The run was stopped from outside after step 3")
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "[2025-07-06 07:14:27,052 C 2915798 2915798] task_receiver.cc:219:  Check failed: "
+        "objects_valid",  # Ray's C++ logger: C is RAY_LOG(FATAL)
+        "[F1106 10:41:32.123456789 ProcessGroupNCCL.cpp:1594] Check failed: comm != nullptr",
+    ],
+)
+def test_a_fatal_cpp_log_is_a_native_abort(line):
+    text = steps(1, 2) + f"{T} {line}\n{T} *** StackTrace Information ***\n"
+    crash = by_name(findings_of(text))["run-crashed"]
+    assert crash.severity == "error" and crash.evidence["exception_type"] == "SIGABRT"
+    assert "a fatal C++ log at " in crash.message and "Check failed: " in crash.message
+    assert "after step 2" in crash.message
+
+
+def test_a_cpp_error_or_warning_log_is_no_abort():
+    text = steps(1, 2, 3) + f"{T} [2025-07-06 07:14:27,052 W 29 29] core_worker.cc:80: slow\n"
+    assert "run-crashed" not in by_name(findings_of(text))
+
+
+def test_sigterm_after_an_error_is_still_the_error():
+    """A worker ended by SIGTERM after a traceback: the traceback is the crash."""
+    text = steps(1, 2, 3) + 'Traceback (most recent call last):\n  File "x.py", line 1, in f\n'
+    found = by_name(findings_of(text + "ValueError: bad batch\n" + RAYLET_SIGTERM))
+    assert found["run-crashed"].severity == found["ray-actor-died"].severity == "error"
+    assert found["run-crashed"].evidence["exception_type"] == "ValueError"
 
 
 @pytest.mark.parametrize(

@@ -367,6 +367,38 @@ def test_a_line_cut_inside_a_traceback_message_is_rejoined(tmp_path):
     assert tb.text.endswith("allocated by PyTorch, with 30.59 GiB reserved")
 
 
+RAYLET_SIGTERM = (
+    "(raylet) A worker died or was killed while executing a task by an unexpected system error. "
+    "To troubleshoot the problem, check the logs for the dead worker. Worker IP address: 10.0.0.239"
+    " Worker exit type: SYSTEM_ERROR Worker exit detail: Worker exits unexpectedly by a signal. "
+    "Exit code: 1. The process receives a SIGTERM."
+)
+
+
+@pytest.mark.parametrize("width", [74, 101])
+def test_a_message_wrapped_at_a_fixed_width_is_rejoined(tmp_path, width):
+    """A copy that wrapped every line at one width: the lines after two full lines of one
+    length continue the message, whatever they start with (101: `: SYSTEM_ERROR …`) and with
+    the blank the wrap fell on (74: `… the dead ` / `worker. …`)."""
+    lines = [RAYLET_SIGTERM[i : i + width] for i in range(0, len(RAYLET_SIGTERM), width)]
+    (event,) = read_both(tmp_path, "\n".join(lines) + "\n").events
+    assert event.text == RAYLET_SIGTERM.removeprefix("(raylet) ")
+
+
+def test_lines_of_one_length_by_chance_join_no_new_record(tmp_path):
+    """Two equal-length lines, then a traceback or an indented line: no join."""
+    same = "(raylet) ERROR something failed here and there " + "x" * 20
+    text = f'{same}\n{same}\nTraceback (most recent call last):\n  File "a.py", line 1, in f\nValueError: v\n'
+    events = read_both(tmp_path, text).events
+    assert [e.kind for e in events] == ["error", "error", "traceback"]
+
+
+def test_a_code_span_opened_before_the_ray_prefix_is_no_part_of_the_line(tmp_path):
+    text = "`(TaskRunner pid=2) [2025-07-06 07:14:27,052 C 2 2] task_receiver.cc:219:  Check failed: x\n"
+    (event,) = read_both(tmp_path, text).events
+    assert event.text == "[F task_receiver.cc:219] Check failed: x"
+
+
 def test_a_traceback_cut_at_the_top_is_still_a_traceback(tmp_path):
     text = (
         '(Runner pid=4)   File "/x/fsdp_workers.py", line 504, in update_actor\n'

@@ -261,6 +261,9 @@ class ConsoleParser:
         self._blocks: dict[str | None, _Traceback | _Dump] = {}
         self._samples: dict[str | None, _Sample] = {}  # printed samples being read, by prefix
         self._wrappable: tuple[int, Any] | None = None  # (line_no, event or block) a cut may go on
+        # (line_no, length, ends in a blank) of the last single-segment physical lines: a copy
+        # that wraps at a fixed width leaves full lines of one length
+        self._lengths: deque[tuple[int, int, bool]] = deque(maxlen=3)
         # step lines: metric rows (in lists, moved into frames now and then) and step marks
         self._rows_seq: list[int] = []
         self._rows_step: list[int] = []
@@ -334,6 +337,8 @@ class ConsoleParser:
         """Consume one `\\r`-separated segment of a physical line."""
         if sub == 0 and self._block_indent != "":
             raw = self._dedent(raw)
+        if sub == 0 and last:
+            self._lengths.append((line_no, len(raw), raw[-1:].isspace()))
         held = pasted.record_lines(raw) if pasted.is_record(raw) else None
         if held is None:
             self._printed(line_no, sub, last, raw)
@@ -735,7 +740,9 @@ class ConsoleParser:
     def _continues_cut_line(self, line_no: int, clean: str) -> bool:
         """Join a line that a copy cut off from the long line before it (`… allocated by P` /
         `yTorch, with …`): an unprefixed line that starts no record of its own, right after a
-        kept line that ends mid-word."""
+        kept line that ends mid-word; or any unindented line after two full lines of one
+        length (a copy wrapped at a fixed width: `… IP address: 159.226.47` / `.239 Worker
+        port: … Worker exit type: SYSTEM_ERROR …`)."""
         assert self._wrappable is not None
         target = self._wrappable[1]
         if isinstance(target, _Traceback):
@@ -744,7 +751,14 @@ class ConsoleParser:
             head = target.lines[-1][1]
         else:
             head = target.text.rsplit("\n", 1)[-1]
-        if (
+        full = [(n, blank) for i, n, blank in self._lengths if line_no - i in (1, 2)]
+        fixed = len(full) == 2 and full[0][0] == full[1][0] >= WRAP_MIN_LENGTH
+        if fixed:
+            if not clean[:1].strip() or _starts_traceback(clean):
+                return False
+            if full[-1][1]:
+                clean = " " + clean  # the wrap fell on a blank
+        elif (
             len(head) < WRAP_MIN_LENGTH
             or not head[-1:].isalnum()
             or not clean[:1].isalnum()

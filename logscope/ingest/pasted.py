@@ -28,6 +28,7 @@ DECORATION_RE = re.compile(
     "|".join(
         (
             r"(?:> ?)+",  # Markdown quote markers (nested: `> > `)
+            r"`{1,3}(?=[^`\s])",  # a code span or fence opened on the line's first text
             # RFC 3339 / ISO 8601 (Docker, Kubernetes; CRI adds `stdout F`), Python logging's
             # `2025-01-01 10:00:00,123`; one blank after it is part of the stamp, so the
             # indentation of traceback frames survives
@@ -41,12 +42,18 @@ DECORATION_RE = re.compile(
 )
 
 
-_DECORATION_STARTS = frozenset(">[0123456789")
+_DECORATION_STARTS = frozenset(">[0123456789`")
 
 
 # glog's stamp as torch prints it (`[W1106 10:41:32.123456789 TCPStore.cpp:125] `): its time is a
 # decoration, its severity is not; it becomes torch's older `[W TCPStore.cpp:125] `.
 GLOG_STAMP_RE = re.compile(r"\[([IWEF])[0-9]{4} [0-9:.]{8,24} ([^\]\s]+:[0-9]+)\] ?")
+# Ray's C++ logger at its fatal level (`[2025-07-06 07:14:27,052 C 2915798 2915798]
+# task_receiver.cc:219:  Check failed: …`, C is RAY_LOG(FATAL)) becomes glog's `[F file:line] `;
+# its other levels are a timestamp decoration.
+RAY_FATAL_STAMP_RE = re.compile(
+    r"\[[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9:,.]{8,15} C [0-9]+ [0-9]+\] ([^\s:]+:[0-9]+):? *"
+)
 
 
 def strip_decorations(text: str) -> str:
@@ -56,6 +63,8 @@ def strip_decorations(text: str) -> str:
             return text
         if (glog := GLOG_STAMP_RE.match(text)) is not None:
             return f"[{glog[1]} {glog[2]}] " + text[glog.end() :]
+        if (ray := RAY_FATAL_STAMP_RE.match(text)) is not None:
+            return f"[F {ray[1]}] " + text[ray.end() :]
         m = DECORATION_RE.match(text)
         if m is None or not m.end():
             return text

@@ -89,7 +89,8 @@ EVENT_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         (
             "killed",
             r"\bKilled\b|SIGKILL|SIGTERM|SIGABRT|SIGSEGV|[Ss]egmentation fault|core dumped"
-            r"|Fatal Python error: |^Aborted$|terminate called after throwing",
+            r"|Fatal Python error: |^Aborted$|terminate called after throwing"
+            r"|^\[F [^\]\s]+:[0-9]+\] ",  # a fatal C++ log (glog, Ray): the process aborts
         ),
         (
             "warning",
@@ -186,6 +187,7 @@ EVENT_KEYWORDS: dict[str, tuple[str, ...]] = {
         "Fatal Python error",
         "Aborted",
         "terminate called",
+        "[F ",
     ),
     "warning": ("WARN", "Warning", "[W ", "NOTICE:"),
     "error": ("Error", "Exception", "ERROR", "[E ", "FATAL"),
