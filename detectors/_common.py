@@ -308,7 +308,10 @@ def scale_advice(run: Run, key: str, why: str, source: str, factor: float, rule:
 
 
 def grad_clip_key(run: Run, role: str = "actor") -> str:
-    """The gradient-clip key: `actor.grad_clip` (legacy workers), `actor.optim.clip_grad` (0.8+)."""
+    """The gradient-clip key: `actor.grad_clip` (legacy workers), `actor.optim.clip_grad` (0.8+);
+    the SFT trainer's `optim.clip_grad` (role "sft")."""
+    if role == "sft":
+        return "optim.clip_grad"  # the SFT trainer's config
     modern = verl_version.at_least(run.meta.get("verl_version"), "0.8")
     base = ACT if role == "actor" else "critic"
     return f"{base}.optim.clip_grad" if modern else f"{base}.grad_clip"
@@ -338,12 +341,13 @@ def grad_clip_advice(run: Run, role: str, why: str) -> Advice | None:
 
 def non_finite_advice(run: Run, role: str = "actor", first_step: int | None = None) -> list[Advice]:
     """B11: what to change when a loss, KL, reward or grad norm turns NaN/inf: resume from the
-    checkpoint before `first_step` (when given), halve the LR, clip, check the precision; lower
+    checkpoint before `first_step` (when given), halve the LR, clip, check the precision (role:
+    "actor", "critic" or "sft", the SFT trainer's config keys); lower
     `rollout.gpu_memory_utilization` only when the config shows it above the advised range."""
     out: list[Advice] = []
-    if first_step is not None:
+    if first_step is not None and first_step > 1:  # (before step 1 there is no checkpoint)
         out.append(resume_advice(run, first_step))
-    lr_key = f"{ACT}.optim.lr" if role == "actor" else "critic.optim.lr"
+    lr_key = {"actor": f"{ACT}.optim.lr", "critic": "critic.optim.lr", "sft": "optim.lr"}[role]
     out.append(
         halve_advice(
             run,
@@ -376,7 +380,7 @@ def non_finite_advice(run: Run, role: str = "actor", first_step: int | None = No
             )
         )
     key = f"{RO}.gpu_memory_utilization"
-    current = _num(current_value(run, key))
+    current = _num(current_value(run, key)) if role != "sft" else None  # (SFT: no rollout)
     if current is not None and current > gpu_memory_bound(run)[0]:
         mem = gpu_memory_advice(
             run,
@@ -417,7 +421,7 @@ def resume_advice(run: Run, first_step: int) -> Advice:
 def clip_and_lr_advice(run: Run, role: str, clip_why: str, lr_why: str) -> list[Advice]:
     """A gradient clip for `role` (when one is worth advising), then half its learning rate."""
     clip = grad_clip_advice(run, role, clip_why)
-    lr_key = f"{ACT}.optim.lr" if role == "actor" else "critic.optim.lr"
+    lr_key = {"actor": f"{ACT}.optim.lr", "critic": "critic.optim.lr", "sft": "optim.lr"}[role]
     lr = halve_advice(run, lr_key, lr_why, f"{SEED_PPO} §3.3")
     return [clip, lr] if clip is not None else [lr]
 

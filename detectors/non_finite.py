@@ -286,11 +286,13 @@ class NonFiniteMetric(Detector, code="LS001", name="non-finite-metric"):
             )
             message += f" Also non-finite: {shown}."
         critic = profile_of(run).critic_prefixes
-        role = (
-            "critic"
-            if critic and metric.startswith(critic) and family in ("loss", "grad-norm")
-            else "actor"
-        )
+        entry = metric_registry.lookup(metric)
+        if entry is not None and entry.trainers == ("sft",):
+            role = "sft"  # verl's SFT trainer (train/loss): its own config keys
+        elif critic and metric.startswith(critic) and family in ("loss", "grad-norm"):
+            role = "critic"
+        else:
+            role = "actor"
         evidence = {
             "family": family,
             "families": list(families),

@@ -31,7 +31,8 @@ from logscope.detectors.runtime_errors import (
 import logscope.synthetic as syn
 from logscope.exceptions import BadDetectorParameters
 from logscope.ingest import load
-from logscope.model import severity_at_least
+from logscope.ingest.console import read_text
+from logscope.model import ConfigSegment, severity_at_least
 from tests import _foundation_logs as L
 
 SIGNATURE_DETECTORS = [
@@ -148,6 +149,25 @@ def test_non_finite_advice_uses_run_config():
     assert lr.current == 1e-6 and lr.suggested == pytest.approx(5e-7)
     clip = advice_for(f, "actor_rollout_ref.actor.grad_clip")
     assert clip.current == 1.0 and clip.suggested == 0.5
+
+
+def test_sft_trainer_nan_loss_is_found_with_its_own_config_keys():
+    """verl's SFT trainer logs train/loss and train/grad_norm; its config is optim.lr and
+    optim.clip_grad, not the actor's."""
+    run = read_text(
+        "".join(
+            f"step:{n} - train/loss:nan - train/grad_norm:0.0 - train/lr:1e-06 - train/mfu:0.0\n"
+            for n in range(1, 6)
+        )
+    )
+    run.config_segments = [ConfigSegment(0, {"optim": {"lr": 1e-5, "clip_grad": 1.0}})]
+    f = only(NonFiniteMetric().detect(run), "LS001")
+    assert f.metric == "train/loss" and f.evidence["family"] == "loss"
+    assert f.evidence["count"] == 5
+    assert advice_for(f, "optim.lr").suggested == pytest.approx(5e-6)
+    assert advice_for(f, "optim.clip_grad").suggested == 0.5
+    assert not any(a.parameter.startswith("actor_rollout_ref.") for a in f.advice)
+    assert "trainer.resume_from_path" not in {a.parameter for a in f.advice}  # NaN from step 1
 
 
 def test_non_finite_advice_skips_gpu_memory_when_in_range_and_uses_critic_keys():

@@ -163,7 +163,7 @@ def test_entries_are_complete_and_unique() -> None:
     registry = load()
     ids = [e.id for e in registry.entries]
     assert len(ids) == len(set(ids))
-    trainers = {"legacy", "v1", "fully-async", "one-step-off", "fork"}
+    trainers = {"legacy", "v1", "fully-async", "one-step-off", "fork", "sft"}
     names: dict[str, str] = {}
     for e in registry.entries:
         assert isinstance(e, MetricEntry)
@@ -292,7 +292,10 @@ def test_aliases_and_loss_like_prefixes_are_unchanged() -> None:
     assert {c: aliases.ALIASES[c] for c in FROZEN_ALIASES} == FROZEN_ALIASES
     assert list(aliases.ALIASES)[: len(FROZEN_ALIASES)] == list(FROZEN_ALIASES)
     assert all(isinstance(v, tuple) for v in aliases.ALIASES.values())
-    assert aliases.LOSS_LIKE_PREFIXES == FROZEN_LOSS_LIKE_PREFIXES
+    # ... and so does every watched prefix (new ones after them: the SFT trainer's)
+    frozen = len(FROZEN_LOSS_LIKE_PREFIXES)
+    assert aliases.LOSS_LIKE_PREFIXES[:frozen] == FROZEN_LOSS_LIKE_PREFIXES
+    assert aliases.LOSS_LIKE_PREFIXES[frozen:] == ("train/loss", "val/loss", "train/grad_norm")
     assert aliases.VALIDATION_PREFIXES == ("val-core/", "val/test_score/", "val-aux/")
 
 
