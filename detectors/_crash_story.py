@@ -37,6 +37,7 @@ ROOT_ABOVE_RE = re.compile(r"root cause above|See root cause", re.I)
 SHUTDOWN_EXCEPTIONS = ("SystemExit", "KeyboardInterrupt")
 SHUTDOWN_KINDS = ("actor-died", "killed", "nccl", "hccl", "dist-store")
 SIGTERM_RE = re.compile(r"\bSIGTERM\b")
+RAY_TASK_RE = re.compile(r"\bray::(\w+)\.\w+\(\)")  # the actor class of a remote task
 LAUNCHER_PATH_RE = re.compile(r"/hydra/|/runpy\.py|main_\w+\.py")
 
 
@@ -254,10 +255,17 @@ IMPORT_ERRORS = ("ImportError", "ModuleNotFoundError")
 
 def _raised_in(texts: list[str], cause: Exc | None) -> str | None:
     """ "vllm"/"sglang" when the frame just above the cause is in that engine's code (an excerpt
-    that starts at the cause: the innermost frame of the traceback it caused), or the cause is
-    an import of the engine's module that failed."""
+    that starts at the cause: the innermost frame of the traceback it caused), the cause is
+    an import of the engine's module that failed, or only Ray's header of a task of the
+    engine's server names the cause."""
     if cause is None:
         return None
+    if cause.from_wrapper and (task := RAY_TASK_RE.search(cause.line.text)) is not None:
+        # only Ray's header names it: the remote task that raised it is the engine's server's
+        # (`RayTaskError(RuntimeError): ray::vLLMHttpServer.launch_server()`)
+        engine = next((e for e in ("vllm", "sglang") if e in task.group(1).lower()), None)
+        if engine is not None:
+            return engine
     if cause.name in IMPORT_ERRORS and cause.message:
         m = ENGINE_IMPORT_RE.search(cause.message)
         if m is not None:

@@ -20,7 +20,7 @@ from ._common import (
     quote,
     where,
 )
-from ._crash_story import IMPORT_ERRORS, CrashStory, crash_story
+from ._crash_story import IMPORT_ERRORS, RAY_TASK_RE, CrashStory, crash_story
 from ._signatures import (
     BF16_GPU_KEYS,
     BF16_GPU_RE,
@@ -185,7 +185,9 @@ class VllmError(Detector, code="LS023", name="vllm-error"):
             message = f"vLLM raised {cause.text()}{during} at {where}"
             if frame:
                 message += f", in {frame}"
-            message += "."
+            message += (
+                f"; its message is not in the log ({story.missing})." if story.missing else "."
+            )
         elif raised and story.cut_in is not None and not hits:
             message = (
                 f"The traceback ends inside vLLM's code ({frame}){during} "
@@ -232,9 +234,12 @@ def _frame_text(text: str) -> str:
 
 
 def _vllm_frame(story: CrashStory) -> str | None:
-    """`from_vllm_config (vllm/v1/engine/async_llm.py)`: the frame the cause was raised in."""
+    """`from_vllm_config (vllm/v1/engine/async_llm.py)`: the frame the cause was raised in (the
+    Ray task, when only Ray's header names the cause)."""
     if story.cause is None:
         return None
+    if story.cause.from_wrapper and (task := RAY_TASK_RE.search(story.cause.line.text)):
+        return f"{task.group(0)}, the vLLM server's Ray task"
     for x in reversed(story.lines[: story.cause.index]):
         m = FRAME_RE.match(x.text)
         if m is not None:

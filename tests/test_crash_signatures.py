@@ -372,6 +372,33 @@ def test_a_cpp_error_or_warning_log_is_no_abort():
     assert "run-crashed" not in by_name(findings_of(text))
 
 
+@pytest.mark.parametrize(
+    ("task", "engine"),
+    [("vLLMHttpServer.launch_server", "vllm-error"), ("WorkerDict.update_actor", None)],
+)
+def test_a_cause_only_rays_header_names_is_the_engines_when_its_task_is(task, engine):
+    """A traceback cut above the worker's own exception: Ray's `RayTaskError(X): ray::A.m()`
+    header names the cause, and the remote task's actor says whose it was."""
+    text = (
+        f"{T} Traceback (most recent call last):\n"
+        f'{T}   File "/x/verl/workers/rollout/replica.py", line 132, in init_hybrid\n'
+        f"{T}     await self.launch_servers()\n"
+        f'{T}   File "/usr/lib/python3.12/asyncio/tasks.py", line 684, in _wrap_awaitable\n'
+        f"{T}     return await awaitable\n"
+        f"{T} ray.exceptions.RayTaskError(RuntimeError): ray::{task}() (pid=27062, "
+        "ip=10.0.0.1, actor_id=ad73)\n"
+    )
+    found = by_name(findings_of(text))
+    assert found["run-crashed"].evidence["exception_type"] == "RuntimeError"
+    if engine is None:
+        assert "vllm-error" not in found
+        return
+    vllm = found[engine]
+    assert f"in ray::{task}(), the vLLM server's Ray task" in vllm.message
+    assert "_wrap_awaitable" not in vllm.message
+    assert found["run-crashed"].evidence["explained_by"] == engine
+
+
 def test_sigterm_after_an_error_is_still_the_error():
     """A worker ended by SIGTERM after a traceback: the traceback is the crash."""
     text = steps(1, 2, 3) + 'Traceback (most recent call last):\n  File "x.py", line 1, in f\n'

@@ -399,6 +399,17 @@ def test_a_code_span_opened_before_the_ray_prefix_is_no_part_of_the_line(tmp_pat
     assert event.text == "[F task_receiver.cc:219] Check failed: x"
 
 
+def test_ansi_codes_in_caret_notation_are_stripped(tmp_path):
+    """`^[[36m(TaskRunner pid=1)^[[0m …`: ESC as `cat -v` or `less` shows it, pasted."""
+    text = (
+        "^[[36m(TaskRunner pid=1)^[[0m step:1 - actor/pg_loss:0.1 - actor/entropy:0.5\n"
+        "^[[36m(TaskRunner pid=1)^[[0m ^[[31mRuntimeError: 0 active drivers ([]).^[[0m\n"
+    )
+    run = read_both(tmp_path, text)
+    assert value(run, "actor/entropy", 1) == 0.5
+    assert [e.text for e in run.events] == ["RuntimeError: 0 active drivers ([])."]
+
+
 def test_a_traceback_cut_at_the_top_is_still_a_traceback(tmp_path):
     text = (
         '(Runner pid=4)   File "/x/fsdp_workers.py", line 504, in update_actor\n'

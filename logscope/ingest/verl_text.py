@@ -117,12 +117,17 @@ def segments(line: str) -> list[str]:
 # The colour codes around a Ray prefix after a copy dropped their ESC byte (GitHub shows
 # `[36m(WorkerDict pid=1)[0m text`): only there, so `[10m]` in a message stays as written.
 ANSI_REMNANT_RE = re.compile(r"^\[[0-9;]{1,12}m(?=\()|(?<=\))\[0m")
+# ANSI codes in caret notation (`^[[36m`): ESC as `cat -v`, `less` or an editor shows it, pasted
+CARET_ANSI_RE = re.compile(r"\^\[\[[0-9;?]*[A-Za-z]")
 
 
 def strip_ansi(raw: str) -> str:
-    """`raw` without ANSI codes (also the ESC-less remnants around a Ray prefix)."""
+    """`raw` without ANSI codes (also in caret notation, and the ESC-less remnants around a Ray
+    prefix)."""
     if "\x1b" in raw:
         raw = ANSI_RE.sub("", raw)
+    if "^[[" in raw:
+        raw = CARET_ANSI_RE.sub("", raw)
     if raw[:1] == "[" and "m(" in raw[:16]:
         raw = ANSI_REMNANT_RE.sub("", raw, count=2)
     return raw
