@@ -77,10 +77,10 @@ class RunCrashed(Detector, code="LS017", name="run-crashed"):
         memory is not shown; `RayTaskError(DistBackendError)` is an NCCL failure. Evidence:
         exception type, message and chain, line, phase, the explaining diagnosis. A
         `KeyboardInterrupt` is a warning (stopped by hand), and so is a log whose only error is
-        Ray's report of a worker ended by SIGTERM (stopped from outside). An error after training finished
-        (final validation printed, last step reached, W&B's end-of-run block) is not a crash
-        when it is a worker death or a signal (normal shutdown); another exception there is a
-        warning.
+        Ray's report of a worker ended by SIGTERM (stopped from outside). An error after
+        training finished (final validation printed, last step reached, W&B's end-of-run block)
+        is not a crash when it is a worker death or a signal (normal shutdown); another
+        exception there is a warning.
 
     Why it matters:
         The run did not finish. The phase and the innermost exception are what to search for;

@@ -764,10 +764,12 @@ class ClipRatioSpike(_SpikeDetector, code="LS120", name="clip-ratio-spike"):
         responses of a step (`data.train_batch_size` × `rollout.n` when the values are multiples of
         1/N, else 1 / the smallest gap between the values). Its baseline is a centred running mean
         of the neighbouring steps (window `window`, as many steps before as after near the ends,
-        each capped at the running median + `min_rise`), so truncation that rises slowly as responses grow moves the baseline, not the test. A step
-        is a spike when its count's binomial tail probability against that baseline, times the
-        number of steps, is at most `max_p`, and it is at least `min_rise` above the baseline;
-        overdispersed counts (correlated responses) widen the noise. The burst alone suffices
+        each capped at the running median + `min_rise`), so truncation that rises slowly as
+        responses grow moves the baseline, not the test. A step is a spike when its count's
+        binomial tail probability against that baseline, times the number of steps, is at most
+        `max_p`, and it is at least `min_rise` above the baseline; overdispersed counts
+        (correlated responses) and heavy-tailed noise, estimated step by step, widen the noise
+        (a share falling from 40 % to 1 % has far less noise at its end). The burst alone suffices
         (`pg_clipfrac` may be 0 in on-policy runs). Clipping spikes, on the log of
         `pg_clipfrac`/`pg_clipfrac_lower`: robust z-score against a centred running median of at
         least `z_threshold` heavy-tail-aware noise units (the larger of the MAD σ and the

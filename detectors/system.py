@@ -141,8 +141,17 @@ def _leading_min(values: np.ndarray, window: int) -> np.ndarray:
     return np.lib.stride_tricks.sliding_window_view(padded, window).min(axis=1)
 
 
-#: Time constants (steps) tried for memory's warm-up rise to its plateau (allocator, vLLM).
+#: Time constants (steps) tried for memory's warm-up rise to its plateau (allocator, vLLM): up to
+#: 60 steps, or a quarter of the run's span (a rise that is 98 % done by the end still settles:
+#: host memory creeping up over 600 steps to a plateau is no leak).
 _WARMUP_TAUS = np.geomspace(1.0, 60.0, 48)
+_WARMUP_SETTLED_SPANS = 4.0
+
+
+def _warmup_taus(span: float) -> np.ndarray:
+    """`_WARMUP_TAUS`, stretched (same count) to a quarter of `span` when that is longer."""
+    top = max(float(_WARMUP_TAUS[-1]), span / _WARMUP_SETTLED_SPANS)
+    return _WARMUP_TAUS if top <= _WARMUP_TAUS[-1] else np.geomspace(1.0, top, len(_WARMUP_TAUS))
 
 
 def _period(steps: np.ndarray, values: np.ndarray, max_period: int = 60) -> tuple[int, float]:
@@ -205,6 +214,7 @@ def _leak_fit(
     if len(candidates) == 0:
         return None
     t = x - x[0]
+    taus = _warmup_taus(float(t[-1]) if len(t) else 0.0)
     phases = _Phases(phase, groups)
 
     def demeaned(m: np.ndarray) -> np.ndarray:
@@ -240,7 +250,7 @@ def _leak_fit(
         """(best time constant near `tau`, its rss)."""
         if tau <= 0:
             return 0.0, solve(0.0, at)[0]
-        step = math.log(_WARMUP_TAUS[1] / _WARMUP_TAUS[0])
+        step = math.log(taus[1] / taus[0])
         cap = 10 * yy + 1.0  # in place of inf (no rising ramp) for the line search
         x, fx = minimize_bounded(
             lambda lt: min(solve(math.exp(lt), at)[0], cap),
@@ -251,7 +261,7 @@ def _leak_fit(
         best = (math.exp(float(x)), float(fx))
         return best if best[1] < solve(tau, at)[0] else (tau, solve(tau, at)[0])
 
-    warm = demeaned(1.0 - np.exp(-t[:, None] / _WARMUP_TAUS[None, :]))
+    warm = demeaned(1.0 - np.exp(-t[:, None] / taus[None, :]))
     ramp = demeaned(np.maximum(0.0, x[:, None] - candidates[None, :]))
     ww, wy = (warm * warm).sum(axis=0), warm.T @ yd
     hh, hy = (ramp * ramp).sum(axis=0), ramp.T @ yd
@@ -270,7 +280,7 @@ def _leak_fit(
         r1 = np.where(hh > 1e-12, hy / hh, 0.0)
         rss1 = np.where(r1 > 0, yy - r1 * hy, np.inf)
     i, j = np.unravel_index(int(np.argmin(rss)), rss.shape)
-    tau = float(_WARMUP_TAUS[i])
+    tau = float(taus[i])
     if rss1.min() <= rss[i, j]:
         j, tau = int(np.argmin(rss1)), 0.0
     if not math.isfinite(min(float(rss1.min()), float(rss[i, j]))):
@@ -278,7 +288,7 @@ def _leak_fit(
     at = float(candidates[j])
     tau, _ = refined(tau, at)
     best, warm_size, rate = solve(tau, at)
-    tau0 = float(_WARMUP_TAUS[int(np.argmin(rss0))]) if rss0.min() < yy else 0.0
+    tau0 = float(taus[int(np.argmin(rss0))]) if rss0.min() < yy else 0.0
     rss_no_ramp = min(yy, refined(tau0, None)[1])
     warm_part = warm_size * (1.0 - np.exp(-t / tau)) if tau > 0 else np.zeros(len(x))
     trend = warm_part + rate * np.maximum(0.0, x - at)
@@ -356,8 +366,8 @@ class MemoryLeak(Detector, code="LS301", name="memory-leak"):
         reserved is absent; host memory `perf/cpu_memory_used_gb` separately) fitted, by least
         squares, as a repeating pattern (the allocator's sawtooth, when its period shows at least
         twice in the autocorrelation of the steps' differences) plus a warm-up rise to a plateau
-        (`size·(1 − e^(−t/τ))`, τ 1–60 steps) plus a ramp `rate·max(0, step − start)`. A leak
-        is a ramp that keeps rising to the end: it must explain more than the warm-up alone
+        (`size·(1 − e^(−t/τ))`, τ from 1 to 60 steps or a quarter of the run, whichever is
+        longer) plus a ramp `rate·max(0, step − start)`. A leak is a ramp that keeps rising to the end: it must explain more than the warm-up alone
         (χ² with 2 degrees of freedom at p < `trend_p`, against the residual's noise widened
         for its autocorrelation), add at least `min_rise_gb` (host: `min_rise_host_gb`) and
         `min_rise_sigma` noise sigmas, last at least `min_ramp_steps` steps and `min_fraction`

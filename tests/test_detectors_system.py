@@ -74,6 +74,22 @@ def test_memory_leak_rate_and_projection():
     assert advised["actor_rollout_ref.rollout.enforce_eager"] is True
 
 
+@pytest.mark.parametrize("seed", range(5))
+def test_host_memory_creeping_to_a_plateau_over_a_long_run_is_no_leak(seed):
+    """600 steps of host memory rising 10 GB with a 120-step time constant (99 % settled by the
+    end), heavy-tailed noise: a warm-up longer than 60 steps, not a leak. The same 10 GB as a
+    steady ramp from step 100 is still one."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(600.0)
+    noise = 0.15 * rng.standard_t(3, 600)
+    creep = 110 + 10 * (1 - np.exp(-t / 120)) + noise
+    found = MemoryLeak().detect(make_run({"perf/cpu_memory_used_gb": creep}))
+    assert [f for f in found if f.severity != "info"] == []
+    ramp = 110 + 10 * np.maximum(0.0, t - 100) / 500 + noise
+    (f,) = named(MemoryLeak().detect(make_run({"perf/cpu_memory_used_gb": ramp})), "memory-leak")
+    assert f.severity == "warning" and abs(f.step - 101) <= 10
+
+
 def test_one_level_jump_is_not_a_leak():
     rng = np.random.default_rng(0)
     mem = np.r_[np.full(100, 40.0), np.full(200, 44.0)] + 0.05 * rng.standard_normal(300)
