@@ -229,8 +229,9 @@ def autocorrelation(values: np.ndarray, max_lag: int) -> np.ndarray:
     if n < 2:
         return np.ones(1)
     size = 1 << math.ceil(math.log2(2 * n))
-    f = np.fft.rfft(v, size)
-    acov = np.fft.irfft(f * np.conj(f), size)[: min(max_lag, n - 1) + 1]
-    if acov[0] <= 0:
+    with np.errstate(all="ignore"):  # absurd magnitudes overflow: no correlation to measure
+        f = np.fft.rfft(v, size)
+        acov = np.fft.irfft(f * np.conj(f), size)[: min(max_lag, n - 1) + 1]
+    if not (math.isfinite(acov[0]) and acov[0] > 0):
         return np.zeros(len(acov))
     return acov / acov[0]

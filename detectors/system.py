@@ -206,6 +206,7 @@ class _LeakFit:
     adjusted: np.ndarray  # the values with the pattern and the warm-up taken out
 
 
+@np.errstate(all="ignore")  # absurd magnitudes (1e300) must not warn, only fail to fit
 def _leak_fit(
     x: np.ndarray, y: np.ndarray, phase: np.ndarray, groups: int, candidates: np.ndarray
 ) -> _LeakFit | None:
@@ -266,19 +267,18 @@ def _leak_fit(
     ww, wy = (warm * warm).sum(axis=0), warm.T @ yd
     hh, hy = (ramp * ramp).sum(axis=0), ramp.T @ yd
     wh = warm.T @ ramp  # (taus, candidates)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        # no ramp: the best warm-up alone (rising only)
-        b0 = np.where(ww > 1e-12, wy / ww, 0.0)
-        rss0 = np.where(b0 > 0, yy - b0 * wy, yy)
-        # warm-up and ramp together (2×2 normal equations per time constant and start)
-        det = ww[:, None] * hh[None, :] - wh**2
-        bw = (hh[None, :] * wy[:, None] - wh * hy[None, :]) / det
-        br = (ww[:, None] * hy[None, :] - wh * wy[:, None]) / det
-        rss = yy - bw * wy[:, None] - br * hy[None, :]
-        rss = np.where((det > 1e-9) & (bw >= 0) & (br > 0), rss, np.inf)
-        # the ramp alone (no warm-up)
-        r1 = np.where(hh > 1e-12, hy / hh, 0.0)
-        rss1 = np.where(r1 > 0, yy - r1 * hy, np.inf)
+    # no ramp: the best warm-up alone (rising only)
+    b0 = np.where(ww > 1e-12, wy / ww, 0.0)
+    rss0 = np.where(b0 > 0, yy - b0 * wy, yy)
+    # warm-up and ramp together (2×2 normal equations per time constant and start)
+    det = ww[:, None] * hh[None, :] - wh**2
+    bw = (hh[None, :] * wy[:, None] - wh * hy[None, :]) / det
+    br = (ww[:, None] * hy[None, :] - wh * wy[:, None]) / det
+    rss = yy - bw * wy[:, None] - br * hy[None, :]
+    rss = np.where((det > 1e-9) & (bw >= 0) & (br > 0), rss, np.inf)
+    # the ramp alone (no warm-up)
+    r1 = np.where(hh > 1e-12, hy / hh, 0.0)
+    rss1 = np.where(r1 > 0, yy - r1 * hy, np.inf)
     i, j = np.unravel_index(int(np.argmin(rss)), rss.shape)
     tau = float(taus[i])
     if rss1.min() <= rss[i, j]:
