@@ -12,13 +12,14 @@ import bisect
 import dataclasses
 import math
 import re
-from collections.abc import Callable, Iterable
+from abc import abstractmethod
 from dataclasses import dataclass
 from typing import Any
 
 from logscope import verl_config, verl_version
 from logscope.advice import SEED_GRPO, SEED_PPO, advise, current_value
 from logscope.aliases import name_of
+from logscope.detector import Detector, param
 from logscope.model import Advice, Finding, Run
 from logscope.sources import cite
 from logscope.verl_config import ACT, RO
@@ -431,17 +432,29 @@ def by_step(findings: list[Finding]) -> list[Finding]:
     return sorted(findings, key=lambda f: (f.step or 0, f.metric or ""))
 
 
-def per_concept(
-    run: Run,
-    concepts: Iterable[str],
-    min_points: int,
-    on_series: Callable[[Run, Series, str], list[Finding]],
-    on_short: Callable[[Run, str], list[Finding]],
-) -> list[Finding]:
-    """Findings on each concept, in step order: `on_series` on its series where the run logs
-    it at `min_points` steps or more, `on_short` where it logs it at fewer (or not at all)."""
-    out: list[Finding] = []
-    for concept in concepts:
-        s = Series.load(run, concept, min_points=min_points)
-        out.extend(on_short(run, concept) if s is None else on_series(run, s, concept))
-    return by_step(out)
+class EventDetector(Detector):
+    """Base of the detectors that search each of their `concepts` on its own for events (jumps,
+    spikes, lasting rises) and fold recurring ones: `_series` on a concept the run logs at
+    `min_points` steps or more, `_short` on one it logs at fewer (or not at all); findings in
+    step order. A rise completes within `max_rise_steps`; an event after at least
+    `min_gap_steps` quiet steps recurs (`recurring`); at most `max_findings` per concept."""
+
+    min_points: int = param(15, ge=1)
+    max_rise_steps: int = param(15, ge=0)
+    max_findings: int = param(3, ge=1)
+    min_gap_steps: int = param(50, ge=1)
+
+    def detect(self, run: Run) -> list[Finding]:
+        out: list[Finding] = []
+        for concept in self.concepts:
+            s = Series.load(run, concept, min_points=self.min_points)
+            out.extend(self._short(run, concept) if s is None else self._series(run, s, concept))
+        return by_step(out)
+
+    @abstractmethod
+    def _series(self, run: Run, s: Series, concept: str) -> list[Finding]:
+        """The findings on `concept`'s series `s`."""
+
+    def _short(self, run: Run, concept: str) -> list[Finding]:
+        """Findings on a concept logged at too few steps for `_series`: none by default."""
+        return []

@@ -23,7 +23,7 @@ from logscope.verl_config import ACT
 from logscope.words import plural
 
 from ._changes import Change, Recurrence, domain, level_shifts, recurring, spike_changes
-from ._common import halve_advice, per_concept, scale_advice
+from ._common import EventDetector, halve_advice, scale_advice
 from ._series import Series, running_median, stretches
 from ._stats import binom_cdf, fmt, mad_normal, sig
 
@@ -297,7 +297,7 @@ def _raise_kl_coef(run: Run, metric: str, why: str) -> Advice:
     )
 
 
-class KLJump(Detector, code="LS101", name="kl-jump"):
+class KLJump(EventDetector, code="LS101", name="kl-jump"):
     """An abrupt rise of a KL metric: a level shift or a short spike far above its own wander.
 
     Reads the KL between the current and the rollout policy (`actor/ppo_kl`) and the KL to the
@@ -390,15 +390,9 @@ class KLJump(Detector, code="LS101", name="kl-jump"):
     min_ppo_kl_rise: float = param(1e-4, gt=0)
     min_kl_rise: float = param(0.01, gt=0)
     spike_z: float = param(10.0, gt=0)
-    max_rise_steps: int = param(15, ge=0)
     window: int = param(15, ge=3)
     warmup_steps: int = param(5, ge=0)
     min_points: int = param(20, ge=1)
-    max_findings: int = param(3, ge=1)
-    min_gap_steps: int = param(50, ge=1)
-
-    def detect(self, run: Run) -> list[Finding]:
-        return per_concept(run, self.concepts, self.min_points, self._series, self._short)
 
     def _series(self, run: Run, s: Series, concept: str) -> list[Finding]:
         if concept == "ppo_kl" and _on_policy(run, s):

@@ -4,7 +4,6 @@ spikes (LS130) and response-length collapse (LS140)."""
 from __future__ import annotations
 
 import math
-from abc import abstractmethod
 from collections.abc import Callable
 from typing import Any
 
@@ -41,12 +40,7 @@ from ._changes import (
     spike_findings,
     transitions,
 )
-from ._common import (
-    clip_and_lr_advice,
-    grad_clip_advice,
-    halve_advice,
-    per_concept,
-)
+from ._common import EventDetector, clip_and_lr_advice, grad_clip_advice, halve_advice
 from ._consequences import garbage_signs, root_cause
 from ._series import Series, odd_width, running_median
 from ._stats import binom_sf, fmt, robust_sigma, sig, theil_sen
@@ -707,29 +701,14 @@ class EntropyBlowup(Detector, code="LS111", name="entropy-blowup"):
         ]
 
 
-class _SpikeDetector(Detector):
+class _SpikeDetector(EventDetector):
     """Base of the spike diagnoses (LS120, LS130): each of `concepts` searched for heavy-tailed
-    spikes and lasting rises, reported by `spike_findings` (recurring spikes folded). The search
-    window and the `spike_findings` limits are declared here; a subclass declares its
-    `z_threshold` and writes `_series`."""
+    spikes and lasting rises (`_spikes`, then `_report` in a subclass's `_series`), reported by
+    `spike_findings` (at most `max_spikes` per metric). The search window is declared here; a
+    subclass declares its `z_threshold`."""
 
     window: int = param(31, ge=3)
-    max_rise_steps: int = param(15, ge=0)
-    min_points: int = param(15, ge=1)
     max_spikes: int = param(5, ge=1)
-    max_findings: int = param(3, ge=1)
-    min_gap_steps: int = param(50, ge=1)
-
-    def detect(self, run: Run) -> list[Finding]:
-        return per_concept(run, self.concepts, self.min_points, self._series, self._short)
-
-    def _short(self, run: Run, concept: str) -> list[Finding]:
-        """Findings on a concept logged at too few steps for `_series`: none by default."""
-        return []
-
-    @abstractmethod
-    def _series(self, run: Run, s: Series, concept: str) -> list[Finding]:
-        """The findings on `concept`'s series `s` (`_spikes`, then `_report`)."""
 
     def _spikes(self, s: Series, keep: Callable[[Change], bool]) -> list[Change]:
         """The heavy-tailed spikes (log scale) of `s` that pass `keep`."""
