@@ -297,6 +297,15 @@ def _raise_kl_coef(run: Run, metric: str, why: str) -> Advice:
     )
 
 
+def _against_past(full: Series, s: Series, c: Change) -> Change:
+    """`c` measured from the median of all the values logged before it (warm-up included) where
+    that is the higher level: a climb out of a dip back to the usual level is no jump."""
+    past = full.values[full.steps < s.steps[c.onset]]
+    if len(past) < 3:
+        return c
+    return replace(c, before=max(c.before, float(np.median(past))))
+
+
 class KLJump(EventDetector, code="LS101", name="kl-jump"):
     """An abrupt rise of a KL metric: a level shift or a short spike far above its own wander.
 
@@ -319,7 +328,9 @@ class KLJump(EventDetector, code="LS101", name="kl-jump"):
         by at least `min_ppo_kl_rise` (1e-4, the size the PPO article calls too small to move the
         policy) for `ppo_kl` or `min_kl_rise` (0.01 nat, half the 0.01–0.03 band) for KL to the
         reference, both at the least a `.3f` print's rounding allows, and at least half a
-        `window` of steps logged after the rise. Short spikes (a few
+        `window` of steps logged after the rise. The ratio must hold against the median of
+        everything logged before the rise too (warm-up included): a climb out of a dip back to
+        the usual level is no jump. Short spikes (a few
         steps) are found from robust z-scores against a running median (`spike_z`), the noise
         scale raised so that the series' own 99th percentile of residuals sits where a
         Gaussian's would. A run with fewer than `min_points` values (an excerpt) is judged by
@@ -425,7 +436,9 @@ class KLJump(EventDetector, code="LS101", name="kl-jump"):
             c = replace(c, before=inv(judged.before), after=inv(judged.after), z=judged.z)
             if concept != "ppo_kl" and self._startup_ramp(full, s, c, width):
                 continue
-            if self._matters(c, concept, log_scale, s.resolution):
+            if self._matters(c, concept, log_scale, s.resolution) and self._matters(
+                _against_past(full, s, c), concept, log_scale, s.resolution
+            ):
                 cands.append((c, self._ratio(c, log_scale, s.resolution), judged.spread))
         # Short spikes only on a log scale: near 0 (or in a .3f log printing mostly 0.000) a
         # single heavy-tailed point has no meaningful noise scale to be judged against.
