@@ -171,6 +171,18 @@ def test_resume_logs_the_steps_after_the_checkpoint_twice(tmp_path):
         simulate(80, "grpo", dynamics=dyn, inject=[Injection("cuda-oom", 60)])
 
 
+def test_resumed_processes_warm_their_gpu_memory_up_again():
+    """A restart starts new processes: GPU memory drops back to where a launch starts and
+    warms up to the same plateau again."""
+    dyn = Dynamics(resume_step=121, memory_warmup_steps=10)
+    sim = simulate(200, "grpo", seed=3, config={"trainer.save_freq": 20}, dynamics=dyn)
+    steps, mem = sim.series("perf/max_memory_reserved_gb")
+    resumed = int(np.searchsorted(steps, sim.restart["resume_step"]))
+    plateau = np.median(mem[resumed - 20 : resumed])
+    assert mem[resumed] < 0.8 * plateau and mem[0] < 0.8 * plateau
+    assert np.median(mem[-20:]) == pytest.approx(plateau, rel=0.02)
+
+
 @pytest.mark.parametrize("version", REALISTIC_VERSIONS)
 def test_realistic_runs_round_trip_through_the_reader(version, tmp_path):
     rng = np.random.default_rng([12, int(version[2])])

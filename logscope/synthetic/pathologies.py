@@ -350,6 +350,11 @@ def resume(sim: _Sim, step: int) -> None:
     ri = ckpt + 1 - sim.first
     for name in ("score", "pg_loss", "grad_norm", "ppo_kl", "entropy"):
         sim.a[name][ri:] *= 1 + 0.01 * sim.z(sim.n - ri)
+    if sim.dyn.memory_warmup_steps:  # new processes: the allocator warms up again
+        w, t = sim.dyn.memory_warmup_steps, sim.t[ri:]
+        again = (1 - 0.25 * np.exp(-(t - t[0]) / w)) / (1 - 0.25 * np.exp(-(t - 1) / w))
+        for name in ("mem_reserved", "mem_allocated"):
+            sim.a[name][ri:] *= again
     sim.restart = {
         "checkpoint_step": ckpt,
         "resume_step": ckpt + 1,
