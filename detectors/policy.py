@@ -1003,7 +1003,8 @@ class GradNormSpike(_SpikeDetector, code="LS130", name="grad-norm-spike"):
         `min_points` values (an excerpt) is judged step to step instead: a rise to 10× the step
         before and above 5× the clip, after step 5, and above every earlier logged value (a
         sparse excerpt's dip is not the level: 27 → 0.48 → 10.5 is no spike); or, at any step
-        (warm-up included), a norm `extreme_factor` × the registry's alarm level (critic 20×
+        (warm-up included, unless the norm falls over the first `warmup_steps` steps: an
+        untrained value head learning), a norm `extreme_factor` × the registry's alarm level (critic 20×
         the clip → 200×, actor 5× → 50×), with the critic's other signs at that step (value
         loss, explained variance, values far outside the returns) named: the critic diverged.
 
@@ -1083,10 +1084,15 @@ class GradNormSpike(_SpikeDetector, code="LS130", name="grad-norm-spike"):
     ) -> list[Finding]:
         """The largest logged norm of an excerpt when it is at least `extreme_factor` × the
         registry's alarm level (its `alarm_high`, else the top of its healthy range, × the
-        clip): past anything a warm-up explains, so warm-up steps count too."""
+        clip): past anything a warm-up explains, so warm-up steps count too, unless the norm
+        falls over them (an untrained value head learning: verl's PPO quickstart logs
+        critic/grad_norm 1023 → 943 at its first two steps)."""
         ref = REFERENCES[concept]
         per_clip = ref.alarm_high or ref.healthy[1]
         norms = values_by_step(run, concept)
+        warm = [v for s, v in sorted(norms.items()) if s <= self.warmup_steps]
+        if len(warm) >= 2 and warm[-1] < warm[0]:
+            norms = {s: v for s, v in norms.items() if s > self.warmup_steps}
         if not norms or per_clip is None:
             return []
         step, value = max(norms.items(), key=lambda kv: kv[1])

@@ -686,6 +686,17 @@ def test_grad_norm_in_a_sparse_excerpt_is_no_spike_when_an_earlier_step_was_high
     assert GradNormSpike().detect(make_run({"critic/grad_norm": gn}, list(range(10, 17)))) == []
 
 
+def test_critic_grad_norm_falling_over_its_first_steps_is_a_value_head_learning():
+    """verl's PPO quickstart (verl 0.1) logs critic/grad_norm 1023 then 943 at steps 0 and 1,
+    an untrained value head's first errors falling: not a divergence. The same norms rising
+    are one."""
+    steps = {"critic/grad_norm": [1023.278, 942.924], "critic/vf_loss": [14.9, 18.5]}
+    assert GradNormSpike().detect(make_run(steps, [0, 1])) == []
+    rising = {**steps, "critic/grad_norm": [942.924, 1023.278]}
+    (f,) = GradNormSpike().detect(make_run(rising, [0, 1]))
+    assert f.metric == "critic/grad_norm" and f.step == 1
+
+
 def test_critic_grad_norm_far_past_its_alarm_at_a_warmup_step_is_reported():
     """Step 2 of a PPO excerpt: the critic's norm 554× the clip with the value loss, explained
     variance and values all far off: the critic diverged (a warm-up explains 2–15×)."""
