@@ -117,6 +117,9 @@ COPIES = {
     "spaces": lambda line: b"    " + line,  # a Markdown or reST code block
     "tab": lambda line: b"\t" + line,
     "docker": _docker,
+    # Python logging's prefix, and a copy from a web page that turned blanks into no-break spaces
+    "logging": lambda line: b"2025-07-01 12:00:00,123 INFO " + line,
+    "nbsp": lambda line: line.replace(b" - ", "\u00a0-\u00a0".encode()),
 }
 
 
@@ -133,3 +136,35 @@ def test_a_copy_reads_the_same_metrics(tmp_path, name, copy):
     assert other.steps.tolist() == plain.steps.tolist()
     assert other.metrics.sort(["metric", "step"]).equals(plain.metrics.sort(["metric", "step"]))
     assert [e.kind for e in other.events] == [e.kind for e in plain.events]
+
+
+def _hard_wrapped(text: str, width: int) -> str:
+    """`text` as a terminal of `width` columns shows it, copied with a newline at each wrap."""
+    rows = (
+        line[i : i + width] for line in text.splitlines() for i in range(0, len(line) or 1, width)
+    )
+    return "\n".join(rows) + "\n"
+
+
+@pytest.fixture(scope="module")
+def wrapped_reports(tmp_path_factory) -> dict[str, dict]:
+    """Every excerpt hard-wrapped at 100 columns (tmux, screen, a narrow terminal), analysed."""
+    folder = tmp_path_factory.mktemp("wrapped")
+    paths = []
+    for name, _ in EXPECT:
+        text = (REAL_LOGS / name).read_text(encoding="utf-8", errors="replace")
+        (folder / name).write_text(_hard_wrapped(text, 100), encoding="utf-8")
+        paths.append(folder / name)
+    found = analyze_paths(paths, store_dir=folder / "store", use_cache=False)
+    return {Path(r.run.source.path).name: json.loads(r.to_json()) for r in found}
+
+
+@pytest.mark.parametrize("name", [n for n, _ in EXPECT], ids=[n[:24] for n, _ in EXPECT])
+def test_hard_wrapped_at_100_columns_the_same_diagnoses(reports, wrapped_reports, name):
+    """Lines cut at a fixed width (in tracebacks, Ray-prefixed ones too, and step lines) are
+    joined again: the warning-or-higher diagnoses are those of the excerpt as pasted."""
+
+    def warned(report: dict) -> list[str]:
+        return sorted({f["name"] for f in report["findings"] if f["severity"] != "info"})
+
+    assert warned(wrapped_reports[name]) == warned(reports[name])

@@ -17,7 +17,7 @@ from __future__ import annotations
 import copy
 import re
 from collections import Counter, deque
-from collections.abc import Iterable
+from collections.abc import Container, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -109,7 +109,13 @@ PROGRESS_BAR_RE = re.compile(
 OVERRIDES_RE = re.compile(r"Error executing job with overrides: \[(.*)")
 # A line a copy cut off (no blank at the cut) before the rest that follows it.
 WRAP_MIN_LENGTH = 60
+
 NOTICE_RE = re.compile(r"[ \t]*\(Ray deduplicates logs by default\..*$")
+
+
+def _word_char(c: str) -> bool:
+    """A character a cut inside a word or name falls between (`from_vllm` / `_config`)."""
+    return c.isalnum() or c == "_"
 
 
 @dataclass
@@ -160,6 +166,7 @@ class _Traceback:
     kept: bool = True  # False: the stack a warning printed (read, but no event)
     lines_not_kept: int = 0
     tail: deque[tuple[int, str]] = field(default_factory=lambda: deque(maxlen=TB_TAIL_LINES))
+    joined: set[int] = field(default_factory=set)  # lines a copy cut off, joined to the one before
 
     def take(self, line_no: int, text: str) -> bool:
         """Consume a line of the same Ray actor if it belongs to this traceback."""
@@ -188,12 +195,16 @@ class _Traceback:
         return True
 
 
-def _consecutive(lines: Iterable[tuple[int, str]]) -> list[list[tuple[int, str]]]:
+def _consecutive(
+    lines: Iterable[tuple[int, str]], joined: Container[int] = ()
+) -> list[list[tuple[int, str]]]:
     """(line_no, text) pairs → runs of consecutive line numbers (the lines of one physical line,
-    flattened or joined, are consecutive too)."""
+    flattened or joined, are consecutive too; so are two with only `joined` lines between them:
+    lines a copy cut off, joined to the line before)."""
     runs: list[list[tuple[int, str]]] = []
     for line_no, text in lines:
-        if runs and line_no - runs[-1][-1][0] in (0, 1):
+        last = runs[-1][-1][0] if runs else None
+        if last is not None and all(k in joined for k in range(last + 1, line_no)):
             runs[-1].append((line_no, text))
         else:
             runs.append([(line_no, text)])
@@ -264,6 +275,8 @@ class ConsoleParser:
         # (line_no, length, ends in a blank) of the last single-segment physical lines: a copy
         # that wraps at a fixed width leaves full lines of one length
         self._lengths: deque[tuple[int, int, bool]] = deque(maxlen=3)
+        self._wrap_width: int | None = None  # the width a copy wrapped the lines at, once seen
+        self._longest = 0  # the longest line read
         # step lines: metric rows (in lists, moved into frames now and then) and step marks
         self._rows_seq: list[int] = []
         self._rows_step: list[int] = []
@@ -319,6 +332,8 @@ class ConsoleParser:
                 self.undecodable += line.count("\ufffd")
             if "\x00" in line:
                 self.nul_bytes += line.count("\x00")
+            if vt.NBSP in line:
+                line = line.replace(vt.NBSP, " ")
             segs = vt.segments(line)
             last = len(segs) - 1
             for sub, raw in enumerate(segs):
@@ -335,10 +350,17 @@ class ConsoleParser:
 
     def segment(self, line_no: int, sub: int, last: bool, raw: str) -> None:
         """Consume one `\\r`-separated segment of a physical line."""
+        if vt.NBSP in raw:  # (a line with one is not ASCII: never read in bulk)
+            raw = raw.replace(vt.NBSP, " ")
         if sub == 0 and self._block_indent != "":
             raw = self._dedent(raw)
         if sub == 0 and last:
-            self._lengths.append((line_no, len(raw), raw[-1:].isspace()))
+            n = len(raw)
+            if self._lengths and self._lengths[-1][1] >= WRAP_MIN_LENGTH:
+                self._note_wrap_width()
+            self._lengths.append((line_no, n, raw[-1:].isspace()))
+            if n > self._longest:
+                self._longest = n
         held = pasted.record_lines(raw) if pasted.is_record(raw) else None
         if held is None:
             self._printed(line_no, sub, last, raw)
@@ -737,12 +759,23 @@ class ConsoleParser:
         if self._event(line_no, kind, text, vt.repeats(rest), self._last_step):
             self._wrappable = (line_no, self._events[-1])
 
+    def _note_wrap_width(self) -> None:
+        """The width a copy wrapped the log at, from the lines read so far: two consecutive
+        full lines of one length that no line read is longer than (aligned table rows of one
+        length among longer lines are no wrap)."""
+        if len(self._lengths) > 1:
+            (a, width, _), (b, n, _) = self._lengths[-2], self._lengths[-1]
+            if b - a == 1 and width == n >= max(WRAP_MIN_LENGTH, self._longest):
+                self._wrap_width = n
+        if self._wrap_width is not None and self._longest > self._wrap_width:
+            self._wrap_width = None
+
     def _continues_cut_line(self, line_no: int, clean: str) -> bool:
         """Join a line that a copy cut off from the long line before it (`… allocated by P` /
         `yTorch, with …`): an unprefixed line that starts no record of its own, right after a
-        kept line that ends mid-word; or any unindented line after two full lines of one
-        length (a copy wrapped at a fixed width: `… IP address: 159.226.47` / `.239 Worker
-        port: … Worker exit type: SYSTEM_ERROR …`)."""
+        kept line that ends mid-word; or any unindented line after a line as long as the width a
+        copy wrapped the log at (two consecutive full lines of one length seen before: `… IP
+        address: 159.226.47` / `.239 Worker port: … Worker exit type: SYSTEM_ERROR …`)."""
         assert self._wrappable is not None
         target = self._wrappable[1]
         if isinstance(target, _Traceback):
@@ -752,16 +785,15 @@ class ConsoleParser:
         else:
             head = target.text.rsplit("\n", 1)[-1]
         full = [(n, blank) for i, n, blank in self._lengths if line_no - i in (1, 2)]
-        fixed = len(full) == 2 and full[0][0] == full[1][0] >= WRAP_MIN_LENGTH
-        if fixed:
+        if full and full[-1][0] == self._wrap_width:  # the line before is as long as the wrap
             if not clean[:1].strip() or _starts_traceback(clean):
                 return False
             if full[-1][1]:
                 clean = " " + clean  # the wrap fell on a blank
         elif (
             len(head) < WRAP_MIN_LENGTH
-            or not head[-1:].isalnum()
-            or not clean[:1].isalnum()
+            or not _word_char(head[-1:])
+            or not _word_char(clean[:1])
             or _starts_traceback(clean)
             or ve.classify(clean) is not None
         ):
@@ -769,6 +801,7 @@ class ConsoleParser:
         if isinstance(target, _Traceback):
             start, text = target.lines[-1]
             target.lines[-1] = (start, text + clean)
+            target.joined.add(line_no)
         else:
             target.text += clean
         self._wrappable = (line_no, target)
@@ -800,7 +833,7 @@ class ConsoleParser:
             return  # a warning's stack: the warning is the event
         # One event per run of consecutive lines, so line numbers stay exact.
         kept = False
-        for part in _consecutive(block.lines):
+        for part in _consecutive(block.lines, block.joined):
             kept = self._traceback_event(part, block.step_hint)
         # The last lines of a traceback too long to keep whole: kept with the lines before
         # them, not counted again.

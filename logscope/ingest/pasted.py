@@ -32,7 +32,14 @@ DECORATION_RE = re.compile(
             # RFC 3339 / ISO 8601 (Docker, Kubernetes; CRI adds `stdout F`), Python logging's
             # `2025-01-01 10:00:00,123`; one blank after it is part of the stamp, so the
             # indentation of traceback frames survives
-            _DATE + r"[T ]" + _TIME + _ZONE + r"(?:[ \t](?:stdout|stderr) [FP])?(?:[ \t]|$)",
+            _DATE
+            + r"[T ]"
+            + _TIME
+            + _ZONE
+            + r"(?:[ \t](?:stdout|stderr) [FP])?(?:[ \t]|$)"
+            # and the logging level after it (`… INFO `, `… - WARNING - `, `… [ERROR] `)
+            + r"(?:(?:[-|:][ \t])?\[?(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)\]?"
+            + r"(?:[ \t]?[-:|])?(?:[ \t]|$))?",
             r"\[[^\]\n]{0,40}?[0-9]{1,2}:[0-9]{2}:[0-9]{2}[^\]\n]{0,60}\] ?",  # `[time ...]`
             r"\[pod/[^\]\n]+\] ",  # kubectl logs --prefix
             r"\[(?:rank|default)[0-9]{1,5}\]:? ?",  # torchrun's `[rank0]: ` / `[default0]:`

@@ -90,6 +90,10 @@ PREFIX_NAME_RE = re.compile(
     r"^\((?:[A-Za-z0-9_.:\-]+ (?=[A-Za-z_][A-Za-z0-9_.\-]* pid=))?([A-Za-z_][A-Za-z0-9_.\-]*)"
 )
 
+#: a no-break space, which a copy from a web page puts for spaces (` - ` between metrics): read
+#: as a space
+NBSP = "\u00a0"
+
 SUB_BITS = 20  # seq = line_no << SUB_BITS | segment index within the line
 MAX_SUB = (1 << SUB_BITS) - 1
 
