@@ -41,6 +41,10 @@ DECORATION_RE = re.compile(
             + r"(?:(?:[-|:][ \t])?\[?(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)\]?"
             + r"(?:[ \t]?[-:|])?(?:[ \t]|$))?",
             r"\[[^\]\n]{0,40}?[0-9]{1,2}:[0-9]{2}:[0-9]{2}[^\]\n]{0,60}\] ?",  # `[time ...]`
+            # syslog / journalctl: `Dec 03 12:00:00 gpu-node-1 python[12345]: `
+            r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) [ 0-9][0-9] "
+            + _TIME
+            + r" [\w.\-]+ [\w.\-/]+(?:\[[0-9]+\])?: ",
             r"\[pod/[^\]\n]+\] ",  # kubectl logs --prefix
             r"\[(?:rank|default)[0-9]{1,5}\]:? ?",  # torchrun's `[rank0]: ` / `[default0]:`
             r"[0-9]{1,5}: ",  # srun --label: the task rank
@@ -49,7 +53,7 @@ DECORATION_RE = re.compile(
 )
 
 
-_DECORATION_STARTS = frozenset(">[0123456789`")
+_DECORATION_STARTS = frozenset(">[0123456789`JFMASOND")
 
 
 # glog's stamp as torch prints it (`[W1106 10:41:32.123456789 TCPStore.cpp:125] `): its time is a
