@@ -53,6 +53,7 @@ NCCL_RE = re.compile(
     r"NCCL operation failed|NCCL error|nccl(?:InternalError|UnhandledCudaError|SystemError"
     r"|InvalidUsage|InvalidArgument|RemoteError)|Watchdog caught collective operation timeout"
     r"|NCCL communicator was aborted|NCCL (?:watchdog )?timeout"
+    r"|NCCL is not available|Distributed package doesn't have NCCL built in"
     r"|RayTaskError\(DistBackendError\)|^(?:torch\.distributed\.)?DistBackendError\b"
 )
 # Ascend NPUs' collective library (torch_npu's `HCCL function error: hcclCommInitRootInfoConfig(…),

@@ -48,8 +48,9 @@ class NcclError(SignatureDetector, code="LS014", name="nccl-error"):
         `RayTaskError(DistBackendError)` header names it. The kind of failure is read from the
         message: shared memory (`/dev/shm`), network (`ncclSystemError` / `unhandled system
         error`, `ncclRemoteError`, socket and InfiniBand errors, `operation=Connect`), CUDA
-        (`ncclUnhandledCudaError`), usage (`ncclInvalidUsage`, `Duplicate GPU`), unknown (only
-        the error's class is in the text). Evidence: error or timeout, that kind, the phase,
+        (`ncclUnhandledCudaError`), usage (`ncclInvalidUsage`, `Duplicate GPU`), unavailable
+        (`NCCL is not available`, `Distributed package doesn't have NCCL built in`: no NCCL for
+        these devices), unknown (only the error's class is in the text). Evidence: error or timeout, that kind, the phase,
         the collective and its timeout when printed, and whether a CUDA OOM was logged too.
         On Ascend NPUs, HCCL's failures (`HCCL function error: hcclCommInitRootInfoConfig(…),
         error code is 4`, `call hccl api failed`, `HCCL_E_TIMEOUT`): evidence names the call and
@@ -77,7 +78,9 @@ class NcclError(SignatureDetector, code="LS014", name="nccl-error"):
         whether InfiniBand is at fault (then fix `NCCL_IB_HCA` / the IB setup), the firewall,
         `NCCL_DEBUG=INFO`; no memory advice unless a CUDA OOM is logged. For shared memory: a
         larger `/dev/shm` (`--shm-size`, `--ipc=host`). For a usage error: `NCCL_DEBUG=INFO` to
-        see each rank's GPU (two ranks on one GPU). For a timeout:
+        see each rank's GPU (two ranks on one GPU). NCCL unavailable: a torch build with NCCL
+        on NVIDIA GPUs; on Ascend NPUs code that creates an NCCL group does not support them
+        (HCCL is their backend). For a timeout:
         find the rank that stopped first (its own log, often a CUDA OOM reported separately;
         `NCCL_DEBUG=INFO`); when the first collective (`SeqNum=1`) timed out the ranks never
         connected (`NCCL_SOCKET_IFNAME`, `NCCL_IB_DISABLE=1` / `NCCL_P2P_DISABLE=1` to narrow it
@@ -139,7 +142,13 @@ def _nccl(run: Run, hits: list[Hit]) -> Reading:
     oom = find_lines(run, CUDA_OOM_RE, CUDA_OOM_KEYS)
     evidence["cuda_oom_logged"] = bool(oom)
     during = _during(run, hits, evidence)
-    what = "NCCL collective timed out" if timeout else "NCCL operation failed"
+    what = (
+        "NCCL collective timed out"
+        if timeout
+        else "NCCL is not available"
+        if failure == "unavailable"
+        else "NCCL operation failed"
+    )
     message = f"{what}{during} at {where(hits[0])}; printed {plural(occurrences(hits), 'time')}."
     m = re.search(r"operation=(\w+)", after)
     if m:
@@ -366,6 +375,10 @@ STORE_DOC = "pytorch:distributed#torch.distributed.TCPStore"
 
 # What kind of NCCL failure a message (and the lines NCCL prints after it) names, first match.
 NCCL_FAILURES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    (
+        "unavailable",
+        re.compile(r"NCCL is not available|doesn't have NCCL built in"),
+    ),
     ("shm", re.compile(r"/dev/shm|shared memory segment|NCCL_SHM")),
     (
         "network",
@@ -384,6 +397,9 @@ NCCL_FAILURES: tuple[tuple[str, re.Pattern[str]], ...] = (
 # A line that names only the error's class: Ray's header, or torch's exception cut before its text.
 CLASS_ONLY_RE = re.compile(r"RayTaskError\(DistBackendError\)|^[\w.]*DistBackendError:?\s*$")
 FAILURE_NOTES = {
+    "unavailable": "This torch (or Ray's collective library) has no NCCL for the devices the "
+    "job runs on: a CPU-only or non-CUDA build, or a device that is no NVIDIA GPU (an Ascend "
+    "NPU's backend is HCCL).",
     "shm": "NCCL could not create its shared-memory segment (/dev/shm): a container with too "
     "little shared memory, not a training setting.",
     "network": "A system or socket call inside NCCL failed{connect}: most often the network "
@@ -430,6 +446,19 @@ def _failure_advice(failure: str, memory: list[Advice], oom: bool) -> list[Advic
         ]
     if failure == "network":
         return [*network_advice(), debug, *(memory if oom else [])]
+    if failure == "unavailable":
+        return [
+            env_advice(
+                "collective-backend",
+                "a torch build with NCCL for NVIDIA GPUs (and cupy for Ray's collective groups); "
+                "HCCL on Ascend NPUs",
+                "The collective backend must match the devices: on NVIDIA GPUs install a CUDA "
+                "build of torch; on NPUs (trainer.device=npu) code that creates an NCCL group "
+                "(a recipe's weight-sync group) does not support them: use a recipe or worker "
+                "that creates an HCCL group.",
+                "pytorch:distributed#backends",
+            )
+        ]
     if failure == "usage":
         return [
             env_advice(

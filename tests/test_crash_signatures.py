@@ -1290,6 +1290,31 @@ def test_a_dist_backend_error_named_only_by_ray_is_an_nccl_failure_at_init():
     assert "not in the log" in crash.message
 
 
+@pytest.mark.parametrize(
+    "error",
+    [
+        "RuntimeError: NCCL is not available.",  # Ray's collective groups (ray.util.collective)
+        "RuntimeError: Distributed package doesn't have NCCL built in",  # torch without NCCL
+    ],
+)
+def test_nccl_missing_from_the_platform_asks_for_a_matching_backend(error):
+    """An NPU host (HCCL only) or a CPU-only torch build: NCCL is missing, not failing; the
+    advice is the backend, not memory or NCCL_DEBUG."""
+    text = (
+        f"{T} ray.exceptions.RayTaskError(RuntimeError): ray::OneStepTaskRunner.run() {HEADER}\n"
+        f'{T}   File "/verl/recipe/one_step_off_policy/ray_trainer.py", line 215, in '
+        "_create_weight_sync_group\n"
+        f"{T}     collective.create_collective_group(\n"
+        f"{T} {error}\n"
+    )
+    found = by_name(findings_of(text))
+    nccl = found["nccl-error"]
+    assert nccl.evidence["failure"] == "unavailable"
+    assert nccl.message.startswith("NCCL is not available")
+    assert [a.parameter for a in nccl.advice] == ["env:collective-backend"]
+    assert found["run-crashed"].evidence["explained_by"] == "nccl-error"
+
+
 def test_an_oom_named_only_by_ray_says_gpu_or_host_is_not_shown():
     text = (
         "Traceback (most recent call last):\n"
