@@ -1502,7 +1502,11 @@ class ResponseLengthClipped(Detector, code="LS141", name="response-length-clippe
         logged — it judges by `response_length/max` == `data.max_response_length` in more
         than `at_cap_share` of those steps, counting the V1 ratio only on steps at the cap
         (where it is right); without any ratio the cap alone says that some responses are cut
-        (info). A run without a config is judged by the ratio alone.
+        (info). A run without a config is judged by the ratio alone. Truncation that has
+        passed — the median over some earlier `last_steps` consecutive logged steps (at most a
+        third of the run's) at or above `min_ratio`, the recent level below it — is info, with
+        the mean response length then and now (a policy that learned to fit the cap by
+        answering shorter).
 
     Why it matters:
         A truncated answer usually loses its final answer, so its reward is wrong, and the
@@ -1547,7 +1551,7 @@ class ResponseLengthClipped(Detector, code="LS141", name="response-length-clippe
         cap, _ = response_cap(run)
         if clip is not None and clip_ratio_reliable(run):
             if clip.value < self.min_ratio:
-                return []
+                return self._passed(run)
             return [self._finding(run, clip.value, clip.steps, top, cap, "clip_ratio")]
         if top is None or cap is None:
             return []
@@ -1562,6 +1566,60 @@ class ResponseLengthClipped(Detector, code="LS141", name="response-length-clippe
         if ratio < self.min_ratio:
             return []
         return [self._finding(run, ratio, top.steps, top, cap, "max == cap (verl 0.9 V1)")]
+
+    def _passed(self, run: Run) -> list[Finding]:
+        """Truncation that has passed (info): the median over some earlier `w` consecutive
+        logged steps (`last_steps`, at most a third of the run's) at or above `min_ratio`,
+        before the last `w`; the responses learned to fit the cap, often by getting shorter."""
+        s = Series.load(run, "response_clip_ratio")
+        if s is None:
+            return []
+        w = min(self.last_steps, max(1, len(s) // 3))
+        starts = len(s) - 2 * w + 1  # windows that end before the last w points
+        if starts < 1:
+            return []
+        meds = np.median(np.lib.stride_tricks.sliding_window_view(s.values, w)[:starts], axis=1)
+        j = int(np.argmax(meds))
+        if meds[j] < self.min_ratio:
+            return []
+        now, last = float(np.median(s.values[-w:])), s.steps[-w:]
+
+        def span(steps: np.ndarray) -> str:
+            return f"at step {steps[0]}" if w == 1 else f"over steps {steps[0]}–{steps[-1]}"
+
+        message = (
+            f"{s.metric} was {fmt(meds[j])} {span(s.steps[j : j + w])} ({meds[j]:.0%} of the "
+            f"responses at the length cap) and is {fmt(now)} {span(last)}"
+            + (f" (medians of {w} steps)" if w > 1 else "")
+            + ": the truncation has passed."
+        )
+        length = Series.load(run, "response_length_mean")
+        if length is not None:
+            then, later = length.at(s.steps[j : j + w]), length.at(last)
+            if np.isfinite(then).any() and np.isfinite(later).any():
+                a, b = float(np.nanmedian(then)), float(np.nanmedian(later))
+                message += f" {length.metric} went from {fmt(a)} to {fmt(b)} meanwhile" + (
+                    ": the policy learned to answer within the cap by answering shorter."
+                    if b < 0.8 * a
+                    else "."
+                )
+        return [
+            self.finding(
+                severity="info",
+                message=message,
+                metric=s.metric,
+                step=int(s.steps[j]),
+                end_step=int(last[-1]),
+                evidence={
+                    "clip_ratio_then": sig(float(meds[j])),
+                    "clip_ratio_now": sig(now),
+                    "window_steps": w,
+                    "threshold": self.min_ratio,
+                    "judged_by": "clip_ratio, earlier",
+                },
+                references=cite_all([f"{SEED_PPO} §5.2", "verl:trainer/ppo/metric_utils.py"]),
+            )
+        ]
 
     def _finding(
         self,

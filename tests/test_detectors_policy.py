@@ -716,3 +716,29 @@ def test_critic_grad_norm_far_past_its_alarm_at_a_warmup_step_is_reported():
     # a large but plausible warm-up norm (20× the clip, under 200×) is left alone
     healthy_start = {**step, "critic/grad_norm": [40.0], "critic/vf_loss": [0.3]}
     assert GradNormSpike().detect(make_run(healthy_start, [2])) == []
+
+
+def test_truncation_that_has_passed_is_info_with_the_length_then_and_now():
+    """A sparse excerpt (steps 52, 92, 122): 28 % cut at step 52, 0-3 % later while the mean
+    length fell 144 → 61: info that it passed, not a warning; never truncated, nothing."""
+    from logscope.detectors.policy import ResponseLengthClipped
+
+    steps = [52, 92, 122]
+    run = make_run(
+        {
+            "response_length/clip_ratio": [0.281, 0.0, 0.031],
+            "response_length/mean": [143.8, 58.0, 61.1],
+        },
+        steps,
+    )
+    (f,) = ResponseLengthClipped().detect(run)
+    assert f.severity == "info" and f.step == 52 and f.end_step == 122
+    assert f.evidence["clip_ratio_then"] == 0.281 and f.evidence["clip_ratio_now"] == 0.031
+    assert "answering shorter" in f.message and f.advice == []
+    calm = make_run({"response_length/clip_ratio": [0.02, 0.0, 0.031]}, steps)
+    assert ResponseLengthClipped().detect(calm) == []
+    # a long run: one noisy step at 12 % among 2 % is no truncated stretch
+    rng = np.random.default_rng(0)
+    ratio = rng.binomial(512, 0.02, 200) / 512
+    ratio[50] = 0.12
+    assert ResponseLengthClipped().detect(make_run({"response_length/clip_ratio": ratio})) == []
