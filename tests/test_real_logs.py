@@ -121,6 +121,7 @@ COPIES = {
     "logging": lambda line: b"2025-07-01 12:00:00,123 INFO " + line,
     "nbsp": lambda line: line.replace(b" - ", "\u00a0-\u00a0".encode()),
     "journal": lambda line: b"Dec 03 12:00:00 gpu-node-1 python[12345]: " + line,  # journalctl
+    "compose": lambda line: b"verl-trainer-1  | " + line,  # docker compose logs
 }
 
 

@@ -46,6 +46,7 @@ DECORATION_RE = re.compile(
             + _TIME
             + r" [\w.\-]+ [\w.\-/]+(?:\[[0-9]+\])?: ",
             r"\[pod/[^\]\n]+\] ",  # kubectl logs --prefix
+            r"[A-Za-z0-9][\w.\-]*[-_][0-9]+ +\| ",  # docker compose logs: `trainer-1  | `
             r"\[(?:rank|default)[0-9]{1,5}\]:? ?",  # torchrun's `[rank0]: ` / `[default0]:`
             r"[0-9]{1,5}: ",  # srun --label: the task rank
         )
@@ -70,8 +71,8 @@ RAY_FATAL_STAMP_RE = re.compile(
 def strip_decorations(text: str) -> str:
     """`text` without the quote markers, timestamps and pod/rank labels in front of it."""
     for _ in range(4):  # a few kinds stacked: `> 2025-…Z [pod/x/y] …`
-        if text[:1] not in _DECORATION_STARTS:  # most lines: one set lookup, no regex
-            return text
+        if text[:1] not in _DECORATION_STARTS and " | " not in text[:80]:
+            return text  # most lines: a set lookup and a short search, no regex
         if (glog := GLOG_STAMP_RE.match(text)) is not None:
             return f"[{glog[1]} {glog[2]}] " + text[glog.end() :]
         if (ray := RAY_FATAL_STAMP_RE.match(text)) is not None:
