@@ -109,7 +109,6 @@ PROGRESS_BAR_RE = re.compile(
 OVERRIDES_RE = re.compile(r"Error executing job with overrides: \[(.*)")
 # A line a copy cut off (no blank at the cut) before the rest that follows it.
 WRAP_MIN_LENGTH = 60
-
 NOTICE_RE = re.compile(r"[ \t]*\(Ray deduplicates logs by default\..*$")
 
 
@@ -332,8 +331,6 @@ class ConsoleParser:
                 self.undecodable += line.count("\ufffd")
             if "\x00" in line:
                 self.nul_bytes += line.count("\x00")
-            if vt.NBSP in line:
-                line = line.replace(vt.NBSP, " ")
             segs = vt.segments(line)
             last = len(segs) - 1
             for sub, raw in enumerate(segs):
