@@ -50,8 +50,9 @@ class NcclError(SignatureDetector, code="LS014", name="nccl-error"):
         error`, `ncclRemoteError`, socket and InfiniBand errors, `operation=Connect`), CUDA
         (`ncclUnhandledCudaError`), usage (`ncclInvalidUsage`, `Duplicate GPU`), unavailable
         (`NCCL is not available`, `Distributed package doesn't have NCCL built in`: no NCCL for
-        these devices), unknown (only the error's class is in the text). Evidence: error or timeout, that kind, the phase,
-        the collective and its timeout when printed, and whether a CUDA OOM was logged too.
+        these devices), unknown (only the error's class is in the text). Evidence: error or
+        timeout, that kind, the phase, the collective and its timeout when printed, and whether
+        a CUDA OOM was logged too.
         On Ascend NPUs, HCCL's failures (`HCCL function error: hcclCommInitRootInfoConfig(…),
         error code is 4`, `call hccl api failed`, `HCCL_E_TIMEOUT`): evidence names the call and
         the code's meaning (`HcclResult`). The c10d store (`DistStoreError`,

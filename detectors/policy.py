@@ -1004,9 +1004,10 @@ class GradNormSpike(_SpikeDetector, code="LS130", name="grad-norm-spike"):
         before and above 5× the clip, after step 5, and above every earlier logged value (a
         sparse excerpt's dip is not the level: 27 → 0.48 → 10.5 is no spike); or, at any step
         (warm-up included, unless the norm falls over the first `warmup_steps` steps: an
-        untrained value head learning), a norm `extreme_factor` × the registry's alarm level (critic 20×
-        the clip → 200×, actor 5× → 50×), with the critic's other signs at that step (value
-        loss, explained variance, values far outside the returns) named: the critic diverged.
+        untrained value head learning), a norm `extreme_factor` × the registry's alarm level
+        (critic 20× the clip → 200×, actor 5× → 50×), with the critic's other signs at that
+        step (value loss, explained variance, values far outside the returns) named: the critic
+        diverged.
 
     Why it matters:
         verl clips the gradient to `grad_clip` after measuring it, so a spike is an update whose
