@@ -1116,6 +1116,37 @@ def _rollout_speed_advice(run: Run) -> list[Advice]:
     return advice
 
 
+#: how much the mean response length must vary (90th / 10th percentile) before throughput is
+#: judged per length
+LENGTH_SPREAD = 1.3
+
+
+def _per_length(
+    run: Run, steps: np.ndarray, values: np.ndarray, note: str
+) -> tuple[np.ndarray, str]:
+    """Throughput with its trend on the mean response length taken out, when responses grow or
+    shrink a lot: generation slows per token as sequences lengthen (throughput ∝ length^b,
+    b from −1 to 0 by Theil–Sen on the logs), which is no drop."""
+    length = Series.load(run, "response_length_mean")
+    if length is None:
+        return values, note
+    x = length.at(steps)
+    ok = np.isfinite(x) & (x > 0)
+    if ok.mean() < 0.9:
+        return values, note
+    lo, hi = np.percentile(x[ok], [10, 90])
+    if hi < LENGTH_SPREAD * lo:
+        return values, note
+    lx, ly = np.log(x[ok]), np.log(values[ok])
+    b, _ = theil_sen(lx, ly)
+    b = min(0.0, max(-1.0, b))
+    if b > -0.05:
+        return values, note
+    out = values.copy()
+    out[ok] = np.exp(ly - b * (lx - np.median(lx)))
+    return out, note + f" (per response length: throughput ∝ length^{b:.2f} taken out)"
+
+
 class ThroughputDrop(Detector, code="LS303", name="throughput-drop"):
     """Throughput drops (or step time rises) to a new level and stays there.
 
@@ -1126,7 +1157,10 @@ class ThroughputDrop(Detector, code="LS303", name="throughput-drop"):
         Changepoints (ruptures KernelCPD, penalty from the series' own noise) in the log of
         throughput: `perf/throughput`, else tokens per second (`perf/total_num_tokens`,
         `global_seqlen/mean` or prompt + response length, ÷ `timing_s/step`), else the step time
-        itself. Validation and checkpoint seconds (`timing_s/testing`,
+        itself. When the mean response length varies (its 90th percentile ≥ 1.3× its 10th),
+        throughput's trend on it is taken out first (throughput ∝ length^b, b between −1 and 0
+        by Theil–Sen on the logs): generation slows per token as sequences lengthen.
+        Validation and checkpoint seconds (`timing_s/testing`,
         `timing_s/save_checkpoint`, logged only on those steps) are taken out of the step time;
         isolated spikes are clipped to a 5-step rolling median. Under dynamic sampling (DAPO:
         `algorithm.filter_groups.enable`, or generation alone jumping ≥ 1.5× between steps in a
@@ -1157,8 +1191,8 @@ class ThroughputDrop(Detector, code="LS303", name="throughput-drop"):
 
     Known false positives:
         Response length: step time grows with tokens, so throughput (tokens/s) is judged when
-        tokens are logged; generation that slows per token as responses lengthen still lowers
-        it. PPO critic warm-up: the actor's first update lengthens every later step; the
+        tokens are logged, per response length when that varies; a drop that comes exactly
+        with a jump in length is partly taken for the length's. PPO critic warm-up: the actor's first update lengthens every later step; the
         warm-up is not compared with them. Dynamic sampling: more rounds as the score rises
         lengthen the step; generation is counted once or left out. Checkpoint and validation
         steps: their seconds are taken out. A planned change (a curriculum stage with longer
@@ -1188,6 +1222,8 @@ class ThroughputDrop(Detector, code="LS303", name="throughput-drop"):
         metric, sign, steps, values, note = series
         pos = np.isfinite(values) & (values > 0)
         steps, values = steps[pos], values[pos]
+        if sign < 0:
+            values, note = _per_length(run, steps, values, note)
         # the critic's warm-up steps (no actor update yet) are shorter: a segment of their own
         actor = _actor_start(run, steps)
         bounds = [steps < actor, steps >= actor] if actor is not None else [steps == steps]

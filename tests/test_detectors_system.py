@@ -556,3 +556,22 @@ def test_the_agent_loops_slowest_rollout_names_the_long_tail():
     run = _generation_bound(rng, n, (300, 15), (60, 5), 80, mean, slowest_behind=5)
     (f,) = RolloutBottleneck().detect(run)
     assert "slowest rollout takes" in f.message and "long tail" in f.message
+
+
+@pytest.mark.parametrize("seed", [2, 3])
+def test_throughput_falling_as_responses_lengthen_is_not_a_drop(seed):
+    """Responses grow 800 → 2400 tokens around step 150 (a reasoning run learning to think
+    longer); generation slows per token, so throughput falls as length^-0.3 under AR(1)
+    heavy-tailed noise: no drop. A 35 % drop at step 231 on top of it is one."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(300)
+    length = 800 + 1600 / (1 + np.exp(-(t - 150) / 3))
+    e, z = np.zeros(300), 0.03 * rng.standard_t(5, 300)
+    for i in range(1, 300):
+        e[i] = 0.6 * e[i - 1] + z[i]
+    thr = 1800 * (length / 800) ** -0.3 * np.exp(e)
+    series = {"perf/throughput": thr, "response_length/mean": length, "timing_s/step": 1e5 / thr}
+    assert ThroughputDrop().detect(make_run(series)) == []
+    slower = {**series, "perf/throughput": thr * np.where(t < 230, 1.0, 0.65)}
+    (f,) = ThroughputDrop().detect(make_run(slower))
+    assert abs(f.step - 231) <= 2 and "per response length" in f.message
