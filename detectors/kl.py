@@ -922,8 +922,9 @@ class PPOKLTooLow(Detector, code="LS103", name="ppo-kl-too-low"):
         and over the next `min_fraction` of the judged steps. Located where ppo_kl started falling, or at
         the first logged step when it was low from the start. A warning when the run is not
         learning over the stretch; when it is (the score rises by more than 3 standard errors,
-        or KL to the reference grows ≥ 1.5× and by ≥ 0.002 nat), info (its advice a lever to
-        learn faster, not a repair), unless
+        or KL to the reference grows ≥ 1.5× and by ≥ 0.002 nat), or has learned and levelled off
+        (the score rose by more than 3 standard errors from the run's first logged steps to the
+        stretch's end), info (its advice a lever to learn faster, not a repair), unless
         ppo_kl fell abruptly or entropy collapsed: ppo_kl is averaged over mini-batches, the
         first of which is ~0 by construction, so healthy runs with small LRs sit below 1e-4. A `.3f` log cannot show 1e-4
         (0.000 means |x| < 5e-4): there only an info finding ("cannot judge: rounded") is given,
@@ -1220,7 +1221,18 @@ class PPOKLTooLow(Detector, code="LS103", name="ppo-kl-too-low"):
         # only when the run is not learning either (score not rising, KL to the reference flat)
         score = _halves(run, ("score_mean", "reward_mean"), step, end)
         kl_trend = _halves(run, ("kl_ref",), step, end)
+        # ... or a run that learned before the stretch and levelled off (converged)
+        whole = _halves(run, ("score_mean", "reward_mean"), 0, end)
+        converged = not (collapsed or dropped) and not _rising(score) and _rising(whole)
         learning = not (collapsed or dropped) and (_rising(score) or _kl_growing(kl_trend))
+        if converged and not learning and whole is not None:
+            message += (
+                f" The score rose earlier in the run ({fmt(whole[0])} → {fmt(whole[1])}) and has "
+                "levelled off: a converged policy updates little. Not an alarm by itself; a "
+                "larger LR may still learn more."
+            )
+            evidence["converged"] = True
+            evidence["score_run_first_last"] = [sig(whole[0]), sig(whole[1])]
         if learning:
             signs = []
             if score is not None:
@@ -1252,7 +1264,7 @@ class PPOKLTooLow(Detector, code="LS103", name="ppo-kl-too-low"):
                 )
             )
         return self.finding(
-            severity="info" if learning else "warning",
+            severity="info" if learning or converged else "warning",
             message=message,
             **_stretch_fields(
                 s,

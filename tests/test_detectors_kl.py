@@ -480,6 +480,20 @@ def test_ppo_kl_low_on_a_run_that_does_not_learn_still_warns():
     assert f.severity == "warning" and "learning" not in f.evidence
 
 
+def test_ppo_kl_low_on_a_run_that_learned_and_levelled_off_is_info():
+    """ppo_kl at 1.3e-4 while the score rises over the first 60 steps (0.3 → 0.8), then
+    settling to 8e-5 (no abrupt fall) while the score holds: a converged policy updates
+    little, not an alarm."""
+    n, rng = 150, np.random.default_rng(12)
+    ppo_kl = np.where(np.arange(n) < 60, 1.3e-4, 8e-5) * np.exp(rng.normal(0, 0.3, n))
+    score = 0.3 + 0.5 * np.minimum(np.arange(n) / 60, 1.0) + rng.normal(0, 0.02, n)
+    kl = 0.004 * np.exp(rng.normal(0, 0.05, n))
+    cfg = {"actor_rollout_ref": {"actor": {"optim": {"lr": 5e-7}}}}
+    metrics = {"actor/ppo_kl": ppo_kl, "critic/score/mean": score, "actor/kl_loss": kl}
+    (f,) = PPOKLTooLow().detect(make_run(metrics, config=cfg))
+    assert f.severity == "info" and f.evidence["converged"] and "levelled off" in f.message
+
+
 def test_ppo_kl_abrupt_fall_warns_even_while_the_score_rises():
     """A sudden fall of the update size at a constant LR is a change to explain."""
     n, rng = 300, np.random.default_rng(13)
