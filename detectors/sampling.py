@@ -32,6 +32,8 @@ class DynamicSamplingWaste(SustainedLevel, code="LS306", name="dynamic-sampling-
     What it detects:
         Generation batches per step at or above `max_batches` (3), smoothed by a running
         median of `smooth_steps`, for at least `min_steps` logged steps after `warmup_steps`.
+        A stretch that is over by the end (the median of the last `smooth_steps` logged steps
+        below `max_batches`) is info: early steps on data the policy cannot yet solve.
 
     Why it matters:
         Dynamic sampling (DAPO §3.2) drops groups whose responses all got the same reward
@@ -78,11 +80,26 @@ class DynamicSamplingWaste(SustainedLevel, code="LS306", name="dynamic-sampling-
             f"{fmt((1 - kept) * 100)}% of generated groups are filtered away, and generation "
             "runs that many times per step."
         )
+        # over by the end (the last smooth_steps logged steps below the limit): the first steps
+        # of a dataset the policy could not yet solve (or already solved), not a lasting waste
+        passed = e.last_step < s.steps[-1] and (
+            float(np.median(s.values[-self.smooth_steps :])) < self.max_batches
+        )
+        if passed:
+            message += (
+                f" It fell back below {fmt(self.max_batches)} after step {e.last_step} and is "
+                "below it at the end of the log: a passing stretch, not a lasting waste."
+            )
         return [
             self.finding_at(
                 e,
                 message,
-                evidence={**e.evidence(self.max_batches), "kept_share": round(kept, 3)},
+                severity="info" if passed else self.default_severity,
+                evidence={
+                    **e.evidence(self.max_batches),
+                    "kept_share": round(kept, 3),
+                    "passed": passed,
+                },
                 advice=filter_advice(run),
                 references=cite_all(["paper:dapo §3.2", SRC_V1, SRC_RECIPE]),
             )

@@ -140,3 +140,19 @@ def test_rollout_bottleneck_in_one_step_off_training_is_the_trainers_wait():
     plain = realistic_run(6, 300, {}, [Injection("rollout-bottleneck", 150, 1.5)], "0.9")
     (finding,) = find("LS302")().detect(plain.to_run())
     assert "one_step_off" not in finding.evidence
+
+
+def test_dynamic_sampling_waste_that_passed_early_is_info():
+    """Three generation rounds per step at steps 7-13 of a DAPO run on hard data, one or two
+    from then on: a passing stretch (info); three rounds to the end of the log: a warning."""
+    from tests.helpers import make_run
+
+    waste = find("dynamic-sampling-waste")()
+    early = np.where((np.arange(1, 201) >= 7) & (np.arange(1, 201) <= 13), 3.0, 1.0)
+    early[50::7] = 2.0
+    (f,) = waste.detect(make_run({"train/num_gen_batches": early}))
+    assert f.severity == "info" and f.evidence["passed"] and f.step == 7
+    late = early.copy()
+    late[150:] = 3.0
+    (g,) = waste.detect(make_run({"train/num_gen_batches": late}))
+    assert g.severity == "warning" and not g.evidence["passed"]
